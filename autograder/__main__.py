@@ -1,0 +1,4 @@
+from autograder.cli import main
+import sys
+
+sys.exit(main())

@@ -1,0 +1,84 @@
+"""The `autograder` command line: one subcommand per verb, each implemented in its own module."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autograder.build import BuildError
+from autograder.config import ConfigError
+from autograder.notebook.markers import MarkerError
+from autograder.release import ReleaseError
+
+USER_ERRORS = (BuildError, ConfigError, MarkerError, ReleaseError, FileNotFoundError)
+
+
+def cmd_build(args) -> int:
+    from autograder.build import build
+
+    paths = build(Path(args.source))
+    print(f"student notebook: {paths.assignment}\nrelease bundle:   {paths.release}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from autograder.grade import GradeOptions, grade
+    from autograder.release import resolve_release
+
+    release = resolve_release(args.assignment)
+    missing = [p for p in args.submissions if not Path(p).exists()]
+    if missing:
+        print(f"warning: not found, graded as missing: {', '.join(missing)}", file=sys.stderr)
+    results = grade(release, [Path(p) for p in args.submissions], GradeOptions(Path(args.out), quiet=args.quiet))
+    out = Path(args.out)
+    print(f"graded {len(results)} submission(s): results in {out}/<submission>/results.json, table in {out / 'grades.csv'}")
+    return 0 if len(results) == len(args.submissions) else 1
+
+
+def cmd_verify(args) -> int:
+    from autograder.verify import verify
+
+    source = Path(args.assignment)
+    if not (source / "assignment.toml").is_file():
+        source = Path("solutions") / args.assignment
+    report = verify(source)
+    for line in report.lines:
+        print(line)
+    for problem in report.problems:
+        print(f"PROBLEM: {problem}")
+    print("verify: OK" if report.ok else f"verify: FAILED ({len(report.problems)} problem(s))")
+    return 0 if report.ok else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autograder", description="Build, verify and grade notebook assignments.")
+    sub = p.add_subparsers(dest="verb", required=True)
+    b = sub.add_parser("build", help="source notebook -> assignments/<name>/ and release/<name>/")
+    b.add_argument("source", help="solutions/<name> folder")
+    b.set_defaults(run=cmd_build)
+    g = sub.add_parser("grade", help="grade submitted notebooks")
+    g.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
+    g.add_argument("submissions", nargs="+", help="submitted .ipynb files")
+    g.add_argument("--out", required=True, help="folder for results")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    g.set_defaults(run=cmd_grade)
+    v = sub.add_parser("verify", help="reference gets full marks, stubs get 0, nothing leaks")
+    v.add_argument("assignment", help="assignment name or solutions/<name> folder")
+    v.set_defaults(run=cmd_verify)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; results written so far are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

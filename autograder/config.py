@@ -1,0 +1,62 @@
+"""An assignment's settings: `solutions/<name>/assignment.toml`."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+CONFIG_FILE = "assignment.toml"
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class Limits:
+    check_seconds: float = 60.0  # wall time for one check, all its calls into student code included
+    import_seconds: float = 60.0  # wall time for loading a submission's definitions
+    submission_seconds: float = 900.0  # wall time for all checks of one submission
+    memory_mb: int = 6144  # address-space limit of a worker (0 = none; CUDA workers get none)
+    output_mb: int = 64  # largest file a worker may write (its captured output included)
+
+
+@dataclass
+class AssignmentConfig:
+    name: str  # folder name: solutions/<name>, assignments/<name>, release/<name>
+    title: str  # shown to students and in reports
+    notebook: str  # source notebook file inside solutions/<name>/
+    files: list[str] = field(default_factory=list)  # extra files shipped next to the student notebook
+    limits: Limits = field(default_factory=Limits)
+    gpu_checks: list[str] = field(default_factory=list)  # checks that need CUDA: pending without it
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "AssignmentConfig":
+        return cls(**{**data, "limits": Limits(**data.get("limits", {}))})
+
+
+def load_config(source_dir: Path) -> AssignmentConfig:
+    path = source_dir / CONFIG_FILE
+    if not path.is_file():
+        raise ConfigError(f"{path}: missing (every solutions/<name>/ folder needs an {CONFIG_FILE})")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    known = {"title", "notebook", "files", "limits", "gpu"}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
+    for key in ("title", "notebook"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise ConfigError(f"{path}: '{key}' must be a non-empty string")
+    limits = data.get("limits", {})
+    bad = set(limits) - set(Limits.__dataclass_fields__)
+    if bad:
+        raise ConfigError(f"{path}: unknown [limits] setting(s) {sorted(bad)}")
+    return AssignmentConfig(
+        name=source_dir.name, title=data["title"], notebook=data["notebook"], files=list(data.get("files", [])),
+        limits=Limits(**limits), gpu_checks=list(data.get("gpu", {}).get("checks", [])))

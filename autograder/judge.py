@@ -1,0 +1,225 @@
+"""The judge: runs an assignment's checks against one submission and decides the scores.
+
+The judge process never imports student code. It holds two programs, the submission and the
+reference, each running in its own worker, and talks to them through proxies. Every verdict, every
+comparison and every score is computed here, with the judge's own, unpatched libraries.
+"""
+from __future__ import annotations
+
+import builtins
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from autograder.config import Limits
+from autograder.notebook.extract import Extraction
+from autograder.sandbox.client import (
+    Handle, MissingName, Remote, StudentError, WorkerDied, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
+)
+from autograder.testing import CheckSpec, Fail
+
+PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
+               "The instructor runs `autograder rubric` on a GPU machine and merges the points.")
+
+
+@dataclass
+class CheckResult:
+    name: str
+    part: str
+    max_score: float
+    score: float
+    status: str  # passed | partial | failed | pending
+    message: str
+    visibility: str = "visible"
+    stub_hit: bool = False  # student code raised NotImplementedError during this check
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class Program:
+    """A notebook's definitions running in a worker, seen through a module-like proxy."""
+
+    def __init__(self, extraction: Extraction, spec: WorkerSpec, helpers: list[str] = ()):
+        self.extraction = extraction
+        self.worker = WorkerProcess(spec)
+        self.helpers = list(helpers)
+        self._helpers_loaded_in = None
+
+    def start(self):
+        report = self.worker.ensure_started()
+        if self.helpers and self._helpers_loaded_in is not self.worker.proc:
+            self._helpers_loaded_in = self.worker.proc
+            for source in self.helpers:
+                self.worker.request("helpers", source, what="loading the grader's helper code")
+        return report
+
+    def proxy(self) -> "ProgramProxy":
+        return ProgramProxy(self)
+
+    def explain_missing(self, name: str) -> str:
+        owner = self.worker.spec.owner
+        report = self.worker.report
+        for index, unit in enumerate(self.extraction.units):
+            if name in unit.names and report and index in report.errors:
+                return (f"`{name}` is not available: cell {unit.cell} (line {unit.line}) failed when the grader "
+                        f"ran it: {report.errors[index]}")
+        return self.extraction.where_defined(name) or f"{owner} notebook does not define `{name}`"
+
+    def close(self) -> None:
+        self.worker.kill()
+
+
+class ProgramProxy:
+    """`sub.NAME` is the notebook's NAME in its worker; `sub.helpers` the grader's helper code there."""
+
+    def __init__(self, program: Program):
+        object.__setattr__(self, "_program", program)
+
+    def __getattr__(self, name: str):
+        program = object.__getattribute__(self, "_program")
+        report = program.start()
+        worker = program.worker
+        if name == "helpers":
+            return Remote(worker, Handle(1, "helpers"), "grader helpers")
+        if name.startswith("__") or name not in report.defined:
+            raise MissingName(program.explain_missing(name))
+        module = Remote(worker, Handle(0, "module"), "")
+        return worker.request("getattr", module, name, what=f"{worker.spec.owner} {name}", child_label=name)
+
+    def defines(self, name: str) -> bool:
+        return name in object.__getattribute__(self, "_program").start().defined
+
+
+class CellNamespace(dict):
+    """Globals for a notebook test cell run in the judge: the reference notebook's imports are real
+    judge-side modules; any other name is looked up in the submission (as a proxy)."""
+
+    def __init__(self, base: dict, sub: ProgramProxy):
+        super().__init__(base)
+        self._sub = sub
+
+    def __missing__(self, key):
+        if hasattr(builtins, key):
+            raise KeyError(key)
+        value = getattr(self._sub, key)
+        self[key] = value
+        return value
+
+
+def judge_imports(reference: Extraction) -> dict:
+    """Run the reference notebook's import statements in the judge (instructor code, trusted)."""
+    namespace: dict = {}
+    for unit in reference.units:
+        if unit.kind == "import":
+            try:
+                exec(compile("\n" * (unit.line - 1) + unit.source, f"<reference cell {unit.cell}>", "exec"), namespace)
+            except Exception:  # noqa: BLE001 - an import the judge lacks only matters if a test cell uses it
+                pass
+    return namespace
+
+
+def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, base: dict):
+    namespace = CellNamespace({**base, "reference": ref, "__name__": "__test_cell__"}, sub)
+    exec(compile(spec.source, f"<test cell {spec.name}>", "exec"), namespace)
+
+
+def _fraction(value) -> float:
+    """A check's return value as a fraction of its points, clamped to [0, 1]."""
+    if value is None or value is True:
+        return 1.0
+    if value is False:
+        return 0.0
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, (int, float)) and value == value:  # not NaN
+        return min(1.0, max(0.0, float(value)))
+    raise TypeError(f"a check returned {type(value).__name__}; it must return None, a bool or a number")
+
+
+class Judge:
+    """Runs checks for submissions against one reference program."""
+
+    def __init__(self, checks: list[CheckSpec], reference: Program, limits: Limits, cell_globals: dict,
+                 gpu_checks: set[str] = frozenset(), cuda: bool | None = None):
+        self.checks = checks
+        self.reference = reference
+        self.limits = limits
+        self.cell_globals = cell_globals
+        self.gpu_checks = set(gpu_checks)
+        self.cuda = torch.cuda.is_available() if cuda is None else cuda
+
+    def grade(self, submission: Program) -> list[CheckResult]:
+        results = []
+        budget_end = time.monotonic() + self.limits.submission_seconds
+        for spec in self.checks:
+            results.append(self.run_check(spec, submission, budget_end))
+        return results
+
+    def run_check(self, spec: CheckSpec, submission: Program, budget_end: float) -> CheckResult:
+        result = CheckResult(spec.name, spec.part, spec.points, 0.0, "failed", "", spec.visibility)
+        if (spec.gpu or spec.name in self.gpu_checks) and not self.cuda:
+            result.status, result.message = "pending", PENDING_GPU
+            return result
+        if time.monotonic() >= budget_end:
+            result.message = (f"not run: the submission used up its {self.limits.submission_seconds:.0f} s "
+                              "time budget in earlier checks")
+            return result
+        start = time.monotonic()
+        timeout = spec.timeout or self.limits.check_seconds
+        try:
+            fraction, message = self._execute(spec, submission, min(start + timeout, budget_end), timeout)
+        finally:
+            result.seconds = round(time.monotonic() - start, 3)
+        result.score = round(fraction * spec.points, 6)
+        result.status = "passed" if fraction >= 1 else "partial" if fraction > 0 else "failed"
+        result.message = message
+        result.stub_hit = self._after_check(submission)
+        self._after_check(self.reference)
+        return result
+
+    def _execute(self, spec: CheckSpec, submission: Program, deadline: float, timeout: float) -> tuple[float, str]:
+        sub, ref = submission.proxy(), self.reference.proxy()
+        try:
+            for program in (submission, self.reference):
+                program.start()
+                program.worker.deadline = deadline if program is submission else time.monotonic() + max(timeout, 300)
+                program.worker.request("seed", 0, what="seeding")
+            torch.manual_seed(0)
+            if spec.fn is not None:
+                value = spec.fn(sub, ref)
+            else:
+                value = _run_cell_check(spec, sub, ref, self.cell_globals)
+            fraction = _fraction(value)
+            return fraction, "" if fraction >= 1 else "partially correct" if fraction > 0 else "check failed"
+        except Fail as exc:
+            return min(1.0, max(0.0, exc.partial)), str(exc)
+        except MissingName as exc:
+            return 0.0, str(exc)
+        except StudentError as exc:
+            return 0.0, exc.describe()
+        except WorkerTimeout as exc:
+            return 0.0, f"timed out after {timeout:.0f} s: {exc} (an endless loop, or far too slow?)"
+        except WorkerError as exc:
+            return 0.0, str(exc)
+        except AssertionError as exc:
+            text = str(exc)
+            return 0.0, text if text else ("an assertion in this public check failed" if spec.public
+                                           else "a hidden check failed")
+        except Exception as exc:  # noqa: BLE001 - typically the check choking on what student code returned
+            return 0.0, f"the grader could not use what your code returned ({type(exc).__name__}: {exc})"
+
+    @staticmethod
+    def _after_check(submission: Program) -> bool:
+        worker = submission.worker
+        if worker.proc is None:
+            return False
+        worker.deadline = time.monotonic() + 10
+        try:
+            stub = bool(worker.request("stub_hit", what="bookkeeping"))
+            worker.request("reset", what="bookkeeping")
+            return stub
+        except (WorkerError, StudentError):
+            return False

@@ -1,0 +1,62 @@
+"""Read a notebook that may be broken in any way a submitted file can be."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+
+MAX_NOTEBOOK_BYTES = 256 * 1024 * 1024
+
+
+class NotebookError(ValueError):
+    """The file is not a readable notebook; the message says why in plain words."""
+
+
+def read_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
+    """The notebook as nbformat 4 with outputs dropped, plus notes on what was repaired."""
+    notes = []
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise NotebookError(f"cannot read {path.name}: {exc.strerror}") from None
+    if size > MAX_NOTEBOOK_BYTES:
+        raise NotebookError(f"{path.name} is {size / 2**20:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 2**20} MB limit")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise NotebookError(f"{path.name} is empty")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", errors="replace")
+        notes.append(f"the file is not valid UTF-8 (byte {exc.start}); undecodable bytes were replaced")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"{path.name} is not a notebook: invalid JSON at line {exc.lineno}, column {exc.colno} "
+                            f"({exc.msg}). Re-download it from Jupyter (File > Download) and submit again.") from None
+    except RecursionError:
+        raise NotebookError(f"{path.name} is not a notebook: JSON nested too deeply") from None
+    if not isinstance(data, dict) or "nbformat" not in data:
+        raise NotebookError(f"{path.name} is JSON but not a Jupyter notebook (no 'nbformat' field)")
+    _drop_outputs(data)
+    try:
+        nb = nbformat.reads(json.dumps(data), as_version=4)
+    except Exception as exc:  # nbformat raises several types for malformed or unknown versions
+        raise NotebookError(f"{path.name} is not a notebook nbformat can read: {type(exc).__name__}: {exc}") from None
+    if data.get("nbformat") != 4:
+        notes.append(f"converted from nbformat {data.get('nbformat')} to 4")
+    for i, cell in enumerate(nb.get("cells", []), start=1):
+        if not isinstance(cell.get("source", ""), str):
+            raise NotebookError(f"{path.name}: cell {i} has no readable source")
+    return nb, notes
+
+
+def _drop_outputs(data: dict) -> None:
+    """Outputs can be huge and are never graded: drop them before anything else looks at them."""
+    cells = data.get("cells")
+    if cells is None:  # nbformat 3 keeps cells in worksheets
+        cells = [c for ws in data.get("worksheets", []) if isinstance(ws, dict) for c in ws.get("cells", [])]
+    for cell in cells if isinstance(cells, list) else []:
+        if isinstance(cell, dict) and "outputs" in cell:
+            cell["outputs"] = []

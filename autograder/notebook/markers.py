@@ -1,0 +1,152 @@
+"""nbgrader-style markers: find solution and hidden-test regions, and make the student version.
+
+`### BEGIN SOLUTION` / `### END SOLUTION` mark solution code (or a written answer in a markdown
+solution cell); `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS` mark the hidden part of a test
+cell. Anything that looks like a marker but is not exactly one is an error: a typo in a marker must
+never let a solution through to students.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SOLUTION, HIDDEN = "SOLUTION", "HIDDEN TESTS"
+_MARKER = re.compile(r"^\s*#{1,}\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
+_LOOSE = re.compile(r"(BEGIN|END)\s*_?\s*(SOLUTION|HIDDEN\s*_?\s*TESTS?)", re.I)
+CODE_STUB = ["# TODO: your code here", "raise NotImplementedError()"]
+ANSWER_STUB = "YOUR ANSWER HERE"
+
+
+class MarkerError(ValueError):
+    """A malformed source notebook; the message starts with `file: cell N, line L:`."""
+
+
+@dataclass
+class Region:
+    kind: str  # SOLUTION or HIDDEN
+    begin: int  # 0-based line index of the BEGIN marker
+    end: int  # 0-based line index of the END marker
+    indent: str  # indentation of the BEGIN marker
+
+
+def cell_source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def nbgrader_meta(cell) -> dict:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta if isinstance(meta, dict) else {}
+
+
+def is_test_cell(cell) -> bool:
+    meta = nbgrader_meta(cell)
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def is_answer_cell(cell) -> bool:
+    return cell.get("cell_type") == "markdown" and bool(nbgrader_meta(cell).get("solution"))
+
+
+def find_regions(lines: list[str], where: str) -> list[Region]:
+    """Regions in order; raises MarkerError for nesting, stray END, unclosed BEGIN, loose markers."""
+    regions, open_region = [], None
+    for i, line in enumerate(lines):
+        m = _MARKER.match(line)
+        if not m:
+            if _LOOSE.search(line):
+                raise MarkerError(f"{where}, line {i + 1}: malformed marker {line.strip()!r} "
+                                  "(write exactly '### BEGIN SOLUTION', '### END HIDDEN TESTS', ...)")
+            continue
+        verb, kind = m.group(1), m.group(2)
+        if verb == "BEGIN":
+            if open_region is not None:
+                raise MarkerError(f"{where}, line {i + 1}: BEGIN {kind} inside the {open_region.kind} region "
+                                  f"opened on line {open_region.begin + 1} (regions cannot nest)")
+            open_region = Region(kind, i, -1, line[: len(line) - len(line.lstrip())])
+        else:
+            if open_region is None or open_region.kind != kind:
+                raise MarkerError(f"{where}, line {i + 1}: END {kind} without a matching BEGIN {kind}")
+            open_region.end = i
+            regions.append(open_region)
+            open_region = None
+    if open_region is not None:
+        raise MarkerError(f"{where}, line {open_region.begin + 1}: BEGIN {open_region.kind} is never closed")
+    return regions
+
+
+def check_cell(cell, where: str) -> list[Region]:
+    """Regions of a cell, after checking each kind of marker is in a cell where it belongs."""
+    lines = cell_source(cell).split("\n")
+    regions = find_regions(lines, where)
+    kinds = {r.kind for r in regions}
+    if HIDDEN in kinds and not (cell.get("cell_type") == "code" and is_test_cell(cell)):
+        raise MarkerError(f"{where}, line {_first(regions, HIDDEN) + 1}: HIDDEN TESTS markers outside a test cell "
+                          "(a code cell with nbgrader metadata grade: true)")
+    if SOLUTION in kinds and cell.get("cell_type") == "code" and is_test_cell(cell):
+        raise MarkerError(f"{where}, line {_first(regions, SOLUTION) + 1}: SOLUTION markers inside a test cell")
+    if SOLUTION in kinds and cell.get("cell_type") == "markdown" and not is_answer_cell(cell):
+        raise MarkerError(f"{where}, line {_first(regions, SOLUTION) + 1}: SOLUTION markers in a markdown cell "
+                          "without nbgrader metadata solution: true")
+    if SOLUTION in kinds and cell.get("cell_type") not in ("code", "markdown"):
+        raise MarkerError(f"{where}: markers in a {cell.get('cell_type')} cell")
+    return regions
+
+
+def _first(regions: list[Region], kind: str) -> int:
+    return next(r.begin for r in regions if r.kind == kind)
+
+
+def replace_regions(lines: list[str], regions: list[Region], replace) -> list[str]:
+    """Lines with each region (markers included) swapped for `replace(region, body_lines)`."""
+    out, pos = [], 0
+    for r in regions:
+        out.extend(lines[pos:r.begin])
+        out.extend(replace(r, lines[r.begin + 1:r.end]))
+        pos = r.end + 1
+    out.extend(lines[pos:])
+    return out
+
+
+def student_source(cell, regions: list[Region]) -> str:
+    """The cell as students see it: solutions stubbed, hidden tests removed."""
+    lines = cell_source(cell).split("\n")
+    if cell.get("cell_type") == "markdown":
+        if is_answer_cell(cell) and not regions:
+            return ANSWER_STUB
+        return "\n".join(replace_regions(lines, regions, lambda r, body: [ANSWER_STUB]))
+
+    def stub(region, body):
+        if region.kind == HIDDEN:
+            return []
+        return [region.indent + s for s in CODE_STUB]
+
+    return _strip_trailing_blank("\n".join(replace_regions(lines, regions, stub)))
+
+
+def solution_source(cell, regions: list[Region], keep_hidden: bool) -> str:
+    """The cell with markers removed: solutions kept, hidden tests kept or dropped."""
+    lines = cell_source(cell).split("\n")
+    return _strip_trailing_blank("\n".join(replace_regions(
+        lines, regions, lambda r, body: body if (r.kind == SOLUTION or keep_hidden) else [])))
+
+
+def secret_lines(cell, regions: list[Region]) -> list[str]:
+    """The text inside solution and hidden regions (for the leak check), plus whole answer cells."""
+    lines = cell_source(cell).split("\n")
+    if is_answer_cell(cell) and not regions:
+        return lines
+    return [line for r in regions for line in lines[r.begin + 1:r.end]]
+
+
+def public_lines(cell, regions: list[Region]) -> list[str]:
+    """Source lines outside every region, markers excluded: what students may see."""
+    lines = cell_source(cell).split("\n")
+    if is_answer_cell(cell) and not regions:
+        return []
+    inside = {i for r in regions for i in range(r.begin, r.end + 1)}
+    return [line for i, line in enumerate(lines) if i not in inside]
+
+
+def _strip_trailing_blank(text: str) -> str:
+    return text.rstrip("\n")

@@ -1,0 +1,76 @@
+"""A built release bundle (release/<name>/) loaded for grading: checks, reference, limits."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.build import MANIFEST, build, source_hash
+from autograder.config import AssignmentConfig, load_config
+from autograder.notebook.extract import Extraction, Unit
+from autograder.testing import CheckSpec, load_test_file
+
+
+class ReleaseError(ValueError):
+    pass
+
+
+@dataclass
+class Release:
+    dir: Path
+    config: AssignmentConfig
+    checks: list[CheckSpec]
+    reference: Extraction
+    helpers: list[str]
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.points for c in self.checks)
+
+
+def load_release(release_dir: Path) -> Release:
+    manifest_path = release_dir / MANIFEST
+    if not manifest_path.is_file():
+        raise ReleaseError(f"{release_dir}: no {MANIFEST}; build the assignment first (autograder build)")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    config = AssignmentConfig.from_dict(manifest["config"])
+    file_checks: dict[tuple[str, str], CheckSpec] = {}
+    for file in sorted({c["file"] for c in manifest["checks"] if c["file"]}):
+        for spec in load_test_file(release_dir / "tests" / file)[0]:
+            file_checks[(file, spec.name)] = spec
+    checks = []
+    for c in manifest["checks"]:
+        if c["file"]:
+            spec = file_checks.get((c["file"], c["name"]))
+            if spec is None:
+                raise ReleaseError(f"{release_dir}: check {c['name']!r} is gone from tests/{c['file']}; rebuild")
+            spec.part = c["part"]
+        else:
+            spec = CheckSpec(c["name"], c["points"], c["part"], c["visibility"], None, c["source"], c["public"])
+        spec.gpu = c["gpu"]
+        spec.timeout = c.get("timeout")
+        checks.append(spec)
+    units = [Unit(**u) for u in json.loads((release_dir / "reference.json").read_text(encoding="utf-8"))]
+    return Release(release_dir, config, checks, Extraction(units, []), manifest.get("helpers", []))
+
+
+def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool = True) -> Release:
+    """`name` -> release/<name> (rebuilt from solutions/<name> when missing or out of date), or a path to
+    a release folder or a solutions folder."""
+    root = root or Path.cwd()
+    p = Path(name_or_path)
+    if (p / MANIFEST).is_file() and not (p / "assignment.toml").is_file():
+        return load_release(p)
+    source = p if (p / "assignment.toml").is_file() else root / "solutions" / name_or_path
+    release_dir = source.resolve().parent.parent / "release" / source.name
+    if source.is_dir() and rebuild:
+        manifest = release_dir / MANIFEST
+        current = manifest.is_file() and json.loads(manifest.read_text())["source_hash"] == \
+            source_hash(source, load_config(source))
+        if not current:
+            build(source)
+        return load_release(release_dir)
+    if (root / "release" / name_or_path / MANIFEST).is_file():
+        return load_release(root / "release" / name_or_path)
+    raise ReleaseError(f"no assignment {name_or_path!r}: looked for solutions/{name_or_path}/ and "
+                       f"release/{name_or_path}/ under {root}")

@@ -1,0 +1,112 @@
+"""Per-submission results: Gradescope's results.json and a feedback file a student reads."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.judge import CheckResult
+
+
+@dataclass
+class SubmissionResult:
+    submission: str  # id: the file name, made safe for a folder name
+    file: str  # the notebook's path as given
+    checks: list[CheckResult]
+    notes: list[str] = field(default_factory=list)  # what the student should know beyond the checks
+    error: str = ""  # set when the notebook could not be graded at all
+    execution_time: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return round(sum(c.score for c in self.checks if c.status != "pending"), 6)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(c.max_score for c in self.checks), 6)
+
+    @property
+    def pending(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status == "pending"]
+
+    def to_dict(self) -> dict:
+        return {"submission": self.submission, "file": self.file, "score": self.score, "max_score": self.max_score,
+                "error": self.error, "notes": self.notes, "execution_time": self.execution_time,
+                "checks": [c.to_dict() for c in self.checks]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SubmissionResult":
+        checks = [CheckResult(**c) for c in data["checks"]]
+        return cls(data["submission"], data["file"], checks, data.get("notes", []), data.get("error", ""),
+                   data.get("execution_time", 0.0))
+
+
+def gradescope_json(result: SubmissionResult) -> dict:
+    """Gradescope's autograder results format (score, execution_time, output, tests[])."""
+    tests = []
+    for number, c in enumerate(result.checks, start=1):
+        test = {"name": c.name, "number": str(number), "max_score": c.max_score, "visibility": c.visibility,
+                "output": c.message, "extra_data": {"part": c.part, "status": c.status}}
+        if c.status == "pending":
+            test["output"] = "Pending: " + c.message  # no score yet: neither failed nor 0
+        else:
+            test["score"] = c.score
+            test["status"] = "passed" if c.status == "passed" else "failed"
+        if c.part:
+            test["tags"] = [c.part]
+        tests.append(test)
+    summary = [f"Score: {result.score:g} / {result.max_score:g}"]
+    if result.pending:
+        summary.append(f"Pending: {len(result.pending)} check(s) worth "
+                       f"{sum(c.max_score for c in result.pending):g} points need a GPU and will be added later.")
+    if result.error:
+        summary.append(result.error)
+    summary += result.notes
+    return {"score": result.score, "execution_time": round(result.execution_time, 3), "output": "\n".join(summary),
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
+            "extra_data": {"submission": result.submission, "pending_points": sum(c.max_score for c in result.pending)}}
+
+
+def feedback_markdown(result: SubmissionResult, title: str) -> str:
+    """What a student reads: score per part, each check with its message. Hidden checks are left out."""
+    lines = [f"# {title}", "", f"**Score: {result.score:g} / {result.max_score:g}**", ""]
+    if result.error:
+        lines += [f"> {result.error}", ""]
+    for note in result.notes:
+        lines.append(f"- {note}")
+    if result.notes:
+        lines.append("")
+    parts: dict[str, list[CheckResult]] = {}
+    for c in result.checks:
+        parts.setdefault(c.part or "Checks", []).append(c)
+    for part, checks in parts.items():
+        shown = [c for c in checks if c.visibility != "hidden"]
+        if not shown:
+            continue
+        got = sum(c.score for c in checks if c.status != "pending")
+        lines += [f"## {part}: {got:g} / {sum(c.max_score for c in checks):g}", ""]
+        for c in shown:
+            mark = {"passed": "PASS", "partial": "PART", "failed": "FAIL", "pending": "PENDING"}[c.status]
+            score = "pending" if c.status == "pending" else f"{c.score:g}/{c.max_score:g}"
+            lines.append(f"- [{mark}] {c.name} ({score})")
+            for msg_line in c.message.splitlines():
+                lines.append(f"    {msg_line}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a crash never leaves a half-written result."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_submission(out_dir: Path, result: SubmissionResult, title: str) -> Path:
+    folder = out_dir / result.submission
+    write_atomic(folder / "feedback.md", feedback_markdown(result, title))
+    write_atomic(folder / "grading.json", json.dumps(result.to_dict(), indent=1, sort_keys=True))
+    write_atomic(folder / "results.json", json.dumps(gradescope_json(result), indent=1, sort_keys=True))
+    return folder

@@ -1,0 +1,29 @@
+"""The instructor's grade table: one row per submission, one column per check, and the total."""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from autograder.reports.results import SubmissionResult, write_atomic
+
+
+def grades_csv(results: list[SubmissionResult], check_names: list[str]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["submission", *check_names, "total", "max", "pending", "error"])
+    for r in sorted(results, key=lambda r: r.submission):
+        by_name = {c.name: c for c in r.checks}
+        cells = []
+        for name in check_names:
+            c = by_name.get(name)
+            cells.append("" if c is None else "pending" if c.status == "pending" else f"{c.score:g}")
+        writer.writerow([r.submission, *cells, f"{r.score:g}", f"{r.max_score:g}",
+                         f"{sum(c.max_score for c in r.pending):g}", r.error])
+    return buf.getvalue()
+
+
+def write_grades(out_dir: Path, results: list[SubmissionResult], check_names: list[str]) -> Path:
+    path = out_dir / "grades.csv"
+    write_atomic(path, grades_csv(results, check_names))
+    return path

@@ -1,0 +1,216 @@
+"""The worker: the only process that runs student (or reference) code.
+
+Started by `autograder.sandbox.client.WorkerProcess` as `python -m autograder.sandbox.worker CONFIG`.
+It confines itself (see isolation.py), then serves requests from the judge over a pipe: load the
+extracted definitions, get attributes, call functions, and so on. Results go back as plain data; any
+other object stays here and the judge receives a handle to it.
+"""
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import random
+import sys
+import traceback
+import types
+
+import torch
+
+from autograder.sandbox.isolation import Confinement, confine
+from autograder.sandbox.protocol import Decoder, Encoder, Handle, read_message, write_message
+
+MODULE_NAME = "submission"
+MAX_MESSAGE_CHARS = 2000
+
+
+def safe_str(obj, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """str() of an object that student code controls: may raise, may be huge."""
+    try:
+        text = str(obj)
+    except BaseException:  # noqa: BLE001 - anything student code raises
+        text = f"<{type(obj).__name__} that cannot be printed>"
+    if not isinstance(text, str):
+        text = "<unprintable>"
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def student_traceback(exc: BaseException) -> list[str]:
+    """Frames of the student's own cells only (the worker's and libraries' frames say nothing to them)."""
+    lines = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename.startswith("<cell "):
+            cell = frame.filename[6:-1]
+            code = (frame.line or "").strip()
+            lines.append(f"cell {cell}, line {frame.lineno}, in {frame.name}: {code}"[:300])
+    return lines[-8:]
+
+
+class Worker:
+    def __init__(self, out_stream):
+        self.out = out_stream
+        self.module = types.ModuleType(MODULE_NAME)
+        sys.modules[MODULE_NAME] = self.module
+        self.helpers = types.ModuleType("helpers")
+        self.helpers.submission = self.module
+        self.objects: dict[int, object] = {0: self.module, 1: self.helpers}
+        self.next_id = 2
+        self.stub_hit = False
+
+    # -- encoding -------------------------------------------------------------------------------
+    def _keep(self, obj) -> Handle:
+        oid = self.next_id
+        self.next_id += 1
+        self.objects[oid] = obj
+        return Handle(oid, safe_str(getattr(type(obj), "__qualname__", "object"), 100))
+
+    def _resolve(self, handle: Handle):
+        if handle.id not in self.objects:
+            raise LookupError("this object is no longer available in the worker")
+        return self.objects[handle.id]
+
+    def reply(self, value, keep: bool = False) -> None:
+        enc = Encoder(on_unknown=self._keep)
+        data = enc.encode(self._keep(value) if keep else value)
+        write_message(self.out, {"ok": data}, enc.tensors)
+
+    def reply_error(self, exc: BaseException) -> None:
+        stub = isinstance(exc, NotImplementedError)
+        self.stub_hit = self.stub_hit or stub
+        write_message(self.out, {"error": {
+            "type": safe_str(type(exc).__name__, 100),
+            "message": safe_str(exc),
+            "traceback": student_traceback(exc),
+            "stub": stub,
+        }})
+
+    # -- requests -------------------------------------------------------------------------------
+    def handle(self, header: dict, tensors: dict) -> None:
+        op = header.get("op")
+        args = Decoder(tensors, self._resolve).decode(header.get("args", []))
+        if op == "load":
+            return self.load(header["units"])
+        try:
+            fn = getattr(self, f"op_{op}", None)
+            if fn is None:
+                raise ValueError(f"unknown request {op!r}")
+            result, keep = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - everything student code raises is reported
+            if isinstance(exc, SystemExit):
+                exc = RuntimeError(f"called sys.exit({safe_str(exc.code, 100)})")
+            return self.reply_error(exc)
+        try:
+            self.reply(result, keep)
+        except BaseException as exc:  # noqa: BLE001
+            self.reply_error(TypeError(f"the result could not be sent to the grader: {safe_str(exc)}"))
+
+    def load(self, units: list[dict]) -> None:
+        """Run each extracted statement on its own, so one failing definition leaves the rest.
+        A progress message before each lets the judge tell which one hung or killed the process."""
+        errors = []
+        for i, unit in enumerate(units):
+            write_message(self.out, {"progress": i})
+            filename = f"<cell {unit['cell']}>"
+            source = "\n" * (unit["line"] - 1) + unit["source"]
+            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            try:
+                exec(compile(source, filename, "exec"), self.module.__dict__)
+            except BaseException as exc:  # noqa: BLE001
+                if isinstance(exc, SystemExit):
+                    exc = RuntimeError(f"called sys.exit({safe_str(exc.code, 100)})")
+                errors.append({"unit": i, "type": type(exc).__name__, "message": safe_str(exc, 500),
+                               "traceback": student_traceback(exc)})
+        defined = {}
+        for name, value in list(vars(self.module).items()):
+            if not name.startswith("__"):
+                defined[name] = "module" if isinstance(value, types.ModuleType) else "value"
+        write_message(self.out, {"ok": {"__dict__": [[k, v] for k, v in defined.items()]},
+                                 "load_errors": errors})
+
+    def op_seed(self, seed):
+        random.seed(seed)
+        torch.manual_seed(seed)
+        try:
+            import numpy
+
+            numpy.random.seed(seed)
+        except ImportError:
+            pass
+        self.stub_hit = False
+        return None, False
+
+    def op_stub_hit(self):
+        return self.stub_hit, False
+
+    def op_getattr(self, target, name):
+        return getattr(target, name), False
+
+    def op_setattr(self, target, name, value):
+        setattr(target, name, value)
+        return None, False
+
+    def op_getitem(self, target, key):
+        return target[key], False
+
+    def op_setitem(self, target, key, value):
+        target[key] = value
+        return None, False
+
+    def op_call(self, target, args, kwargs, keep):
+        return target(*args, **kwargs), bool(keep)
+
+    def op_len(self, target):
+        return len(target), False
+
+    def op_items(self, target):
+        """Materialise an iterable as a list (its elements become data or handles)."""
+        out = []
+        for x in target:
+            out.append(x)
+            if len(out) > 100_000:
+                raise ValueError("iterable has more than 100000 items")
+        return out, False
+
+    def op_isinstance(self, target, dotted):
+        module_name, _, attr = dotted.rpartition(".")
+        cls = getattr(__import__(module_name, fromlist=[attr]), attr)
+        return isinstance(target, cls), False
+
+    def op_type(self, target):
+        t = type(target)
+        return {"name": t.__qualname__, "module": t.__module__,
+                "mro": [f"{c.__module__}.{c.__qualname__}" for c in t.__mro__]}, False
+
+    def op_has(self, target, name):
+        return hasattr(target, name), False
+
+    def op_reset(self):
+        """Forget every object handed out (the judge does this after each check)."""
+        self.objects = {0: self.module, 1: self.helpers}
+        return None, False
+
+    def op_helpers(self, source):
+        exec(compile(source, "<helpers>", "exec"), self.helpers.__dict__)
+        return None, False
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    fd_in, fd_out = config["fd_in"], config["fd_out"]
+    torch.set_num_threads(config.get("threads", 1))
+    status = confine(Confinement(**config["confinement"]))
+    os.chdir(config["scratch"])
+    inp, out = os.fdopen(fd_in, "rb"), os.fdopen(fd_out, "wb")
+    sys.stdin = open(os.devnull)
+    worker = Worker(out)
+    write_message(out, {"ready": status, "pid": os.getpid()})
+    while True:
+        try:
+            header, tensors = read_message(inp)
+        except EOFError:
+            os._exit(0)
+        worker.handle(header, tensors)
+
+
+if __name__ == "__main__":
+    main()

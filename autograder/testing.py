@@ -1,0 +1,123 @@
+"""The API hidden test files are written with.
+
+    from autograder.testing import check, Fail, expect_close
+
+    @check("attention: rows sum to 1", points=2, part="1. Attention")
+    def rows_sum_to_one(sub, ref):
+        ...
+
+`sub` and `ref` are proxies to the submission and the reference, each in its own worker process
+(see autograder.sandbox.client). Checks run in the judge, which never imports student code.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from autograder.sandbox.client import (  # re-exported for test files
+    MissingName, Remote, StudentError, keep, remote_isinstance, remote_items, remote_type,
+)
+
+VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
+
+__all__ = ["check", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_isinstance",
+           "remote_items", "remote_type", "worker_helpers", "StudentError", "MissingName", "Remote", "CheckSpec"]
+
+
+class Fail(AssertionError):
+    """Raise with a message the student can act on; the check scores 0 (or `partial` of its points)."""
+
+    def __init__(self, message: str, partial: float = 0.0):
+        super().__init__(message)
+        self.partial = partial
+
+
+@dataclass
+class CheckSpec:
+    name: str  # unique within the assignment; the column name in grades.csv
+    points: float
+    part: str = ""  # groups checks in reports ("1. Attention")
+    visibility: str = "visible"  # Gradescope's visibility of this result
+    fn: Callable | None = None  # (sub, ref) -> None | bool | fraction; None for notebook test cells
+    source: str = ""  # notebook test cells: the cell's code (public + hidden), run in the judge
+    public: bool = False  # the code of this check is in the student notebook
+    gpu: bool = False  # needs CUDA; reported as pending on a machine without it
+    timeout: float | None = None  # overrides the assignment's check_seconds
+
+    def describe(self) -> dict:
+        return {"name": self.name, "points": self.points, "part": self.part, "visibility": self.visibility,
+                "public": self.public, "gpu": self.gpu}
+
+
+def check(name: str, points: float, part: str = "", visibility: str = "visible", gpu: bool = False,
+          timeout: float | None = None):
+    """Declare a graded check. See docs/writing-assignments.md."""
+    if visibility not in VISIBILITIES:
+        raise ValueError(f"visibility must be one of {VISIBILITIES}")
+    if points < 0:
+        raise ValueError("points must be >= 0")
+
+    def register(fn):
+        fn._ag_check = CheckSpec(name, float(points), part, visibility, fn, gpu=gpu, timeout=timeout)
+        return fn
+    return register
+
+
+_HELPERS_ATTR = "_ag_worker_helpers"
+
+
+def worker_helpers(source: str) -> str:
+    """Declare helper code shipped into the student's worker (call it at module level of a test file).
+    It runs with `submission` (the student's module) in scope; checks call `sub.helpers.NAME(...)`.
+    It is visible to the student's process, so it must hold no expected values."""
+    frame = sys._getframe(1)
+    frame.f_globals.setdefault(_HELPERS_ATTR, []).append(source)
+    return source
+
+
+def load_test_file(path: Path) -> tuple[list[CheckSpec], list[str]]:
+    """Import a hidden test file (instructor code, in the judge) and list its checks in file order."""
+    module_name = f"_ag_tests_{path.stem}_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    checks = [obj._ag_check for obj in vars(module).values() if hasattr(obj, "_ag_check")]
+    return checks, list(getattr(module, _HELPERS_ATTR, []))
+
+
+# -- assertions with student-facing messages ----------------------------------------------------------
+
+def expect(condition, message: str) -> None:
+    if not condition:
+        raise Fail(message)
+
+
+def _shape(x) -> str:
+    return "x".join(str(d) for d in x.shape) if hasattr(x, "shape") else type(x).__name__
+
+
+def expect_shape(actual, shape, what: str) -> None:
+    if not isinstance(actual, torch.Tensor):
+        raise Fail(f"{what} should be a tensor, got {type(actual).__name__}")
+    if tuple(actual.shape) != tuple(shape):
+        raise Fail(f"{what} has shape ({', '.join(map(str, actual.shape))}), expected "
+                   f"({', '.join(map(str, shape))})")
+
+
+def expect_close(actual, expected, message: str, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    """Values match the expected ones; the message never shows the expected values."""
+    if not isinstance(actual, torch.Tensor):
+        raise Fail(f"{message}: expected a tensor, got {type(actual).__name__}")
+    if actual.shape != expected.shape:
+        raise Fail(f"{message}: shape {_shape(actual)} instead of {_shape(expected)}")
+    a, e = actual.detach().double(), expected.detach().double()
+    if not torch.isfinite(a).all() and torch.isfinite(e).all():
+        raise Fail(f"{message} (the result contains NaN or inf)")
+    if not torch.allclose(a, e, atol=atol, rtol=rtol):
+        raise Fail(message)
