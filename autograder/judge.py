@@ -52,8 +52,12 @@ class Program:
         report = self.worker.ensure_started()
         if self.helpers and self._helpers_loaded_in is not self.worker.proc:
             self._helpers_loaded_in = self.worker.proc
-            for source in self.helpers:
-                self.worker.request("helpers", source, what="loading the grader's helper code")
+            deadline, self.worker.deadline = self.worker.deadline, time.monotonic() + self.worker.spec.import_seconds
+            try:
+                for source in self.helpers:
+                    self.worker.request("helpers", source, what="loading the grader's helper code")
+            finally:
+                self.worker.deadline = deadline
         return report
 
     def proxy(self) -> "ProgramProxy":
@@ -184,8 +188,8 @@ class Judge:
         sub, ref = submission.proxy(), self.reference.proxy()
         try:
             for program in (submission, self.reference):
-                program.start()
                 program.worker.deadline = deadline if program is submission else time.monotonic() + max(timeout, 300)
+                program.start()
                 program.worker.request("seed", 0, what="seeding")
             torch.manual_seed(0)
             if spec.fn is not None:

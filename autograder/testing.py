@@ -20,12 +20,12 @@ from typing import Callable
 import torch
 
 from autograder.sandbox.client import (  # re-exported for test files
-    MissingName, Remote, StudentError, keep, remote_isinstance, remote_items, remote_type,
+    MissingName, Remote, StudentError, keep, remote_attr, remote_isinstance, remote_items, remote_type,
 )
 
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 
-__all__ = ["check", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_isinstance",
+__all__ = ["check", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_attr", "remote_isinstance",
            "remote_items", "remote_type", "worker_helpers", "StudentError", "MissingName", "Remote", "CheckSpec"]
 
 

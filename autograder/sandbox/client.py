@@ -317,6 +317,12 @@ def remote_isinstance(obj, dotted_type: str) -> bool:
     return isinstance(obj, Remote) and bool(obj._req("isinstance", dotted_type))
 
 
+def remote_attr(obj: Remote, path: str):
+    """A dotted attribute path read in one step inside the worker, e.g. remote_attr(model, "w.grad")
+    (reading `model.w` first would copy the tensor to the judge and lose its .grad)."""
+    return obj._req("getpath", path)
+
+
 def remote_type(obj: Remote) -> dict:
     return obj._req("type")
 

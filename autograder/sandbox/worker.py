@@ -145,6 +145,11 @@ class Worker:
     def op_getattr(self, target, name):
         return getattr(target, name), False
 
+    def op_getpath(self, target, path):
+        for name in path.split("."):
+            target = getattr(target, name)
+        return target, False
+
     def op_setattr(self, target, name, value):
         setattr(target, name, value)
         return None, False

@@ -1,0 +1,63 @@
+"""Shared fixtures: the example assignment built into a temporary folder, and submissions made from it."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.build import build
+
+EXAMPLE_SOURCE = Path(__file__).parent / "example_course" / "solutions" / "vectors"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true",
+                     help="rewrite golden files (generated student notebooks) instead of comparing with them")
+
+
+@pytest.fixture
+def update_goldens(request) -> bool:
+    return request.config.getoption("--update-goldens")
+
+
+@pytest.fixture(scope="session")
+def example_build(tmp_path_factory):
+    """The example assignment built from a copy of its source, outside the repository."""
+    root = tmp_path_factory.mktemp("course")
+    source = root / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    paths = build(source)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def example_release(example_build):
+    from autograder.release import load_release
+
+    return load_release(example_build.release)
+
+
+def make_submission(path: Path, answer_key: Path, replace: dict[str, str] | None = None,
+                    append: list[str] = ()) -> Path:
+    """A submission notebook: the answer key with text replaced (bugs) and cells appended (attacks)."""
+    nb = nbformat.read(answer_key, as_version=4)
+    for old, new in (replace or {}).items():
+        hits = 0
+        for cell in nb.cells:
+            if old in cell.source:
+                cell.source = cell.source.replace(old, new)
+                hits += 1
+        assert hits, f"{old!r} is not in the answer key"
+    for source in append:
+        nb.cells.append(nbformat.v4.new_code_cell(source))
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def submission(tmp_path, example_build):
+    def make(name: str, replace=None, append=()):
+        return make_submission(tmp_path / name, example_build.release / "answer_key.ipynb", replace, append)
+    return make

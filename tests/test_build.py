@@ -1,0 +1,67 @@
+"""The generated student notebook (golden file), determinism, and the release bundle."""
+import json
+import shutil
+
+import nbformat
+
+from autograder.build import build
+from autograder.verify import find_leaks, secret_lines
+from tests.conftest import EXAMPLE_SOURCE
+
+GOLDEN = EXAMPLE_SOURCE.parent.parent / "assignments" / "vectors" / "vectors.ipynb"
+
+
+def test_student_notebook_matches_golden(example_build, update_goldens):
+    """The committed assignments/ folder is what `build` produces; run pytest --update-goldens to refresh."""
+    generated = (example_build.assignment / "vectors.ipynb").read_text()
+    if update_goldens:
+        GOLDEN.write_text(generated)
+    assert GOLDEN.read_text() == generated, "assignments/ is out of date with its source: run autograder build"
+
+
+def test_build_is_deterministic(tmp_path):
+    outputs = []
+    for i in range(2):
+        source = tmp_path / f"run{i}" / "solutions" / "vectors"
+        shutil.copytree(EXAMPLE_SOURCE, source)
+        paths = build(source)
+        files = sorted(p for d in (paths.assignment, paths.release) for p in d.rglob("*") if p.is_file())
+        outputs.append({f.relative_to(f.parents[2]).as_posix(): f.read_bytes() for f in files})
+    assert outputs[0] == outputs[1]
+
+
+def test_student_notebook_has_stubs_and_no_hidden_tests(example_build):
+    nb = nbformat.read(example_build.assignment / "vectors.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert text.count("raise NotImplementedError()") == 4
+    assert "reference." not in text and "HIDDEN" not in text and "BEGIN SOLUTION" not in text
+    assert "YOUR ANSWER HERE" in text and "exp overflows" not in text
+    assert all(c.get("outputs", []) == [] for c in nb.cells)
+    assert "def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:" in text  # interface kept
+
+
+def test_release_bundle(example_build):
+    manifest = json.loads((example_build.release / "manifest.json").read_text())
+    names = [c["name"] for c in manifest["checks"]]
+    assert names[:2] == ["normalize_test", "softmax_public"]  # notebook test cells first, in order
+    assert "softmax: values along every dim" in names
+    hidden_cell = manifest["checks"][0]
+    assert "reference.normalize" in hidden_cell["source"] and hidden_cell["public"] is False
+    assert manifest["checks"][1]["public"] is True
+    assert (example_build.release / "tests" / "test_hidden.py").is_file()
+    key = nbformat.read(example_build.release / "answer_key.ipynb", as_version=4)
+    key_text = "\n".join(c.source for c in key.cells)
+    assert "v / v.norm(dim=-1, keepdim=True)" in key_text and "BEGIN SOLUTION" not in key_text
+    assert "reference.normalize" not in key_text  # hidden tests live in the release's manifest only
+    reference = (example_build.release / "reference.py").read_text()
+    assert "def softmax" in reference and "layer = TinyLayer(4, 2)" not in reference  # skip-grading cell dropped
+
+
+def test_leak_check_finds_a_solution_line_pasted_into_the_student_folder(example_build, tmp_path):
+    secrets = secret_lines(example_build.source)
+    leaky = tmp_path / "assignment"
+    shutil.copytree(example_build.assignment, leaky)
+    assert find_leaks(leaky, secrets) == []
+    (leaky / "hints.py").write_text("# hint\n    shifted = x - x.max(dim=dim, keepdim=True).values\n")
+    leaks = find_leaks(leaky, secrets)
+    assert len(leaks) == 1 and "hints.py" in leaks[0]

@@ -1,0 +1,180 @@
+"""Grading end to end with real submission notebooks: attacks, crashes, hangs, warnings.
+
+Each submission is the example's answer key with a bug or an attack written into it, graded in
+one batch as a course would.
+"""
+import csv
+import json
+
+import pytest
+
+from autograder.grade import GradeOptions, grade
+
+BUGGY_NORMALIZE = {"return v / v.norm(dim=-1, keepdim=True)": "return v / v.sum(dim=-1, keepdim=True)"}
+
+# Patch torch inside the worker at import time (a decorator runs when the definition is loaded).
+MONKEYPATCH = '''
+import builtins
+def _patch():
+    torch.allclose = lambda *a, **k: True
+    torch.isfinite = lambda t: torch.ones_like(t, dtype=torch.bool)
+    torch.Tensor.__eq__ = lambda a, b: True
+    builtins.isinstance = lambda *a: True
+    return lambda f: f
+
+@_patch()
+def helper():
+    return 0
+'''
+
+# Try to read the grader's private files and use the reference's code if it can be found.
+READ_REFERENCE = '''
+import glob, os
+def _steal():
+    found = []
+    for pattern in ["/tmp/**/reference.py", "/tmp/**/manifest.json", "/tmp/**/test_hidden.py"]:
+        try:
+            found += glob.glob(pattern, recursive=True)
+        except Exception:
+            pass
+    for path in found:
+        try:
+            text = open(path).read()
+        except OSError:
+            continue
+        if "def normalize" in text and path.endswith("reference.py"):
+            scope = {}
+            exec(text, scope)
+            return scope["normalize"]
+    return None
+
+def normalize(v):
+    stolen = _steal()
+    if stolen is not None:
+        return stolen(v)
+    return v
+'''
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, example_build, example_release):
+    from tests.conftest import make_submission
+
+    folder = tmp_path_factory.mktemp("submissions")
+    key = example_build.release / "answer_key.ipynb"
+
+    def sub(name, replace=None, append=()):
+        return make_submission(folder / f"{name}.ipynb", key, replace, append)
+
+    subs = {
+        "correct": sub("correct"),
+        "buggy": sub("buggy", BUGGY_NORMALIZE),
+        "monkeypatch": sub("monkeypatch", BUGGY_NORMALIZE, [MONKEYPATCH]),
+        "reads_files": sub("reads_files", append=[READ_REFERENCE]),
+        "os_exit": sub("os_exit", {"shifted = x - x.max(dim=dim, keepdim=True).values":
+                                   "import os; os._exit(3)"}),
+        "endless": sub("endless", {"return v / v.norm(dim=-1, keepdim=True)": "while True:\n        pass"}),
+        "raises": sub("raises", {"return torch.relu(self.linear(x))": "raise ValueError('shapes do not match')"}),
+        "exit_at_import": sub("exit_at_import", append=["import os\n@(lambda f: os._exit(1))\ndef bye():\n    pass"]),
+        "warns": sub("warns", {"return v / v.norm(dim=-1, keepdim=True)":
+                               "warnings.warn('just a warning', UserWarning)\n"
+                               "    import sys; print('noise', file=sys.stderr)\n"
+                               "    return v / v.norm(dim=-1, keepdim=True)"}),
+    }
+    out = tmp_path_factory.mktemp("out")
+    results = grade(example_release, list(subs.values()), GradeOptions(out, quiet=True))
+    by_name = {r.submission: r for r in results}
+    return by_name, out
+
+
+def scores(result):
+    return {c.name: c.score for c in result.checks}
+
+
+def test_correct_submission_gets_full_marks(graded):
+    results, _ = graded
+    assert results["correct"].score == results["correct"].max_score == 11
+
+
+def test_monkeypatching_the_judges_libraries_does_not_raise_the_score(graded):
+    results, _ = graded
+    assert scores(results["monkeypatch"]) == scores(results["buggy"])
+    assert results["monkeypatch"].score < results["correct"].score
+    assert scores(results["buggy"])["normalize_test"] == 0
+
+
+def test_a_submission_cannot_read_the_reference_or_hidden_tests(graded):
+    results, _ = graded
+    r = results["reads_files"]
+    assert scores(r)["normalize_test"] == 0, "the submission found the reference's normalize"
+    message = next(c for c in r.checks if c.name == "normalize_test").message
+    assert "should be [[0.6, 0.8]]" in message  # it ran, found nothing, and returned its own wrong answer
+
+
+def test_os_exit_costs_only_the_checks_that_call_it(graded):
+    results, _ = graded
+    r = scores(results["os_exit"])
+    assert r["softmax_public"] == 0 and r["softmax: rows sum to 1"] == 0
+    assert r["normalize_test"] == 2 and r["tiny layer: forward with given weights"] == 2
+    msg = next(c for c in results["os_exit"].checks if c.name == "softmax_public").message
+    assert "ended (exit code 3)" in msg
+
+
+def test_endless_loop_times_out_only_its_checks(graded):
+    results, _ = graded
+    r = results["endless"]
+    assert scores(r)["normalize_test"] == 0 and r.score == 11 - 2
+    assert "timed out after 10 s" in next(c for c in r.checks if c.name == "normalize_test").message
+
+
+def test_exception_costs_only_the_checks_that_call_it_with_the_students_traceback(graded):
+    results, _ = graded
+    r = results["raises"]
+    layer = next(c for c in r.checks if c.name == "tiny layer: forward with given weights")
+    assert layer.score == 0 and r.score == 9
+    assert "raised ValueError: shapes do not match" in layer.message
+    assert "line" in layer.message and "raise ValueError" in layer.message  # where, in their own cell
+
+
+def test_exit_at_import_excludes_that_statement_and_grades_the_rest(graded):
+    results, _ = graded
+    r = results["exit_at_import"]
+    assert r.score == 11
+    assert any("bye" in note for note in r.notes)
+
+
+def test_warnings_and_stderr_cost_nothing(graded):
+    results, _ = graded
+    assert results["warns"].score == 11
+
+
+def test_every_submission_has_results_and_a_grades_row(graded):
+    results, out = graded
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    assert sorted(r["submission"] for r in rows) == sorted(results)
+    for name in results:
+        data = json.loads((out / name / "results.json").read_text())
+        assert set(data) >= {"score", "execution_time", "output", "tests"}
+        for test in data["tests"]:
+            assert set(test) >= {"name", "score", "max_score", "output", "visibility"}
+            assert 0 <= test["score"] <= test["max_score"]
+        assert (out / name / "feedback.md").is_file()
+    correct = next(r for r in rows if r["submission"] == "correct")
+    assert correct["total"] == "11" and correct["normalize_test"] == "2"
+
+
+def test_feedback_never_shows_hidden_test_source(graded):
+    _, out = graded
+    text = (out / "buggy" / "feedback.md").read_text() + (out / "buggy" / "results.json").read_text()
+    assert "reference.normalize" not in text and "manual_seed(1)" not in text
+    assert "normalize([[3, 4]]) should be [[0.6, 0.8]]" in text  # the assertion's message, not its code
+
+
+def test_partial_credit_is_clamped_and_proportional(submission, example_release, tmp_path):
+    # softmax right along the last dim only: 1/3 of the 3 points of the per-dim check.
+    sub = submission("lastdim.ipynb", {"shifted = x - x.max(dim=dim, keepdim=True).values":
+                                       "dim = -1\n    shifted = x - x.max(dim=dim, keepdim=True).values"})
+    (result,) = grade(example_release, [sub], GradeOptions(tmp_path / "out", quiet=True))
+    check = next(c for c in result.checks if c.name == "softmax: values along every dim")
+    assert check.score == pytest.approx(1.0) and check.status == "partial"
+    assert "right along 1 of 3" in check.message
