@@ -143,6 +143,17 @@ def _fraction(value) -> float:
     raise TypeError(f"a check returned {type(value).__name__}; it must return None, a bool or a number")
 
 
+def _public_line(spec: CheckSpec, exc: BaseException) -> str:
+    """For a public test cell (students have its code anyway): the assertion line that failed."""
+    import traceback
+
+    lines = spec.source.split("\n")
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == f"<test cell {spec.name}>" and 0 < frame.lineno <= len(lines):
+            return f"this assertion failed: {lines[frame.lineno - 1].strip()}"
+    return "an assertion in this public check failed"
+
+
 class Judge:
     """Runs checks for submissions against one reference program."""
 
@@ -210,8 +221,7 @@ class Judge:
             return 0.0, str(exc)
         except AssertionError as exc:
             text = str(exc)
-            return 0.0, text if text else ("an assertion in this public check failed" if spec.public
-                                           else "a hidden check failed")
+            return 0.0, text if text else (_public_line(spec, exc) if spec.public else "a hidden check failed")
         except Exception as exc:  # noqa: BLE001 - typically the check choking on what student code returned
             return 0.0, f"the grader could not use what your code returned ({type(exc).__name__}: {exc})"
 

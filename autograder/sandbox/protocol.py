@@ -22,7 +22,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 MAX_HEADER_BYTES = 64 * 1024 * 1024
-MAX_BLOB_BYTES = 2 * 1024 * 1024 * 1024
+MAX_BLOB_BYTES = 1024 * 1024 * 1024
 _LEN = struct.Struct("<Q")
 
 
