@@ -24,15 +24,23 @@ def cmd_build(args) -> int:
 def cmd_grade(args) -> int:
     from autograder.grade import GradeOptions, grade
     from autograder.release import resolve_release
+    from autograder.submissions import discover
 
     release = resolve_release(args.assignment)
     missing = [p for p in args.submissions if not Path(p).exists()]
     if missing:
         print(f"warning: not found, graded as missing: {', '.join(missing)}", file=sys.stderr)
-    results = grade(release, [Path(p) for p in args.submissions], GradeOptions(Path(args.out), quiet=args.quiet))
     out = Path(args.out)
+    inputs = discover(args.submissions, release.config.notebook, release.config.name, unpack_dir=out / ".inputs")
+    for line in inputs.layouts if not args.quiet else []:
+        print(line, file=sys.stderr)
+    for problem in inputs.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    options = GradeOptions(out, quiet=args.quiet, jobs=args.jobs, regrade=args.regrade,
+                           extra_private=tuple(inputs.roots))
+    results = grade(release, inputs.submissions, options)
     print(f"graded {len(results)} submission(s): results in {out}/<submission>/results.json, table in {out / 'grades.csv'}")
-    return 0 if len(results) == len(args.submissions) else 1
+    return 0 if inputs.submissions and len(results) == len(inputs.submissions) else 1
 
 
 def cmd_verify(args) -> int:
@@ -58,9 +66,14 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(run=cmd_build)
     g = sub.add_parser("grade", help="grade submitted notebooks")
     g.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
-    g.add_argument("submissions", nargs="+", help="submitted .ipynb files")
+    g.add_argument("submissions", nargs="+", help="submitted .ipynb files, folders of them, a Gradescope export "
+                   "(folder or .zip) or an nbgrader submitted/ tree")
     g.add_argument("--out", required=True, help="folder for results")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
+    g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="grade N submissions side by side (each still in its own worker); default 1")
+    g.add_argument("--regrade", action="store_true",
+                   help="grade again submissions that --out already holds results for (default: skip them)")
     g.set_defaults(run=cmd_grade)
     v = sub.add_parser("verify", help="reference gets full marks, stubs get 0, nothing leaks")
     v.add_argument("assignment", help="assignment name or solutions/<name> folder")

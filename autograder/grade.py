@@ -1,10 +1,26 @@
-"""`autograder grade <name> SUBMISSION.ipynb... --out DIR`: grade notebooks, write results and grades.csv."""
+"""`autograder grade <name> SUBMISSIONS... --out DIR`: grade notebooks, write results, grades.csv and
+a class summary.
+
+Submissions are graded by `jobs` grading processes side by side (`--jobs N`), each with its own
+judge and reference worker; every submission still gets its own worker process. Results are
+written as each submission finishes, so an interrupted run loses nothing: running the command again
+skips submissions already graded from the same notebook and the same release (`--regrade` grades
+them again). Scores and messages do not depend on the order, on the batch, or on `jobs`: every check
+starts from the same seeds in fresh state (see docs/isolation.md for what is and is not deterministic).
+"""
 from __future__ import annotations
 
+import hashlib
+import json
+import multiprocessing
+import os
+import random
 import re
 import sys
 import time
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -12,11 +28,18 @@ import torch
 from autograder.judge import CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import extract
 from autograder.notebook.load import NotebookError, read_notebook
-from autograder.release import Release
-from autograder.reports.results import SubmissionResult, write_submission
+from autograder.release import Release, load_release
+from autograder.reports.results import SubmissionResult, write_atomic, write_submission
+from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
 from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement, hideable, python_paths
+from autograder.submissions import Submission, submission_ids  # noqa: F401 - submission_ids is public here
+
+MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
+POOL_ATTEMPTS = 3  # grading processes that die (the machine's OOM killer...) are replaced this often
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,16}\b")
+_SCRATCH = re.compile(r"/tmp/ag-worker-[A-Za-z0-9_]+")
 
 
 @dataclass
@@ -25,17 +48,42 @@ class GradeOptions:
     quiet: bool = False
     cuda: bool | None = None  # None: detect
     extra_private: tuple[Path, ...] = ()  # more paths workers must not see
+    jobs: int = 1  # grading processes side by side (1: grade in this process)
+    regrade: bool = False  # grade submissions again even when DIR already holds their results
+    ids: list[str] | None = None  # one id per submission (default: from the file names)
+    progress: bool | None = None  # one updating progress line (None: when stderr is a terminal)
+    summary: bool = True  # write DIR/summary.md and DIR/summary.csv, print a summary at the end
+    notes: dict[str, str] = field(default_factory=dict)  # id -> a note for the student (how it was found)
 
 
-def submission_ids(paths: list[Path]) -> list[str]:
-    """Folder-safe, unique ids from file names ("hw (1).ipynb" -> "hw_1")."""
-    ids, seen = [], {}
-    for p in paths:
-        base = re.sub(r"[^A-Za-z0-9._-]+", "_", p.stem).strip("._") or "submission"
-        n = seen.get(base, 0)
-        seen[base] = n + 1
-        ids.append(base if n == 0 else f"{base}-{n + 1}")
-    return ids
+def _collapse(paths: list[str]) -> list[str]:
+    """Drop paths inside other paths of the list."""
+    out: list[str] = []
+    for p in sorted({os.path.abspath(p) for p in paths if p}):
+        if not out or not p.startswith(out[-1].rstrip("/") + "/"):
+            out.append(p)
+    return out
+
+
+def scrub(text: str) -> str:
+    """What differs between two runs of the same code but means nothing: memory addresses and the
+    judge's scratch folder names."""
+    return _SCRATCH.sub("/tmp/work", _ADDRESS.sub("0x...", text))
+
+
+class _SeededJudge(Judge):
+    """Also seeds Python's and NumPy's generators in the judge before each check (torch's is seeded
+    by Judge itself), so a check that draws its inputs from them draws the same ones every time."""
+
+    def run_check(self, spec, submission, budget_end):
+        random.seed(0)
+        try:
+            import numpy
+
+            numpy.random.seed(0)
+        except ImportError:
+            pass
+        return super().run_check(spec, submission, budget_end)
 
 
 class Grader:
@@ -50,19 +98,27 @@ class Grader:
         source = release.dir.parent.parent / "solutions" / release.config.name
         if source.is_dir():
             private.append(str(source.parent.parent))  # the project holding the instructor's sources
+        cwd = Path.cwd().resolve()
+        if len(cwd.parts) > 2:  # the folder grading runs from (a course repository): not / or /home
+            private.append(str(cwd))
         self.confinement = Confinement(
-            hide=hideable(private, python_paths()),
+            hide=hideable(_collapse(private), python_paths()),
             memory_bytes=0 if cuda else limits.memory_mb * 2**20,
             file_bytes=limits.output_mb * 2**20)
         reference_spec = WorkerSpec([u.to_wire() for u in release.reference.units], label="the reference",
                                     owner="the reference's", confinement=self.confinement,
                                     import_seconds=max(limits.import_seconds, 300))
         self.reference = Program(release.reference, reference_spec, release.helpers)
-        self.judge = Judge(release.checks, self.reference, limits, judge_imports(release.reference),
-                           set(release.config.gpu_checks), cuda)
+        self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
+                                  set(release.config.gpu_checks), cuda)
 
     def close(self) -> None:
         self.reference.close()
+
+    @property
+    def isolation_status(self) -> str:
+        report = self.reference.worker.report
+        return report.status if report else ""
 
     def grade_one(self, path: Path, sub_id: str) -> SubmissionResult:
         start = time.monotonic()
@@ -87,7 +143,9 @@ class Grader:
             return self._ungraded(path, sub_id, f"internal grader error: {type(exc).__name__}: {exc}", start)
         finally:
             program.close()
-        return SubmissionResult(sub_id, str(path), checks, notes, "", time.monotonic() - start)
+        for c in checks:
+            c.message = scrub(c.message)
+        return SubmissionResult(sub_id, str(path), checks, [scrub(n) for n in notes], "", time.monotonic() - start)
 
     def _ungraded(self, path: Path, sub_id: str, why: str, start: float) -> SubmissionResult:
         checks = [CheckResult(c.name, c.part, c.points, 0.0, "failed", f"not graded: {why}", c.visibility)
@@ -95,23 +153,229 @@ class Grader:
         return SubmissionResult(sub_id, str(path), checks, [], why, time.monotonic() - start)
 
 
-def grade(release: Release, submissions: list[Path], options: GradeOptions) -> list[SubmissionResult]:
-    options.out_dir.mkdir(parents=True, exist_ok=True)
-    submissions = [Path(p) for p in submissions]
-    grader = Grader(release, options, submissions)
-    results = []
-    names = [c.name for c in release.checks]
+# -- resuming -------------------------------------------------------------------------------------------
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
     try:
-        for i, (path, sub_id) in enumerate(zip(submissions, submission_ids(submissions)), start=1):
-            result = grader.grade_one(path, sub_id)
-            write_submission(options.out_dir, result, release.config.title)
-            results.append(result)
-            write_grades(options.out_dir, results, names)
-            if not options.quiet:
-                pending = f", {len(result.pending)} pending" if result.pending else ""
-                error = f"  [{result.error.splitlines()[0][:80]}]" if result.error else ""
-                print(f"[{i}/{len(submissions)}] {path.name}: {result.score:g}/{result.max_score:g}{pending} "
-                      f"({result.execution_time:.1f} s){error}", file=sys.stderr, flush=True)
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    return h.hexdigest()
+
+
+def release_fingerprint(release: Release) -> str:
+    manifest = release.dir / "manifest.json"
+    data = manifest.read_bytes() if manifest.is_file() else json.dumps(release.config.to_dict()).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult | None:
+    """The result already in DIR for this id, if it was graded from the same notebook and release."""
+    folder = out_dir / sub_id
+    try:
+        if json.loads((folder / MARKER).read_text(encoding="utf-8")) != fingerprint:
+            return None
+        return SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+# -- progress -------------------------------------------------------------------------------------------
+
+class Progress:
+    """Counts of done / failed / pending on stderr: one updating bar on a terminal, else a line per
+    submission."""
+
+    def __init__(self, total: int, skipped: int, jobs: int, quiet: bool, bar: bool | None):
+        self.total, self.skipped, self.jobs, self.quiet = total, skipped, jobs, quiet
+        self.bar = sys.stderr.isatty() if bar is None else bar
+        self.done = self.failed = 0
+        self.start = time.monotonic()
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.skipped - self.done
+
+    def counts(self) -> str:
+        return f"done {self.done}, failed {self.failed}, pending {self.pending}"
+
+    def update(self, result: SubmissionResult) -> None:
+        self.done += 1
+        self.failed += bool(result.error)
+        if self.quiet:
+            return
+        if self.bar:
+            width = 30
+            finished = self.skipped + self.done
+            filled = int(width * finished / max(1, self.total))
+            elapsed = time.monotonic() - self.start
+            eta = elapsed / self.done * self.pending if self.done else 0
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {finished}/{self.total}  {self.counts()}"
+                             f"  {self.done / max(elapsed, 1e-9) * 60:.1f}/min  ETA {eta:.0f} s \x1b[K")
+            sys.stderr.flush()
+            return
+        pending = f", {len(result.pending)} pending" if result.pending else ""
+        error = f"  [{result.error.splitlines()[0][:80]}]" if result.error else ""
+        print(f"[{self.skipped + self.done}/{self.total}] {result.submission}: {result.score:g}/{result.max_score:g}"
+              f"{pending} ({result.execution_time:.1f} s){error}  ({self.counts()})", file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        if self.bar and not self.quiet and self.done:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+# -- parallel grading ------------------------------------------------------------------------------------
+
+_POOL_GRADER: Grader | None = None
+
+
+def _pool_init(release_dir: str, options: GradeOptions, paths: list[str]) -> None:
+    global _POOL_GRADER
+    torch.set_num_threads(1)
+    _POOL_GRADER = Grader(load_release(Path(release_dir)), options, [Path(p) for p in paths])
+    import atexit
+
+    atexit.register(_POOL_GRADER.close)
+
+
+def _pool_grade(path: str, sub_id: str) -> tuple[SubmissionResult, str]:
+    result = _POOL_GRADER.grade_one(Path(path), sub_id)
+    return result, _POOL_GRADER.isolation_status
+
+
+def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[int, Path, str]],
+                   all_paths: list[Path], finish) -> None:
+    """Grade `items` with options.jobs processes; `finish(index, result)` as each one is done. A pool
+    whose process dies is replaced; submissions still unfinished after POOL_ATTEMPTS pools get an
+    error row."""
+    todo = list(items)
+    context = multiprocessing.get_context("spawn")
+    saved = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = "0"  # the grading processes hash strings alike (set order in checks)
+    try:
+        for attempt in range(POOL_ATTEMPTS):
+            if not todo:
+                return
+            with ProcessPoolExecutor(max_workers=min(options.jobs, len(todo)), mp_context=context,
+                                     initializer=_pool_init,
+                                     initargs=(str(release.dir), options, [str(p) for p in all_paths])) as pool:
+                futures = {pool.submit(_pool_grade, str(path), sub_id): (i, path, sub_id) for i, path, sub_id in todo}
+                left = set(futures)
+                broken = False
+                while left:
+                    finished, left = wait(left, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        i, path, sub_id = futures[fut]
+                        try:
+                            result, status = fut.result()
+                            finish.status = finish.status or status
+                        except BrokenProcessPool:
+                            broken = True
+                            continue
+                        except Exception as exc:  # noqa: BLE001 - still a row for this submission
+                            result = _error_result(release, path, sub_id, f"internal grader error: {exc}")
+                        todo.remove((i, path, sub_id))
+                        finish(i, result)
+                if not broken:
+                    return
     finally:
-        grader.close()
-    return results
+        if saved is None:
+            os.environ.pop("PYTHONHASHSEED", None)
+        else:
+            os.environ["PYTHONHASHSEED"] = saved
+    for i, path, sub_id in todo:
+        finish(i, _error_result(release, path, sub_id, "the grading process died while grading this submission "
+                                                        f"({POOL_ATTEMPTS} times)"))
+
+
+def _error_result(release: Release, path: Path, sub_id: str, why: str) -> SubmissionResult:
+    checks = [CheckResult(c.name, c.part, c.points, 0.0, "failed", f"not graded: {why}", c.visibility)
+              for c in release.checks]
+    return SubmissionResult(sub_id, str(path), checks, [], why, 0.0)
+
+
+# -- the command ----------------------------------------------------------------------------------------
+
+def grade(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
+    """Grade `submissions` (paths, or `Submission`s from autograder.submissions) into options.out_dir.
+    Returns one result per submission, in the order given."""
+    out = options.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [Path(s.path) if isinstance(s, Submission) else Path(s) for s in submissions]
+    if options.ids is not None:
+        ids = list(options.ids)
+    elif submissions and all(isinstance(s, Submission) for s in submissions):
+        ids = [s.student for s in submissions]
+    else:
+        ids = submission_ids(paths)
+    notes = dict(options.notes)
+    for s in submissions:
+        if isinstance(s, Submission) and s.note:
+            notes.setdefault(s.student, s.note)
+    if len(set(ids)) != len(ids):
+        raise ValueError("submission ids must be unique")
+    names = [c.name for c in release.checks]
+    release_id = release_fingerprint(release)
+    results: list[SubmissionResult | None] = [None] * len(paths)
+    prints: dict[int, dict] = {}
+    todo = []
+    for i, (path, sub_id) in enumerate(zip(paths, ids)):
+        prints[i] = {"notebook": _file_digest(path), "release": release_id, "file": str(path)}
+        previous = None if options.regrade else _previous(out, sub_id, prints[i])
+        if previous is not None:
+            results[i] = previous
+        else:
+            todo.append((i, path, sub_id))
+    jobs = max(1, min(options.jobs, len(todo)))
+    progress = Progress(len(paths), len(paths) - len(todo), jobs, options.quiet, options.progress)
+    if progress.skipped and not options.quiet:
+        print(f"{progress.skipped} submission(s) already graded in {out}: skipped (--regrade grades them again)",
+              file=sys.stderr, flush=True)
+
+    def finish(i: int, result: SubmissionResult) -> None:
+        note = notes.get(result.submission)
+        if note and note not in result.notes:
+            result.notes.insert(0, note)
+        write_submission(out, result, release.config.title)
+        write_atomic(out / result.submission / MARKER, json.dumps(prints[i], indent=1, sort_keys=True))
+        results[i] = result
+        write_grades(out, [r for r in results if r is not None], names)
+        progress.update(result)
+
+    finish.status = ""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
+        if jobs == 1 and todo:
+            grader = Grader(release, options, paths)
+            try:
+                for i, path, sub_id in todo:
+                    finish(i, grader.grade_one(path, sub_id))
+                finish.status = grader.isolation_status
+            finally:
+                grader.close()
+        elif todo:
+            _grade_in_pool(release, options, todo, paths, finish)
+    finally:
+        torch.set_num_threads(threads)
+        progress.finish()
+    final = [r for r in results if r is not None]
+    write_grades(out, final, names)
+    elapsed = time.monotonic() - progress.start
+    if options.summary:
+        extra = [f"Isolation: {finish.status}."] if finish.status else []
+        write_summary(out, final, release.config.title, extra)
+        if not options.quiet:
+            rate = f" ({progress.done / elapsed * 60:.1f}/min with {jobs} job(s))" if progress.done and elapsed > 0 else ""
+            lines = [f"graded {progress.done} submission(s) in {elapsed:.1f} s{rate}; "
+                     f"{progress.skipped} already graded; {progress.failed} could not be graded"]
+            scored = [r for r in final if not r.error]
+            if scored:
+                lines.append(f"mean score {sum(r.score for r in scored) / len(scored):.2f} / "
+                             f"{max(r.max_score for r in scored):g}; per-check summary in {out / 'summary.md'}")
+            print("\n".join(lines), file=sys.stderr, flush=True)
+    return final

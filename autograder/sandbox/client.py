@@ -2,18 +2,27 @@
 
 Nothing here imports or executes student code. Values come back as plain data decoded by
 `protocol.Decoder`; objects that are not plain data stay in the worker and appear here as `Remote`.
+
+Workers are forked from a fork server: a process that imported the worker's modules (torch
+included) once, so a fresh worker costs a fork instead of an interpreter start (seconds). Each worker
+confines itself right after the fork (see isolation.py). Set AUTOGRADER_FORK_SERVER=0 to start every
+worker as a new interpreter instead.
 """
 from __future__ import annotations
 
 import json
 import os
 import queue
+import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -26,6 +35,387 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _ENV_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE", "HF_HOME",
                     "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "NVIDIA_VISIBLE_DEVICES")
 START_SECONDS = 120.0
+MONITOR_SECONDS = 0.1  # how often the memory monitor looks at the machine's free memory
+LOW_MEMORY_FRACTION = 0.08  # below this fraction of RAM available, the largest worker is stopped
+
+
+def worker_environment(threads: int = 1) -> dict[str, str]:
+    """The environment every worker starts with (the fork server's too)."""
+    env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
+    env.update(PYTHONPATH=_PACKAGE_ROOT, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
+               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false",
+               PYTHONWARNINGS="ignore")
+    return env
+
+
+# -- processes seen from outside ---------------------------------------------------------------------
+
+def _process_table() -> dict[int, int]:
+    """pid -> parent pid, for every process of the machine."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+            table[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return table
+
+
+def process_tree(pid: int, table: dict[int, int] | None = None) -> list[int]:
+    """`pid` and all its descendants (a worker's, with its PID namespace: everything it started)."""
+    table = _process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for child, parent in table.items():
+        children.setdefault(parent, []).append(child)
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        if p in table or p == pid:
+            out.append(p)
+            todo.extend(children.get(p, []))
+    return out
+
+
+def _memory_of(pid: int) -> int:
+    """Proportional set size (shared pages split between their users), or resident size."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _available_memory() -> tuple[int, int]:
+    total = avail = 0
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemTotal:"):
+                    total = int(line.split()[1]) * 1024
+                elif line.startswith(b"MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return total, avail
+
+
+class _MemoryMonitor:
+    """One thread per judge process. RLIMIT_AS bounds each process of a worker; this bounds a
+    worker's processes together (a fork bomb whose children each allocate): every second, and at
+    once when the machine runs low on memory, a worker with more than one process whose processes
+    hold more than its memory limit is killed. When memory is low and no worker is over its limit,
+    the largest multi-process worker is killed: losing a submission is better than losing the machine."""
+
+    _lock = threading.Lock()
+    _instance: "_MemoryMonitor | None" = None
+
+    def __init__(self):
+        self.workers: weakref.WeakSet = weakref.WeakSet()
+        self.owner = os.getpid()
+        threading.Thread(target=self._run, daemon=True, name="autograder-memory-monitor").start()
+
+    @classmethod
+    def watch(cls, worker: "WorkerProcess") -> None:
+        with cls._lock:
+            if cls._instance is None or cls._instance.owner != os.getpid():
+                cls._instance = cls()
+            cls._instance.workers.add(worker)
+
+    def _run(self) -> None:
+        last_full = 0.0
+        while True:
+            time.sleep(MONITOR_SECONDS)
+            workers = [w for w in list(self.workers) if w.pid is not None]
+            if not workers:
+                continue
+            total, avail = _available_memory()
+            low = total > 0 and avail < LOW_MEMORY_FRACTION * total
+            if not low and time.monotonic() - last_full < 1.0:
+                continue
+            last_full = time.monotonic()
+            try:
+                self._check(workers, low)
+            except Exception:  # noqa: BLE001 - the monitor must outlive a vanished process
+                pass
+
+    @staticmethod
+    def _check(workers: list["WorkerProcess"], low: bool) -> None:
+        table = _process_table()
+        usage = []
+        for w in workers:
+            tree = process_tree(w.pid, table)
+            if len(tree) <= 2:  # the worker (and the namespace's init): bounded by RLIMIT_AS
+                continue
+            used = sum(_memory_of(p) for p in tree)
+            limit = w.spec.confinement.memory_bytes
+            if limit and used > limit:
+                w.stop(f"its processes together used more than the memory limit ({limit // 2**20} MB)")
+            else:
+                usage.append((used, w))
+        if low and usage:
+            used, w = max(usage, key=lambda x: x[0])
+            w.stop("the machine ran low on memory while it ran several processes")
+
+
+# -- the fork server ------------------------------------------------------------------------------
+
+_FRAME = struct.Struct("<Q")
+
+
+def _send_frame(sock: socket.socket, data: dict, fds: list[int] = ()) -> None:
+    payload = json.dumps(data).encode()
+    blob = _FRAME.pack(len(payload)) + payload
+    if fds:
+        socket.send_fds(sock, [blob], list(fds))
+    else:
+        sock.sendall(blob)
+
+
+class _Channel:
+    """Length-framed JSON messages over a stream socket, file descriptors riding along."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = b""
+        self.fds: list[int] = []
+
+    def recv(self, want_fds: int = 0) -> tuple[dict, list[int]]:
+        while True:
+            if len(self.buf) >= 8:
+                (n,) = _FRAME.unpack(self.buf[:8])
+                if len(self.buf) >= 8 + n:
+                    payload, self.buf = self.buf[8:8 + n], self.buf[8 + n:]
+                    fds, self.fds = self.fds, []
+                    return json.loads(payload), fds
+            if want_fds:
+                data, fds, _, _ = socket.recv_fds(self.sock, 65536, want_fds)
+                self.fds += fds
+            else:
+                data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("fork server channel closed")
+            self.buf += data
+
+
+class _Child:
+    """A worker started by the fork server; the subset of Popen the client uses."""
+
+    def __init__(self, server: "_ForkServer", pid: int):
+        self.server = server
+        self.pid = pid
+        self.returncode: int | None = None
+        self.done = threading.Event()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self.done.wait(timeout if timeout is not None else 60.0):
+            if timeout is not None:
+                raise subprocess.TimeoutExpired("worker", timeout)
+        return self.returncode
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        self.done.set()
+
+
+class _ForkServer:
+    """Judge side of the fork server: one per judge process, started on first use."""
+
+    _lock = threading.Lock()
+    _instance: "_ForkServer | None" = None
+    _failed_at = 0.0
+
+    def __init__(self):
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = worker_environment()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder.sandbox.client", "--fork-server", str(child_sock.fileno()),
+             str(os.getpid())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(child_sock.fileno(),), start_new_session=True, env=env, cwd="/")
+        child_sock.close()
+        self.sock = parent_sock
+        self.channel = _Channel(parent_sock)
+        self.owner = os.getpid()
+        self.children: dict[int, _Child] = {}
+        self.early_exits: dict[int, int] = {}  # ended before spawn() registered them
+        self.children_lock = threading.Lock()
+        self.replies: queue.Queue = queue.Queue()
+        self.send_lock = threading.Lock()
+        self.alive = True
+        self.sock.settimeout(START_SECONDS)
+        header, _ = self.channel.recv()
+        self.sock.settimeout(None)
+        if "ready" not in header:
+            raise OSError("the fork server did not start")
+        threading.Thread(target=self._read_loop, daemon=True, name="autograder-fork-server").start()
+
+    @classmethod
+    def get(cls) -> "_ForkServer | None":
+        if os.environ.get("AUTOGRADER_FORK_SERVER", "1") == "0":
+            return None
+        with cls._lock:
+            inst = cls._instance
+            if inst is not None and inst.alive and inst.owner == os.getpid() and inst.proc.poll() is None:
+                return inst
+            if inst is not None and inst.owner == os.getpid():
+                inst.close()
+            if time.monotonic() - cls._failed_at < 30:
+                return None
+            try:
+                cls._instance = cls()
+            except Exception:  # noqa: BLE001 - fall back to starting interpreters
+                cls._instance = None
+                cls._failed_at = time.monotonic()
+            return cls._instance
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                header, _ = self.channel.recv()
+                if "exited" in header:
+                    pid, code = int(header["exited"]), int(header["code"])
+                    with self.children_lock:
+                        child = self.children.pop(pid, None)
+                        if child is None:
+                            self.early_exits[pid] = code
+                    if child is not None:
+                        child._exited(code)
+                else:
+                    self.replies.put(header)
+        except (EOFError, OSError, ValueError, ProtocolError):
+            pass
+        self.alive = False
+        self.replies.put({"error": "the fork server ended"})
+        with self.children_lock:
+            orphans = list(self.children.values())
+        for child in orphans:
+            child._exited(-signal.SIGKILL)  # its workers died with it (parent-death signal)
+
+    def spawn(self, config: dict, env: dict, cwd: str, fds: list[int]) -> _Child:
+        with self.send_lock:
+            _send_frame(self.sock, {"config": config, "env": env, "cwd": cwd}, fds)
+            try:
+                reply = self.replies.get(timeout=START_SECONDS)
+            except queue.Empty:
+                raise OSError("the fork server did not answer") from None
+            if "pid" not in reply:
+                raise OSError(reply.get("error", "the fork server refused"))
+            child = _Child(self, int(reply["pid"]))
+            with self.children_lock:
+                early = self.early_exits.pop(child.pid, None)
+                if early is None:
+                    self.children[child.pid] = child
+            if early is not None:
+                child._exited(early)
+            elif not self.alive:  # it ended between the reply and now
+                child._exited(-signal.SIGKILL)
+            return child
+
+    def close(self) -> None:
+        self.alive = False
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
+    """The fork server: imports what workers need, then forks one per request."""
+    from autograder.sandbox import isolation
+
+    isolation._set_pdeathsig(judge_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch  # noqa: F401 - the point of the server: imported once, shared by every fork
+
+    from autograder.sandbox import worker  # noqa: F401
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        pass
+    torch.set_num_threads(1)
+    sock = socket.socket(fileno=sock_fd)
+    channel = _Channel(sock)
+    _send_frame(sock, {"ready": os.getpid()})
+    while True:
+        readable, _, _ = select.select([sock], [], [], 0.05)
+        while True:  # report every worker that ended
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            _send_frame(sock, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+        if not readable:
+            continue
+        try:
+            request, fds = channel.recv(want_fds=3)
+        except (EOFError, OSError, ProtocolError):
+            os._exit(0)  # the judge is gone: its workers follow through their parent-death signal
+        pid = os.fork()
+        if pid == 0:
+            _become_worker(request, fds, sock_fd)
+        for fd in fds:
+            os.close(fd)
+        _send_frame(sock, {"pid": pid})
+
+
+def _become_worker(request: dict, fds: list[int], server_fd: int) -> None:
+    """In a child of the fork server: the same state as `python -m autograder.sandbox.worker CONFIG`."""
+    code = 1
+    try:
+        os.setsid()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        r_in, w_out, log = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        keep = {0, 1, 2, r_in, w_out}
+        for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        config = request["config"]
+        config.update(fd_in=r_in, fd_out=w_out)
+        config["confinement"].update(parent_pid=os.getppid(), channel_fds=[r_in, w_out])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        sys.argv = ["autograder.sandbox.worker", json.dumps(config)]
+        from autograder.sandbox import worker
+
+        worker.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - report, then leave without running the server's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
 
 
 class WorkerError(Exception):
@@ -87,7 +477,7 @@ class WorkerProcess:
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | _Child | None = None
         self.deadline = float("inf")
         self.excluded: dict[int, str] = {}
         self.report: LoadReport | None = None
@@ -95,30 +485,44 @@ class WorkerProcess:
         self._stdin = None
         self._log = None
         self._scratch: tempfile.TemporaryDirectory | None = None
+        self._stopped_because = ""
+
+    @property
+    def pid(self) -> int | None:
+        proc = self.proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     # -- process lifecycle --------------------------------------------------------------------
     def _spawn(self) -> str:
-        self._scratch = tempfile.TemporaryDirectory(prefix="ag-worker-")
+        scratch_root = "/tmp" if os.path.isdir("/tmp") else None
+        self._scratch = tempfile.TemporaryDirectory(prefix="ag-worker-", dir=scratch_root)
         scratch = self._scratch.name
+        self._stopped_because = ""
         r_in, w_in = os.pipe()
         r_out, w_out = os.pipe()
-        conf = Confinement(**{**asdict(self.spec.confinement), "scratch": scratch})
+        conf = Confinement(**{**asdict(self.spec.confinement), "scratch": scratch, "parent_pid": os.getpid(),
+                              "channel_fds": [r_in, w_out]})
         config = {"fd_in": r_in, "fd_out": w_out, "scratch": scratch, "threads": self.spec.threads,
                   "confinement": asdict(conf)}
-        env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
-        env.update(PYTHONPATH=_PACKAGE_ROOT, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1", HOME=scratch,
-                   OMP_NUM_THREADS=str(self.spec.threads), TOKENIZERS_PARALLELISM="false",
-                   PYTHONWARNINGS="ignore")
+        env = worker_environment(self.spec.threads)
+        env["HOME"] = scratch
         self._log = tempfile.TemporaryFile(prefix="ag-worker-log-")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.sandbox.worker", json.dumps(config)],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(r_in, w_out),
-            start_new_session=True, env=env, cwd=scratch)
-        os.close(r_in)
-        os.close(w_out)
+        server = _ForkServer.get()
+        try:
+            if server is not None:
+                self.proc = server.spawn(config, env, scratch, [r_in, w_out, self._log.fileno()])
+            else:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "autograder.sandbox.worker", json.dumps(config)],
+                    stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(r_in, w_out),
+                    start_new_session=True, env=env, cwd=scratch)
+        finally:
+            os.close(r_in)
+            os.close(w_out)
         self._stdin = os.fdopen(w_in, "wb")
         self._replies = queue.Queue()
         threading.Thread(target=self._read_loop, args=(os.fdopen(r_out, "rb"), self._replies), daemon=True).start()
+        _MemoryMonitor.watch(self)
         header, _ = self._next(time.monotonic() + START_SECONDS, "starting the worker")
         return str(header.get("ready", ""))
 
@@ -132,13 +536,21 @@ class WorkerProcess:
         finally:
             stream.close()
 
+    def stop(self, why: str) -> None:
+        """Kill the worker's processes from another thread (the memory monitor); the request waiting
+        on it fails with a message saying `why`."""
+        self._stopped_because = why
+        proc = self.proc
+        if proc is not None:
+            _kill_tree(proc.pid)
+
     def kill(self) -> None:
         if self.proc is not None:
+            _kill_tree(self.proc.pid)
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
                 pass
-            self.proc.wait()
             self.proc = None
         for res in (self._stdin, self._log):
             try:
@@ -147,7 +559,10 @@ class WorkerProcess:
                 pass
         self._stdin = self._log = None
         if self._scratch is not None:
-            self._scratch.cleanup()
+            try:
+                self._scratch.cleanup()
+            except OSError:
+                pass
             self._scratch = None
 
     close = kill
@@ -164,10 +579,15 @@ class WorkerProcess:
             return ""
 
     def _death(self, doing: str) -> WorkerDied:
-        code = self.proc.wait(timeout=5) if self.proc else None
+        try:
+            code = self.proc.wait(timeout=5) if self.proc else None
+        except subprocess.TimeoutExpired:
+            code = None
         how = f"exit code {code}" if code is not None and code >= 0 else f"signal {signal.Signals(-code).name}" \
             if code is not None else "unknown status"
-        if code in (-signal.SIGKILL, 137):
+        if self._stopped_because:
+            how = f"stopped: {self._stopped_because}"
+        elif code in (-signal.SIGKILL, 137):
             how += ", possibly the memory limit"
         self.kill()
         return WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
@@ -329,3 +749,19 @@ def remote_type(obj: Remote) -> dict:
 
 def remote_items(obj: Remote) -> list:
     return obj._req("items")
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a worker, its process group and every descendant (found before any of them dies, so
+    none is re-parented away first). With namespaces, killing the worker ends its PID namespace and
+    everything in it; the sweep covers workers that run without."""
+    victims = process_tree(pid)
+    for target in (lambda: os.killpg(pid, signal.SIGKILL), *[lambda p=p: os.kill(p, signal.SIGKILL) for p in victims]):
+        try:
+            target()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--fork-server":
+    _fork_server_main(int(sys.argv[2]), int(sys.argv[3]))
