@@ -147,6 +147,10 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     if unknown_gpu:
         raise BuildError(f"{paths.source / 'assignment.toml'}: [gpu] checks names unknown checks {sorted(unknown_gpu)}")
 
+    if config.student:  # in-notebook checks and the install cell (autograder.student); tagged skip-grading
+        from autograder.student import add_student_cells
+        add_student_cells(out.student, config.student, config.title)
+        add_student_cells(out.answer_key, config.student, config.title, public_from=out.student)
     reference = extract(out.answer_key)
     _write_notebook(paths.assignment / config.notebook, out.student)
     for name in config.files:

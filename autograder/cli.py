@@ -78,6 +78,10 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="reference gets full marks, stubs get 0, nothing leaks")
     v.add_argument("assignment", help="assignment name or solutions/<name> folder")
     v.set_defaults(run=cmd_verify)
+    from autograder import check, export
+    from autograder.reports import html
+    for module in (check, export, html):  # check; export gradescope|nbgrader, nbgrader-grade; report
+        module.add_parser(sub)
     return p
 
 

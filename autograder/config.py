@@ -29,6 +29,7 @@ class AssignmentConfig:
     files: list[str] = field(default_factory=list)  # extra files shipped next to the student notebook
     limits: Limits = field(default_factory=Limits)
     gpu_checks: list[str] = field(default_factory=list)  # checks that need CUDA: pending without it
+    student: dict = field(default_factory=dict)  # [student]: in-notebook checks, install cell (autograder.student)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -46,7 +47,7 @@ def load_config(source_dir: Path) -> AssignmentConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    known = {"title", "notebook", "files", "limits", "gpu"}
+    known = {"title", "notebook", "files", "limits", "gpu", "student"}
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -59,4 +60,14 @@ def load_config(source_dir: Path) -> AssignmentConfig:
         raise ConfigError(f"{path}: unknown [limits] setting(s) {sorted(bad)}")
     return AssignmentConfig(
         name=source_dir.name, title=data["title"], notebook=data["notebook"], files=list(data.get("files", [])),
-        limits=Limits(**limits), gpu_checks=list(data.get("gpu", {}).get("checks", [])))
+        limits=Limits(**limits), gpu_checks=list(data.get("gpu", {}).get("checks", [])),
+        student=_student_options(data.get("student", {}), path))
+
+
+def _student_options(data, path: Path) -> dict:
+    from autograder.student import OptionsError, student_options
+
+    try:
+        return student_options(data, str(path))
+    except OptionsError as exc:
+        raise ConfigError(str(exc)) from None

@@ -1,0 +1,137 @@
+"""`autograder check SUBMISSION.ipynb`: run a notebook's public checks from a shell.
+
+The public checks are the notebook's own test cells (as students see them: hidden sections are not
+in their copy). They run exactly as the grader runs them: the notebook's definitions are extracted
+and loaded in a worker process, and each test cell runs in the judge against them, so a check passes
+here exactly when its public code passes in grading. Hidden checks are not run (a student's copy
+does not have them), so passing every public check does not mean full marks.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.config import Limits
+from autograder.judge import CheckResult, Judge, Program, judge_imports
+from autograder.notebook.extract import Extraction, extract
+from autograder.notebook.load import NotebookError, read_notebook
+from autograder.notebook.markers import cell_source, is_test_cell, nbgrader_meta
+from autograder.sandbox.client import WorkerSpec
+from autograder.sandbox.isolation import Confinement
+from autograder.testing import CheckSpec
+
+
+@dataclass
+class CheckRun:
+    notebook: str
+    results: list[CheckResult]
+    notes: list[str]
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and all(r.status == "passed" for r in self.results)
+
+    def to_dict(self) -> dict:
+        return {"notebook": self.notebook, "error": self.error, "notes": self.notes,
+                "results": [{"name": r.name, "part": r.part, "status": r.status, "message": r.message}
+                            for r in self.results]}
+
+
+def public_specs(nb) -> list[CheckSpec]:
+    """The notebook's test cells as checks (their code is public: it is in the notebook)."""
+    specs = []
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code" and is_test_cell(cell):
+            meta = nbgrader_meta(cell)
+            points = meta.get("points", 0)
+            specs.append(CheckSpec(str(meta.get("grade_id") or f"cell {len(specs) + 1}"),
+                                   float(points) if isinstance(points, (int, float)) else 0.0,
+                                   str(meta.get("part", "")), str(meta.get("visibility", "visible")),
+                                   None, cell_source(cell), public=True))
+    return specs
+
+
+def run_checks(path: Path, part: str | None = None, limits: Limits | None = None) -> CheckRun:
+    limits = limits or Limits()
+    try:
+        nb, notes = read_notebook(path)
+    except NotebookError as exc:
+        return CheckRun(str(path), [], [], str(exc))
+    specs = [s for s in public_specs(nb) if part is None or s.part == part]
+    if part is not None and not specs:
+        parts = sorted({s.part for s in public_specs(nb)})
+        return CheckRun(str(path), [], notes, f"no public checks in part {part!r}; parts: {parts}")
+    extraction = extract(nb)
+    notes += [f"cell {s.cell} was not run: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
+    confinement = Confinement(memory_bytes=limits.memory_mb * 2**20, file_bytes=limits.output_mb * 2**20)
+    spec = WorkerSpec([u.to_wire() for u in extraction.units], confinement=confinement,
+                      import_seconds=limits.import_seconds)
+    program = Program(extraction, spec)
+    # The public checks never use `reference`; an empty program stands in for it.
+    reference = Program(Extraction([], []), WorkerSpec([], label="the reference", owner="the reference's",
+                                                       confinement=confinement))
+    # Test cells see the notebook's own imports as real modules, as they see the reference's in grading.
+    judge = Judge(specs, reference, limits, judge_imports(extraction), cuda=False)
+    try:
+        results = judge.grade(program)
+        report = program.worker.report
+        if report:
+            for index, why in sorted(report.errors.items()):
+                unit = extraction.units[index]
+                notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
+    finally:
+        program.close()
+        reference.close()
+    return CheckRun(str(path), results, notes)
+
+
+def describe(run: CheckRun) -> str:
+    if run.error:
+        return f"{run.notebook}: could not be checked: {run.error}"
+    lines = []
+    for note in run.notes:
+        lines.append(f"note: {note}")
+    parts: dict[str, list[CheckResult]] = {}
+    for r in run.results:
+        parts.setdefault(r.part or "Checks", []).append(r)
+    for part, results in parts.items():
+        passed = sum(r.status == "passed" for r in results)
+        lines.append(f"{part}: {passed} of {len(results)} public check(s) pass")
+        for r in results:
+            lines.append(f"  [{'PASS' if r.status == 'passed' else 'FAIL'}] {r.name}" +
+                         (f": {r.message.splitlines()[0]}" if r.message else ""))
+            lines += [f"      {more}" for more in r.message.splitlines()[1:]]
+    total = sum(r.status == "passed" for r in run.results)
+    lines.append(f"{total} of {len(run.results)} public checks pass. "
+                 "Grading also runs hidden checks, so this is not your score.")
+    return "\n".join(lines)
+
+
+def cmd_check(args) -> int:
+    start = time.monotonic()
+    code = 0
+    for notebook in args.notebooks:
+        run = run_checks(Path(notebook), args.part)
+        if args.json:
+            print(json.dumps(run.to_dict(), indent=1))
+        else:
+            print(describe(run))
+        if run.error:
+            code = max(code, 2)
+        elif not run.ok:
+            code = max(code, 1)
+    if not args.json and len(args.notebooks) > 1:
+        print(f"({time.monotonic() - start:.1f} s)", file=sys.stderr)
+    return code
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser("check", help="run a notebook's public checks (the test cells a student can read)")
+    c.add_argument("notebooks", nargs="+", metavar="SUBMISSION.ipynb")
+    c.add_argument("--part", help="only this part's checks, e.g. '1. Normalize'")
+    c.add_argument("--json", action="store_true", help="machine-readable verdicts")
+    c.set_defaults(run=cmd_check)

@@ -1,0 +1,417 @@
+"""`autograder export gradescope <name>`: release/<name>/gradescope-autograder.zip for Gradescope.
+
+The zip follows Gradescope's autograder specification. Gradescope unpacks it into /autograder/source,
+runs `setup.sh` once to build the image, then for each submission copies `run_autograder` to
+/autograder/run_autograder, puts the student's files in /autograder/submission and reads
+/autograder/results/results.json.
+
+    setup.sh            Python >= 3.11 venv in /autograder/venv: CPU-only torch and the grader's pinned
+                        dependencies (and whatever the notebook imports). No Jupyter, browser or conda.
+    run_autograder      grades the submitted notebook, whatever its file name; always leaves a
+                        results.json, one that says so when the grader itself failed
+    requirements.txt    exact versions, taken from the environment that exported the zip
+    autograder/         this package (the grader), source only
+    release/<name>/     manifest, reference definitions, hidden tests: what grading reads
+
+The runner side is `python -m autograder.export.gradescope run` (called by run_autograder).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import traceback
+import zipfile
+from pathlib import Path
+
+ZIP_NAME = "gradescope-autograder.zip"
+TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+RELEASE_FILES = ("manifest.json", "reference.json")  # plus tests/*.py: all that load_release reads
+_FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries get a fixed time: the zip is reproducible
+
+RESULT_KEYS = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
+               "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+TEST_KEYS = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format", "tags",
+             "visibility", "extra_data"}
+VISIBILITIES = {"visible", "hidden", "after_due_date", "after_published"}
+FORMATS = {"text", "html", "simple_format", "md", "ansi"}
+
+SETUP_SH = r'''#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image for "@TITLE@".
+# The grading runtime is lean: a Python >= 3.11 virtual environment with CPU-only torch and the
+# grader's pinned dependencies. No Jupyter, no browser, no conda: notebooks are read, never opened.
+set -euo pipefail
+
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="$ROOT/venv"
+# PyPI's Linux torch wheels pull in about 3 GB of CUDA libraries that a grader without a GPU never
+# uses; PyTorch's CPU index serves the same version without them.
+TORCH_PIP_ARGS="${AUTOGRADER_TORCH_PIP_ARGS:---index-url @TORCH_INDEX@}"
+TORCH_REQUIREMENT="@TORCH@"
+
+find_python() {
+    for py in python3.13 python3.12 python3.11 python3; do
+        if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$py"; return 0
+        fi
+    done
+    return 1
+}
+
+PY="$(find_python || true)"
+if [ -z "$PY" ] || ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    # Gradescope's Ubuntu 22.04 image has Python 3.10; Debian and Ubuntu ship venv support separately.
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup.sh: needs Python >= 3.11 with the venv module, and there is no apt-get to install it" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    if [ -z "$PY" ]; then
+        apt-get install -y -qq --no-install-recommends python3.11 python3.11-venv
+        PY=python3.11
+    else
+        apt-get install -y -qq --no-install-recommends "$("$PY" -c 'import sys; print("python%d.%d-venv" % sys.version_info[:2])')"
+    fi
+    rm -rf /var/lib/apt/lists/*
+fi
+
+"$PY" -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check --no-input)
+# shellcheck disable=SC2086  # TORCH_PIP_ARGS is a list of pip options
+"${PIP[@]}" install --no-cache-dir --no-deps $TORCH_PIP_ARGS "$TORCH_REQUIREMENT"
+"${PIP[@]}" install --no-cache-dir -r "$SOURCE/requirements.txt"
+PYTHONPATH="$SOURCE" "$VENV/bin/python" -c 'import torch, nbformat, autograder.grade; print("grading runtime ready: torch", torch.__version__)'
+'''
+
+RUN_AUTOGRADER = r'''#!/usr/bin/env bash
+# Gradescope runs this for every submission of "@TITLE@". It grades the notebook in
+# /autograder/submission (whatever its file name) and always leaves /autograder/results/results.json:
+# when the grader itself fails, that file says so instead of going missing.
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+SOURCE="$ROOT/source"
+RESULTS="$ROOT/results"
+mkdir -p "$RESULTS"
+PY="$ROOT/venv/bin/python"
+[ -x "$PY" ] || PY="$(command -v python3 || echo python3)"
+cd "$SOURCE" 2>/dev/null || cd "$ROOT" || true
+PYTHONPATH="$SOURCE${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m autograder.export.gradescope run \
+    --root "$ROOT" --release "$SOURCE/release/@NAME@" --forget-release
+status=$?
+if [ ! -s "$RESULTS/results.json" ] || grep -q '"provisional": true' "$RESULTS/results.json"; then
+    cat > "$RESULTS/results.json" <<JSON
+{"score": 0.0, "output": "The autograder itself failed (exit status $status) before it finished grading this submission. This is not your grade: your instructor will look into it and re-run it.", "visibility": "visible", "stdout_visibility": "visible", "extra_data": {"grader_error": true, "exit_status": $status}}
+JSON
+fi
+exit 0
+'''
+
+
+# -- export side ---------------------------------------------------------------------------------
+
+def _packaging():
+    try:
+        from packaging.markers import default_environment
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+    except ImportError:  # pip always carries a copy
+        from pip._vendor.packaging.markers import default_environment
+        from pip._vendor.packaging.requirements import Requirement
+        from pip._vendor.packaging.utils import canonicalize_name
+    return Requirement, canonicalize_name, default_environment
+
+
+def core_requirements() -> list[str]:
+    """The grader's own dependencies: pyproject.toml beside the package, else the installed metadata."""
+    import importlib.metadata
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    if pyproject.is_file():
+        return list(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"])
+    return [r for r in importlib.metadata.requires("autograder") or [] if "extra ==" not in r]
+
+
+def notebook_distributions(import_sources: list[str]) -> tuple[list[str], list[str]]:
+    """Installed distributions providing the modules the notebook imports; and modules found nowhere."""
+    import importlib.metadata
+
+    modules = set()
+    for source in import_sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules.add(node.module.split(".")[0])
+    providers = importlib.metadata.packages_distributions()
+    dists, unknown = [], []
+    for module in sorted(modules - set(sys.stdlib_module_names) - {"autograder", "__future__"}):
+        if module in providers:
+            dists += providers[module]
+        else:
+            unknown.append(module)
+    return sorted(set(dists)), unknown
+
+
+def pinned_closure(roots: list[str]) -> list[str]:
+    """`name==version` for every distribution `roots` need, as installed here (extras and markers honoured)."""
+    import importlib.metadata
+
+    Requirement, canonicalize_name, default_environment = _packaging()
+    env = default_environment()
+    pins: dict[str, str] = {}
+    queue = [(Requirement(r), "") for r in roots]
+    seen: set[tuple[str, frozenset]] = set()
+    while queue:
+        req, extra = queue.pop()
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": extra}):
+            continue
+        name = canonicalize_name(req.name)
+        key = (name, frozenset(req.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = importlib.metadata.distribution(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            raise ValueError(f"{req.name} is needed for grading but not installed here; install it and export "
+                             "again (versions are pinned to what is installed)") from None
+        pins[name] = dist.version
+        for sub in dist.requires or []:
+            sub_req = Requirement(sub)
+            if sub_req.marker is None or "extra" not in str(sub_req.marker):
+                queue.append((sub_req, ""))
+            else:
+                queue += [(sub_req, e) for e in req.extras]
+    return [f"{n}=={v}" for n, v in sorted(pins.items())]
+
+
+def _public_version(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def requirements(release, extra: list[str] = ()) -> tuple[list[str], str, list[str]]:
+    """(pinned requirements.txt lines, the torch requirement, notebook modules with no installed provider)."""
+    imports = [u.source for u in release.reference.units if u.kind == "import"]
+    dists, unknown = notebook_distributions(imports)
+    lines = pinned_closure([*core_requirements(), *dists, *extra])
+    torch_line = next(line for line in lines if line.startswith("torch=="))
+    torch_req = "torch==" + _public_version(torch_line.split("==", 1)[1])  # CPU builds carry a +cpu tag
+    lines = [torch_req if line == torch_line else line for line in lines]
+    return lines, torch_req, unknown
+
+
+def _package_files() -> list[tuple[str, Path]]:
+    package = Path(__file__).resolve().parents[1]
+    return sorted((f"autograder/{p.relative_to(package).as_posix()}", p) for p in package.rglob("*.py")
+                  if "__pycache__" not in p.parts)
+
+
+def _add(zf: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, _FIXED_TIME)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
+    zf.writestr(info, data)
+
+
+def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -> tuple[Path, list[str]]:
+    """Write the autograder zip; returns its path and warnings for the instructor."""
+    name = release.config.name
+    out = out or release.dir / ZIP_NAME
+    lines, torch_req, unknown = requirements(release, list(extra))
+    warnings = [f"the notebook imports {m!r}, which no installed package provides: students' code using it "
+                f"will fail on Gradescope unless you add it with --pip" for m in unknown]
+    if release.config.gpu_checks or any(c.gpu for c in release.checks):
+        warnings.append("GPU checks will show as pending on Gradescope (it has no GPU); see docs/platforms.md "
+                        "for merging them later")
+    fill = lambda text: (text.replace("@TITLE@", release.config.title.replace('"', "'")).replace("@NAME@", name)  # noqa: E731
+                         .replace("@TORCH_INDEX@", TORCH_INDEX).replace("@TORCH@", torch_req))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        _add(zf, "setup.sh", fill(SETUP_SH).encode(), executable=True)
+        _add(zf, "run_autograder", fill(RUN_AUTOGRADER).encode(), executable=True)
+        _add(zf, "requirements.txt", ("# pinned from the exporting environment; torch is the CPU build\n"
+                                      + "\n".join(lines) + "\n").encode())
+        for arcname, path in _package_files():
+            _add(zf, arcname, path.read_bytes())
+        for file in RELEASE_FILES:
+            _add(zf, f"release/{name}/{file}", (release.dir / file).read_bytes())
+        for test in sorted((release.dir / "tests").glob("*.py")):
+            _add(zf, f"release/{name}/tests/{test.name}", test.read_bytes())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    tmp.write_bytes(buf.getvalue())
+    os.replace(tmp, out)
+    return out, warnings
+
+
+# -- Gradescope side -----------------------------------------------------------------------------
+
+def find_submission(folder: Path, expected_name: str = "") -> tuple[Path | None, str]:
+    """The submitted notebook, whatever it is called; and a note on how it was chosen."""
+    found = sorted(p for p in folder.rglob("*.ipynb") if p.is_file() and ".ipynb_checkpoints" not in p.parts
+                   and not p.name.startswith("._"))  # macOS zips carry ._name resource forks
+    if not found:
+        return None, ""
+    if len(found) == 1:
+        return found[0], ""
+    same = [p for p in found if p.name == expected_name]
+    if same:
+        chosen = same[0]
+    else:  # the largest is the one with work in it; ties go to the latest
+        chosen = max(found, key=lambda p: (p.stat().st_size, p.stat().st_mtime))
+    others = ", ".join(p.relative_to(folder).as_posix() for p in found if p != chosen)
+    return chosen, f"graded {chosen.relative_to(folder).as_posix()}; also submitted (not graded): {others}"
+
+
+def validate_results(data) -> list[str]:
+    """Problems with a results.json against Gradescope's specification (empty list: valid)."""
+    problems = []
+    if not isinstance(data, dict):
+        return ["results.json must hold a JSON object"]
+    problems += [f"unknown top-level field {k!r}" for k in sorted(set(data) - RESULT_KEYS)]
+    tests = data.get("tests", [])
+    if not isinstance(tests, list):
+        problems.append("tests must be a list")
+        tests = []
+    if "score" not in data and not all(isinstance(t, dict) and "score" in t for t in tests):
+        problems.append("a score is needed: top-level, or on every test")
+    for key in ("score", "execution_time"):
+        if key in data and (isinstance(data[key], bool) or not isinstance(data[key], (int, float))):
+            problems.append(f"{key} must be a number")
+    for key in ("visibility", "stdout_visibility"):
+        if key in data and data[key] not in VISIBILITIES:
+            problems.append(f"{key} {data[key]!r} is not one of {sorted(VISIBILITIES)}")
+    for key in ("output_format", "test_output_format", "test_name_format"):
+        if key in data and data[key] not in FORMATS:
+            problems.append(f"{key} {data[key]!r} is not one of {sorted(FORMATS)}")
+    if "output" in data and not isinstance(data["output"], str):
+        problems.append("output must be a string")
+    for i, t in enumerate(tests):
+        where = f"tests[{i}]"
+        if not isinstance(t, dict):
+            problems.append(f"{where} must be an object")
+            continue
+        problems += [f"{where}: unknown field {k!r}" for k in sorted(set(t) - TEST_KEYS)]
+        for key in ("score", "max_score"):
+            if key in t and (isinstance(t[key], bool) or not isinstance(t[key], (int, float))):
+                problems.append(f"{where}: {key} must be a number")
+        if "status" in t and t["status"] not in ("passed", "failed"):
+            problems.append(f"{where}: status {t['status']!r} is not 'passed' or 'failed'")
+        if "visibility" in t and t["visibility"] not in VISIBILITIES:
+            problems.append(f"{where}: visibility {t['visibility']!r} is not one of {sorted(VISIBILITIES)}")
+        for key in ("name", "output", "number"):
+            if key in t and not isinstance(t[key], str):
+                problems.append(f"{where}: {key} must be a string")
+        if "tags" in t and not (isinstance(t["tags"], list) and all(isinstance(x, str) for x in t["tags"])):
+            problems.append(f"{where}: tags must be a list of strings")
+    return problems
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _failure(output: str, **extra) -> dict:
+    return {"score": 0.0, "output": output, "visibility": "visible", "stdout_visibility": "hidden",
+            "extra_data": extra}
+
+
+def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
+    """Grade /autograder/submission; write /autograder/results/results.json. Never raises.
+
+    `forget_release` deletes the release bundle (reference, hidden tests) once it is loaded, before
+    any student code runs: Gradescope starts every submission from a fresh copy of the image, and a
+    container that refuses namespaces cannot hide the files from the worker otherwise."""
+    results = root / "results" / "results.json"
+    start = time.monotonic()
+    _write(results, {**_failure("Grading did not finish: the autograder stopped before it was done (a time "
+                                "limit, or a crash of the grader). This is not your grade: your instructor "
+                                "will look into it."), "extra_data": {"provisional": True}})
+    try:
+        from autograder.grade import GradeOptions, grade
+        from autograder.release import load_release
+        from autograder.reports.results import gradescope_json
+
+        release = load_release(release_dir)
+        if forget_release:
+            shutil.rmtree(release_dir)
+        notebook, note = find_submission(root / "submission", release.config.notebook)
+        if notebook is None:
+            _write(results, _failure(f"No notebook (.ipynb file) found in your submission. Submit your "
+                                     f"{release.config.notebook}, downloaded from Jupyter (File > Download).",
+                                     no_notebook=True))
+            return 0
+        with tempfile.TemporaryDirectory(prefix="ag-gradescope-") as tmp:
+            [result] = grade(release, [notebook], GradeOptions(Path(tmp), quiet=True))
+        if note:
+            result.notes.insert(0, note)
+        data = gradescope_json(result)
+        problems = validate_results(data)
+        if problems:  # never hand Gradescope a file it rejects: say what went wrong instead
+            raise ValueError("results.json would not follow Gradescope's format: " + "; ".join(problems))
+        _write(results, data)
+        print(data["output"])
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - whatever happens, results.json must say it
+        detail = "".join(traceback.format_exception(exc))
+        print(detail, file=sys.stderr)
+        _write(results, {**_failure(
+            "The autograder itself failed while grading this submission (an error in the grader, not in "
+            f"your notebook): {type(exc).__name__}: {exc}. This is not your grade: your instructor will "
+            "look into it and re-run it.", grader_error=True, execution_time=round(time.monotonic() - start, 3)),
+            "stdout_visibility": "hidden"})
+        return 1
+
+
+# -- command line --------------------------------------------------------------------------------
+
+def cmd_export(args) -> int:
+    from autograder.release import resolve_release
+
+    release = resolve_release(args.assignment)
+    out, warnings = export_gradescope(release, Path(args.out) if args.out else None, args.pip or [])
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"Gradescope autograder: {out} ({out.stat().st_size / 1024:.0f} KiB); upload it under "
+          "Configure Autograder > Zip file upload")
+    return 0
+
+
+def add_parser(targets) -> None:
+    g = targets.add_parser("gradescope", help="release/<name>/gradescope-autograder.zip (setup.sh, run_autograder)")
+    g.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
+    g.add_argument("--out", help=f"zip to write (default: release/<name>/{ZIP_NAME})")
+    g.add_argument("--pip", action="append", metavar="REQUIREMENT",
+                   help="another package grading needs (pinned to the installed version); repeatable")
+    g.set_defaults(run=cmd_export)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m autograder.export.gradescope")
+    sub = p.add_subparsers(dest="op", required=True)
+    r = sub.add_parser("run", help="grade /autograder/submission (what run_autograder calls)")
+    r.add_argument("--root", default="/autograder")
+    r.add_argument("--release", required=True)
+    r.add_argument("--forget-release", action="store_true", help="delete the release bundle once loaded")
+    args = p.parse_args(argv)
+    return run(Path(args.root), Path(args.release), args.forget_release)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

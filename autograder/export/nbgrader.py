@@ -1,0 +1,361 @@
+"""nbgrader on JupyterHub: export an assignment as an nbgrader course, and write this project's grades
+into nbgrader's gradebook.
+
+    autograder export nbgrader <name> [--course DIR]     (default DIR: release/nbgrader)
+    autograder nbgrader-grade <name> --course DIR [--student ID ...]
+
+The export writes DIR/nbgrader_config.py and DIR/source/<name>/ (the source notebook, markers and
+metadata as nbgrader reads them, plus the files the assignment ships). The source notebook gains:
+
+- a 0-point grade cell `autograder_setup` before the first test cell, whose hidden section defines
+  `reference` (the answer key's definitions) and loads the hidden test files, so the hidden parts of
+  test cells that compare with `reference` run under `nbgrader autograde`;
+- one grade cell per check of the hidden test files (`tests/*.py`), after its part's last test cell,
+  whose hidden section scores that check in the kernel and shows the points as the cell's result
+  (nbgrader's partial credit).
+
+So `nbgrader generate_assignment` and `nbgrader autograde` work on the tree as on any nbgrader course.
+`nbgrader autograde` runs student code in the grading kernel, unconfined; `autograder nbgrader-grade`
+grades the collected submissions (submitted/<student>/<name>/) with this project instead (student code
+in confined workers, the reference in its own worker, GPU checks pending) and writes the scores into
+gradebook.db, cell by cell, so formgrader (written answers, review) and `nbgrader export` (the
+grades CSV) go on as usual. It also writes feedback/<student>/<name>/<notebook>.html.
+"""
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+SETUP_ID = "autograder_setup"
+META_KEY = "autograder"
+NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum",
+                 "cell_type"}  # cell metadata: {"check": "<check name>"} on the cells this export adds
+
+CONFIG_TEMPLATE = '''\
+# nbgrader configuration written by `autograder export nbgrader` (safe to edit; re-export keeps it).
+c = get_config()  # noqa: F821
+
+c.CourseDirectory.course_id = {course!r}
+# The student version stubs solutions the way `autograder build` does.
+c.ClearSolutions.code_stub = {{"python": "# TODO: your code here\\nraise NotImplementedError()"}}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+# Seconds a cell may run under `nbgrader autograde`.
+c.Execute.timeout = {timeout}
+# Feedback must not show hidden tests: the setup cell's hidden section holds the reference solution.
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+'''
+
+
+def _slug(name: str) -> str:
+    return "ag_" + (re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").lower() or "check")
+
+
+def _cell(source: str, grade_id: str, points: float, check: str | None = None):
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(source)
+    cell.pop("id", None)
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "locked": True, "points": points,
+                                 "schema_version": 3, "solution": False, "task": False}
+    if check:
+        cell.metadata[META_KEY] = {"check": check}
+    return cell
+
+
+def nbgrader_notebook(source_nb, release, reference_source: str):
+    """The source notebook as an nbgrader source notebook (see the module docstring)."""
+    nb = copy.deepcopy(source_nb)
+    minor = nb.get("nbformat_minor", 0)
+    for cell in nb.cells:  # nbgrader's schema allows only its own keys: ours ("part", ...) move aside
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if isinstance(meta, dict):
+            ours = {k: meta.pop(k) for k in sorted(set(meta) - NBGRADER_KEYS)}
+            if ours:
+                cell.metadata.setdefault(META_KEY, {}).update(ours)
+    file_checks = [c for c in release.checks if c.fn is not None]
+    tests = {p.name: p.read_text(encoding="utf-8") for p in sorted((release.dir / "tests").glob("*.py"))}
+    setup = ("# Grading setup: nothing to do here.\n### BEGIN HIDDEN TESTS\n"
+             "from autograder.export.nbgrader import KernelChecks as _AgKernelChecks\n"
+             f"_ag_checks = _AgKernelChecks({reference_source!r}, {tests!r}, {release.helpers!r})\n"
+             "reference = _ag_checks.reference\n### END HIDDEN TESTS")
+    cells = list(nb.cells)
+    test_positions = [i for i, c in enumerate(cells) if c.get("cell_type") == "code"
+                      and c.get("metadata", {}).get("nbgrader", {}).get("grade")
+                      and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    last_of_part = {}
+    for i in test_positions:
+        part = str(cells[i].metadata.get(META_KEY, {}).get("part", ""))
+        last_of_part[part] = i
+    inserts: dict[int, list] = {}
+    for spec in file_checks:
+        where = last_of_part.get(spec.part, len(cells) - 1)
+        gpu = " It needs a GPU." if spec.gpu or spec.name in release.config.gpu_checks else ""
+        source = (f"# Hidden check: {spec.name} ({spec.points:g} points). Nothing to do here.{gpu}\n"
+                  f"### BEGIN HIDDEN TESTS\n_ag_checks.score({spec.name!r}, globals())\n### END HIDDEN TESTS")
+        inserts.setdefault(where, []).append(_cell(source, _slug(spec.name), spec.points, spec.name))
+    out = []
+    first_test = test_positions[0] if test_positions else len(cells)
+    for i, cell in enumerate(cells + [None]):
+        if i == first_test or (cell is None and first_test == len(cells)):
+            out.append(_cell(setup, SETUP_ID, 0))
+        if cell is not None:
+            out.append(cell)
+            out += inserts.get(i, [])
+    nb.cells = out
+    if minor >= 5:  # nbformat 4.5 wants cell ids; nbgrader keeps them
+        for i, cell in enumerate(nb.cells):
+            cell.setdefault("id", f"autograder-{i}")
+    return nb
+
+
+def check_grade_ids(nb) -> dict[str, str]:
+    """check name -> nbgrader grade_id, for every autograded cell of an exported notebook."""
+    out = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") == "code" and meta.get("grade") and not meta.get("solution"):
+            grade_id = meta.get("grade_id")
+            out[cell.get("metadata", {}).get(META_KEY, {}).get("check", grade_id)] = grade_id
+    out.pop(SETUP_ID, None)
+    return out
+
+
+def _source_dir(assignment: str) -> Path:
+    p = Path(assignment)
+    if (p / "assignment.toml").is_file():
+        return p.resolve()
+    if (Path("solutions") / assignment / "assignment.toml").is_file():
+        return (Path("solutions") / assignment).resolve()
+    raise FileNotFoundError(f"no solutions/{assignment}/assignment.toml: exporting to nbgrader needs the "
+                            "assignment's source folder")
+
+
+def export_nbgrader(assignment: str, course: Path | None = None) -> Path:
+    import nbformat
+
+    from autograder.build import Paths
+    from autograder.notebook.extract import module_source
+    from autograder.release import resolve_release
+
+    source = _source_dir(assignment)
+    release = resolve_release(str(source))
+    course = Path(course) if course else Paths.for_source(source).release.parent / "nbgrader"
+    name, config = release.config.name, release.config
+    nb = nbformat.read(source / config.notebook, as_version=4)
+    out = nbgrader_notebook(nb, release, module_source(release.reference))
+    target = course / "source" / name
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    nbformat.write(out, target / config.notebook)
+    for f in config.files:
+        (target / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / f, target / f)
+    cfg = course / "nbgrader_config.py"
+    if not cfg.exists():
+        cfg.write_text(CONFIG_TEMPLATE.format(course=course.resolve().name,
+                                              timeout=int(config.limits.submission_seconds)), encoding="utf-8")
+    return course
+
+
+# -- in the grading kernel (nbgrader autograde) ----------------------------------------------------
+
+class _Local:
+    """`sub`/`ref` for a check running in the kernel: names from a namespace, helpers beside them."""
+
+    def __init__(self, namespace: dict, helpers: list[str], owner: str):
+        self._ns, self._helper_sources, self._owner, self._helpers = namespace, helpers, owner, None
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name == "helpers":
+            if self._helpers is None:
+                import types
+
+                ns = {"submission": self, "__name__": "helpers"}
+                for source in self._helper_sources:
+                    exec(compile(source, "<grader helpers>", "exec"), ns)
+                self._helpers = types.SimpleNamespace(**{k: v for k, v in ns.items() if not k.startswith("__")})
+            return self._helpers
+        if name not in self._ns:
+            from autograder.sandbox.client import MissingName
+
+            raise MissingName(f"{self._owner} notebook does not define `{name}`")
+        return self._ns[name]
+
+    def defines(self, name: str) -> bool:
+        return name in self._ns
+
+
+def _resolve(dotted: str):
+    import importlib
+
+    module, _, attr = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), attr) if module else __builtins__[attr]
+
+
+class KernelChecks:
+    """The hidden test files' checks, run in the notebook's kernel (nbgrader autograde)."""
+
+    def __init__(self, reference_source: str, test_files: dict[str, str], helpers: list[str]):
+        import types
+
+        self.reference = types.ModuleType("reference")
+        exec(compile(reference_source, "<reference>", "exec"), self.reference.__dict__)
+        self.helpers = helpers
+        self.specs = {}
+        for filename, text in test_files.items():
+            module = types.ModuleType(f"_ag_kernel_{Path(filename).stem}")
+            exec(compile(text, filename, "exec"), module.__dict__)
+            # Values are local here, not proxies: the remote helpers act on them directly.
+            module.keep = lambda fn, *args, **kwargs: fn(*args, **kwargs)
+            module.remote_isinstance = lambda obj, dotted: isinstance(obj, _resolve(dotted))
+            module.remote_items = lambda obj: list(obj.items()) if hasattr(obj, "items") else list(obj)
+            for obj in vars(module).values():
+                if hasattr(obj, "_ag_check"):
+                    self.specs[obj._ag_check.name] = obj._ag_check
+
+    def score(self, name: str, namespace: dict) -> float:
+        """Points for one check (shown as the cell's result: nbgrader's partial credit); says why when short."""
+        import random
+
+        import torch
+
+        from autograder.judge import _fraction
+        from autograder.testing import Fail
+
+        spec = self.specs[name]
+        sub = _Local(namespace, self.helpers, "your")
+        ref = _Local(vars(self.reference), self.helpers, "the reference's")
+        random.seed(0)
+        torch.manual_seed(0)
+        message = ""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # nbgrader gives 0 to a cell that writes to stderr
+            try:
+                fraction = _fraction(spec.fn(sub, ref))
+            except Fail as exc:
+                fraction, message = exc.partial, str(exc)
+            except NotImplementedError:
+                fraction, message = 0.0, "your code is not implemented yet (it raised NotImplementedError)"
+            except AttributeError as exc:
+                fraction, message = 0.0, str(exc)
+            except AssertionError as exc:
+                fraction, message = 0.0, str(exc) or "a hidden check failed"
+            except Exception as exc:  # noqa: BLE001 - student code failing is a failed check
+                fraction, message = 0.0, f"{type(exc).__name__}: {exc}"
+        fraction = min(1.0, max(0.0, float(fraction)))
+        if message:
+            print(f"{name}: {message}")
+        return round(fraction * spec.points, 6)
+
+
+# -- grading nbgrader's submitted/ tree into its gradebook ----------------------------------------
+
+def grade_into_gradebook(assignment: str, course: Path, students: list[str] | None = None,
+                         quiet: bool = False) -> dict[str, float]:
+    """Grade course/submitted/<student>/<name>/<notebook> with this project; write the scores into
+    course/gradebook.db and feedback/<student>/<name>/<notebook>.html. Returns {student: score}."""
+    import tempfile
+
+    import nbformat
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.grade import GradeOptions, grade
+    from autograder.release import resolve_release
+    from autograder.reports.html import submission_html
+
+    source = _source_dir(assignment)
+    release = resolve_release(str(source))
+    name, notebook = release.config.name, release.config.notebook
+    course = Path(course).resolve()
+    exported = course / "source" / name / notebook
+    if not exported.is_file():
+        raise FileNotFoundError(f"{exported}: export the assignment first (autograder export nbgrader {assignment})")
+    ids = check_grade_ids(nbformat.read(exported, as_version=4))
+    submitted = sorted(p for p in (course / "submitted").glob(f"*/{name}/{notebook}")
+                       if students is None or p.parent.parent.name in students)
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db) as gb:
+        try:
+            gb.find_assignment(name)
+        except MissingEntry:
+            raise FileNotFoundError(f"{course / 'gradebook.db'} has no assignment {name!r}: run "
+                                    f"`nbgrader generate_assignment {name}` in {course} first") from None
+    with tempfile.TemporaryDirectory(prefix="ag-nbgrader-") as tmp:
+        results = grade(release, submitted, GradeOptions(Path(tmp), quiet=quiet)) if submitted else []
+    scores = {}
+    nb_id = Path(notebook).stem
+    with Gradebook(db) as gb, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes nbgrader's own autograde shows too
+        warnings.filterwarnings("ignore", module="sqlalchemy")
+        for path, result in zip(submitted, results):
+            student = path.parent.parent.name
+            gb.update_or_create_student(student)
+            try:
+                gb.find_submission(name, student)
+            except MissingEntry:
+                stamp = path.parent / "timestamp.txt"
+                kwargs = {"timestamp": stamp.read_text().strip()} if stamp.is_file() else {}
+                gb.add_submission(name, student, **kwargs)
+            for check in result.checks:
+                grade_id = ids.get(check.name)
+                if grade_id is None:
+                    continue
+                g = gb.find_grade(grade_id, nb_id, name, student)
+                if check.status == "pending":
+                    g.auto_score, g.needs_manual_grade = None, True
+                else:
+                    g.auto_score, g.needs_manual_grade = check.score, False
+            setup = gb.find_grade(SETUP_ID, nb_id, name, student)
+            setup.auto_score, setup.needs_manual_grade = 0.0, False
+            gb.db.commit()
+            autograded = course / "autograded" / student / name / notebook
+            autograded.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, autograded)  # formgrader shows this copy when grading written answers
+            feedback = course / "feedback" / student / name / f"{nb_id}.html"
+            feedback.parent.mkdir(parents=True, exist_ok=True)
+            feedback.write_text(submission_html(result, release.config.title), encoding="utf-8")
+            scores[student] = result.score
+    return scores
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+def cmd_export(args) -> int:
+    course = export_nbgrader(args.assignment, Path(args.course) if args.course else None)
+    print(f"nbgrader course: {course}\nnext, in that folder: nbgrader generate_assignment "
+          f"{Path(args.assignment).name} (then release, collect, and autograde or `autograder nbgrader-grade`)")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    scores = grade_into_gradebook(args.assignment, Path(args.course), args.student, quiet=args.quiet)
+    for student, score in sorted(scores.items()):
+        print(f"{student}: {score:g}")
+    print(f"{len(scores)} submission(s) graded into {Path(args.course) / 'gradebook.db'}", file=sys.stderr)
+    return 0
+
+
+def add_parser(targets) -> None:
+    n = targets.add_parser("nbgrader", help="an nbgrader course tree: nbgrader_config.py, source/<name>/")
+    n.add_argument("assignment", help="assignment name (solutions/<name>) or its solutions folder")
+    n.add_argument("--course", help="course folder to write into (default: release/nbgrader)")
+    n.set_defaults(run=cmd_export)
+
+
+def add_grade_parser(sub) -> None:
+    g = sub.add_parser("nbgrader-grade", help="grade an nbgrader course's submitted/ tree into its gradebook")
+    g.add_argument("assignment", help="assignment name (solutions/<name>) or its solutions folder")
+    g.add_argument("--course", required=True, help="the nbgrader course folder (holds gradebook.db)")
+    g.add_argument("--student", action="append", help="only this student; repeatable")
+    g.add_argument("--quiet", action="store_true")
+    g.set_defaults(run=cmd_grade)

@@ -1,0 +1,346 @@
+"""HTML feedback: one page per submission for the student, and a class report for the instructor.
+
+    autograder report RESULTS_DIR [--title T] [--png]
+
+reads the grading.json files that `autograder grade --out RESULTS_DIR` wrote and adds
+RESULTS_DIR/<submission>/feedback.html and RESULTS_DIR/class-report.html (with histogram.svg and
+pass-rates.svg beside it). The pictures are plain SVG: no plotting library, and the pages open in
+any browser or mail client that shows HTML. `--png` also renders each page to PNG with a headless
+Chromium, where one is installed.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder.reports.results import SubmissionResult, write_atomic
+
+COLORS = {"passed": "#1a7f37", "partial": "#b7791f", "failed": "#c62828", "pending": "#5b6b7f"}
+LABELS = {"passed": "passed", "partial": "partial credit", "failed": "failed", "pending": "pending"}
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Helvetica, Arial, sans-serif;
+       color: #1f2328; max-width: 56rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.45; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin: 1.6rem 0 .5rem; }
+.sub { color: #59636e; margin-top: 0; }
+.total { font-size: 2rem; font-weight: 600; margin: .6rem 0; }
+.note { background: #fff8c5; border: 1px solid #e3d27c; border-radius: 6px; padding: .5rem .8rem; margin: .4rem 0; }
+.error { background: #ffebe9; border-color: #ff8182; }
+table { border-collapse: collapse; width: 100%; margin: .4rem 0 1rem; }
+th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid #d1d9e0; vertical-align: top; }
+th { background: #f6f8fa; font-weight: 600; } td.num, th.num { text-align: right; white-space: nowrap; }
+.bar { background: #eaeef2; border-radius: 4px; height: .7rem; width: 10rem; display: inline-block; vertical-align: middle; }
+.bar > span { display: block; height: 100%; border-radius: 4px; background: #1a7f37; }
+.badge { display: inline-block; border-radius: 1rem; padding: 0 .55rem; font-size: .8rem; color: white; font-weight: 600; }
+.check { border: 1px solid #d1d9e0; border-radius: 6px; margin: .4rem 0; padding: .45rem .7rem; }
+.check .head { display: flex; gap: .6rem; align-items: baseline; }
+.check .name { font-weight: 600; flex: 1; } .check .pts { white-space: nowrap; color: #59636e; }
+.msg { margin: .3rem 0 0; white-space: pre-wrap; }
+details { margin-top: .3rem; } summary { cursor: pointer; color: #0969da; font-size: .9rem; }
+pre { background: #f6f8fa; border-radius: 6px; padding: .5rem .7rem; overflow-x: auto; font-size: .85rem; margin: .3rem 0; }
+figure { margin: .5rem 0 1.2rem; } figcaption { color: #59636e; font-size: .9rem; }
+"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
+            f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def _parts(result: SubmissionResult) -> dict:
+    parts: dict[str, list] = {}
+    for c in result.checks:
+        parts.setdefault(c.part or "Checks", []).append(c)
+    return parts
+
+
+def _bar(fraction: float, color: str = "#1a7f37") -> str:
+    pct = max(0.0, min(1.0, fraction)) * 100
+    return f'<span class="bar"><span style="width:{pct:.1f}%;background:{color}"></span></span>'
+
+
+def submission_html(result: SubmissionResult, title: str, audience: str = "student") -> str:
+    """The student's page: total, score per part, each check with its message; details collapsed.
+    Hidden checks count in the part totals but are not listed to students (as on Gradescope)."""
+    body = [f"<h1>{_e(title)}</h1>", f'<p class="sub">Feedback for {_e(Path(result.file).name or result.submission)}</p>']
+    pending_pts = sum(c.max_score for c in result.pending)
+    body.append(f'<div class="total">{_fmt(result.score)} / {_fmt(result.max_score)}</div>')
+    if pending_pts:
+        body.append(f'<div class="note">{_fmt(pending_pts)} point(s) are pending: those checks need a GPU and '
+                    "are graded later, so they are not in the score yet.</div>")
+    if result.error:
+        body.append(f'<div class="note error">{_e(result.error)}</div>')
+    for note in result.notes:
+        body.append(f'<div class="note">{_e(note)}</div>')
+    parts = _parts(result)
+    rows = []
+    for part, checks in parts.items():
+        got = sum(c.score for c in checks if c.status != "pending")
+        top = sum(c.max_score for c in checks)
+        pend = sum(c.max_score for c in checks if c.status == "pending")
+        rows.append(f"<tr><td>{_e(part)}</td><td class='num'>{_fmt(got)} / {_fmt(top)}"
+                    f"{f' ({_fmt(pend)} pending)' if pend else ''}</td><td>{_bar(got / top if top else 1)}</td></tr>")
+    body.append("<h2>Score per part</h2><table><tr><th>Part</th><th class='num'>Score</th><th></th></tr>"
+                + "".join(rows) + "</table>")
+    for part, checks in parts.items():
+        shown = [c for c in checks if audience == "instructor" or c.visibility != "hidden"]
+        if not shown:
+            continue
+        body.append(f"<h2>{_e(part)}</h2>")
+        hidden_count = len(checks) - len(shown)
+        for c in shown:
+            color = COLORS.get(c.status, "#59636e")
+            pts = "pending" if c.status == "pending" else f"{_fmt(c.score)} / {_fmt(c.max_score)}"
+            first, _, rest = c.message.partition("\n")
+            block = [f'<div class="check"><div class="head"><span class="badge" style="background:{color}">'
+                     f'{_e(LABELS.get(c.status, c.status))}</span><span class="name">{_e(c.name)}</span>'
+                     f'<span class="pts">{_e(pts)}</span></div>']
+            if first:
+                block.append(f'<p class="msg">{_e(first)}</p>')
+            details = []
+            if rest.strip():
+                details.append(f"<pre>{_e(rest.strip())}</pre>")
+            details.append(f"<div>check: <code>{_e(c.name)}</code>; visibility: {_e(c.visibility)}; "
+                           f"time: {c.seconds:.2f} s{'; your code raised NotImplementedError' if c.stub_hit else ''}</div>")
+            block.append(f"<details><summary>Details</summary>{''.join(details)}</details></div>")
+            body.append("".join(block))
+        if hidden_count:
+            body.append(f'<p class="sub">{hidden_count} hidden check(s) in this part are counted in its score '
+                        "but not shown.</p>")
+    return _page(f"{title}: feedback", "\n".join(body))
+
+
+# -- class report ----------------------------------------------------------------------------------
+
+def _nice_bins(max_score: float, n: int = 10) -> list[tuple[float, float]]:
+    """Bin edges: whole-point bins when the maximum is a whole number (a score equal to the upper edge of
+    the last bin goes in it), else `n` equal bins."""
+    top = max_score if max_score > 0 else 1.0
+    if float(top).is_integer():
+        width = max(1, math.ceil(top / 12))
+        count = math.ceil(top / width)
+        return [(i * width, min(top, (i + 1) * width)) for i in range(count)]
+    width = top / n
+    return [(i * width, (i + 1) * width) for i in range(n)]
+
+
+def histogram_svg(totals: list[float], max_score: float, width: int = 640, height: int = 300) -> str:
+    """Histogram of total scores as a standalone SVG."""
+    bins = _nice_bins(max_score)
+    counts = [0] * len(bins)
+    bin_width = bins[0][1] - bins[0][0]
+    for t in totals:
+        counts[max(0, min(len(bins) - 1, int(t // bin_width)))] += 1
+    left, right, top, bottom = 48, 16, 20, 48
+    pw, ph = width - left - right, height - top - bottom
+    cmax = max(counts + [1])
+    step = max(1, math.ceil(cmax / 5))
+    ymax = step * math.ceil(cmax / step)
+    bw = pw / len(bins)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">',
+             f'<rect width="{width}" height="{height}" fill="white"/>']
+    for y in range(0, ymax + 1, step):
+        py = top + ph - ph * y / ymax
+        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{py:.1f}" y2="{py:.1f}" stroke="#d1d9e0"/>')
+        parts.append(f'<text x="{left - 6}" y="{py + 4:.1f}" text-anchor="end" fill="#59636e">{y}</text>')
+    for i, ((lo, hi), c) in enumerate(zip(bins, counts)):
+        h = ph * c / ymax
+        x = left + i * bw
+        parts.append(f'<rect x="{x + 2:.1f}" y="{top + ph - h:.1f}" width="{bw - 4:.1f}" height="{h:.1f}" '
+                     f'fill="#0969da"><title>{_fmt(round(lo, 2))}-{_fmt(round(hi, 2))}: {c}</title></rect>')
+        if c:
+            parts.append(f'<text x="{x + bw / 2:.1f}" y="{top + ph - h - 4:.1f}" text-anchor="middle" '
+                         f'fill="#1f2328">{c}</text>')
+    for i in range(len(bins) + 1):
+        x = left + i * bw
+        value = bins[i][0] if i < len(bins) else bins[-1][1]
+        parts.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle" fill="#59636e">'
+                     f'{_fmt(round(value, 1))}</text>')
+    parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" stroke="#59636e"/>')
+    parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 10}" text-anchor="middle" fill="#1f2328">'
+                 f'total score (out of {_fmt(max_score)})</text>')
+    parts.append(f'<text x="14" y="{top + ph / 2:.1f}" text-anchor="middle" fill="#1f2328" '
+                 f'transform="rotate(-90 14 {top + ph / 2:.1f})">submissions</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def check_stats(results: list[SubmissionResult]) -> list[dict]:
+    """Per check, in the assignment's order: points, how many passed, partial, failed, pending, mean score."""
+    order: dict[str, dict] = {}
+    for r in results:
+        for c in r.checks:
+            s = order.setdefault(c.name, {"name": c.name, "part": c.part, "points": c.max_score, "passed": 0,
+                                          "partial": 0, "failed": 0, "pending": 0, "score_sum": 0.0})
+            s[c.status if c.status in ("passed", "partial", "failed", "pending") else "failed"] += 1
+            s["score_sum"] += c.score if c.status != "pending" else 0.0
+    for s in order.values():
+        graded = s["passed"] + s["partial"] + s["failed"]
+        s["graded"] = graded
+        s["pass_rate"] = s["passed"] / graded if graded else None
+        s["mean"] = s["score_sum"] / graded if graded else None
+    return list(order.values())
+
+
+def pass_rates_svg(stats: list[dict], width: int = 640) -> str:
+    """Horizontal bars: share of submissions passing each check (partial credit shown apart)."""
+    row, left, right, top = 24, 230, 60, 12
+    height = top + row * len(stats) + 36
+    pw = width - left - right
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">',
+             f'<rect width="{width}" height="{height}" fill="white"/>']
+    for i in range(0, 101, 25):
+        x = left + pw * i / 100
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + row * len(stats)}" stroke="#d1d9e0"/>')
+        parts.append(f'<text x="{x:.1f}" y="{top + row * len(stats) + 16}" text-anchor="middle" '
+                     f'fill="#59636e">{i}%</text>')
+    for i, s in enumerate(stats):
+        y = top + i * row
+        label = s["name"] if len(s["name"]) <= 34 else s["name"][:33] + "…"
+        parts.append(f'<text x="{left - 8}" y="{y + row / 2 + 4:.1f}" text-anchor="end" fill="#1f2328">'
+                     f'{_e(label)}</text>')
+        if not s["graded"]:
+            parts.append(f'<text x="{left + 4}" y="{y + row / 2 + 4:.1f}" fill="{COLORS["pending"]}">'
+                         f'pending (needs a GPU)</text>')
+            continue
+        p = s["passed"] / s["graded"]
+        q = s["partial"] / s["graded"]
+        parts.append(f'<rect x="{left}" y="{y + 4}" width="{pw * p:.1f}" height="{row - 8}" fill="{COLORS["passed"]}"/>')
+        if q:
+            parts.append(f'<rect x="{left + pw * p:.1f}" y="{y + 4}" width="{pw * q:.1f}" height="{row - 8}" '
+                         f'fill="{COLORS["partial"]}"/>')
+        parts.append(f'<text x="{left + pw * (p + q) + 6:.1f}" y="{y + row / 2 + 4:.1f}" fill="#1f2328">'
+                     f'{p * 100:.0f}%</text>')
+    parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 4}" text-anchor="middle" fill="#1f2328">'
+                 f'share of graded submissions passing (amber: partial credit)</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def class_report_html(results: list[SubmissionResult], title: str) -> tuple[str, str, str]:
+    """(page, histogram svg, pass-rates svg) for the instructor."""
+    totals = [r.score for r in results]
+    max_score = max((r.max_score for r in results), default=0.0)
+    hist = histogram_svg(totals, max_score)
+    stats = check_stats(results)
+    rates = pass_rates_svg(stats)
+    errors = [r for r in results if r.error]
+    body = [f"<h1>{_e(title)}: class report</h1>",
+            f'<p class="sub">{len(results)} submission(s); maximum score {_fmt(max_score)}</p>']
+    if totals:
+        body.append("<table><tr><th class='num'>mean</th><th class='num'>median</th><th class='num'>min</th>"
+                    "<th class='num'>max</th><th class='num'>not gradable</th></tr>"
+                    f"<tr><td class='num'>{statistics.mean(totals):.2f}</td><td class='num'>"
+                    f"{statistics.median(totals):g}</td><td class='num'>{min(totals):g}</td><td class='num'>"
+                    f"{max(totals):g}</td><td class='num'>{len(errors)}</td></tr></table>")
+    body.append(f"<h2>Total scores</h2><figure>{hist}<figcaption>Histogram of total scores (pending GPU "
+                "points are not included).</figcaption></figure>")
+    body.append(f"<h2>Pass rate per check</h2><figure>{rates}</figure>")
+    rows = []
+    for s in stats:
+        rate = "pending" if s["pass_rate"] is None else f"{s['pass_rate'] * 100:.0f}%"
+        mean = "" if s["mean"] is None else f"{s['mean']:.2f}"
+        rows.append(f"<tr><td>{_e(s['part'])}</td><td>{_e(s['name'])}</td><td class='num'>{_fmt(s['points'])}</td>"
+                    f"<td class='num'>{rate}</td><td class='num'>{s['partial']}</td><td class='num'>{s['failed']}</td>"
+                    f"<td class='num'>{s['pending']}</td><td class='num'>{mean}</td></tr>")
+    body.append("<h2>Checks</h2><table><tr><th>Part</th><th>Check</th><th class='num'>Points</th>"
+                "<th class='num'>Passed</th><th class='num'>Partial</th><th class='num'>Failed</th>"
+                "<th class='num'>Pending</th><th class='num'>Mean</th></tr>" + "".join(rows) + "</table>")
+    if errors:
+        body.append("<h2>Not gradable</h2><table><tr><th>Submission</th><th>Why</th></tr>" + "".join(
+            f"<tr><td>{_e(r.submission)}</td><td>{_e(r.error)}</td></tr>" for r in errors) + "</table>")
+    body.append("<h2>Submissions</h2><table><tr><th>Submission</th><th class='num'>Score</th><th></th></tr>" + "".join(
+        f"<tr><td><a href='{_e(r.submission)}/feedback.html'>{_e(r.submission)}</a></td>"
+        f"<td class='num'>{_fmt(r.score)} / {_fmt(r.max_score)}</td><td>{_bar(r.score / r.max_score if r.max_score else 0)}</td></tr>"
+        for r in sorted(results, key=lambda r: r.submission)) + "</table>")
+    return _page(f"{title}: class report", "\n".join(body)), hist, rates
+
+
+def load_results(results_dir: Path) -> list[SubmissionResult]:
+    out = []
+    for f in sorted(results_dir.glob("*/grading.json")):
+        out.append(SubmissionResult.from_dict(json.loads(f.read_text(encoding="utf-8"))))
+    return out
+
+
+def write_reports(results_dir: Path, title: str, results: list[SubmissionResult] | None = None) -> list[Path]:
+    """Every submission's feedback.html and the class report; returns the pages written."""
+    results = load_results(results_dir) if results is None else results
+    pages = []
+    for r in results:
+        path = results_dir / r.submission / "feedback.html"
+        write_atomic(path, submission_html(r, title))
+        pages.append(path)
+    page, hist, rates = class_report_html(results, title)
+    write_atomic(results_dir / "histogram.svg", hist)
+    write_atomic(results_dir / "pass-rates.svg", rates)
+    write_atomic(results_dir / "class-report.html", page)
+    pages.append(results_dir / "class-report.html")
+    return pages
+
+
+def find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def render_png(page: Path, png: Path, width: int = 1000, height: int | None = None) -> Path:
+    """Screenshot a page with headless Chromium (for a look, or for mailing the class report)."""
+    browser = find_chromium()
+    if browser is None:
+        raise FileNotFoundError("no Chromium or Chrome found to render PNG (apt-get install chromium)")
+    if height is None:
+        text = page.read_text(encoding="utf-8")
+        height = 700 + 40 * text.count("<tr>") + 70 * text.count('class="check"') + 330 * text.count("<svg")
+    with tempfile.TemporaryDirectory(prefix="ag-chromium-") as profile:
+        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        f"--user-data-dir={profile}", f"--window-size={width},{height}",
+                        f"--screenshot={png.resolve()}", page.resolve().as_uri()],
+                       check=True, capture_output=True, timeout=120)
+    return png
+
+
+def cmd_report(args) -> int:
+    results_dir = Path(args.results)
+    results = load_results(results_dir)
+    if not results:
+        print(f"error: no */grading.json under {results_dir} (run autograder grade --out {results_dir} first)",
+              file=sys.stderr)
+        return 2
+    title = args.title or results_dir.resolve().name
+    pages = write_reports(results_dir, title, results)
+    print(f"{len(pages) - 1} feedback page(s) and {results_dir / 'class-report.html'}")
+    if args.png:
+        for page in pages:
+            render_png(page, page.with_suffix(".png"))
+        print(f"PNG renderings beside each page ({len(pages)})")
+    return 0
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("report", help="HTML feedback per submission and a class report from grading results")
+    r.add_argument("results", help="the --out folder of autograder grade")
+    r.add_argument("--title", help="title shown on the pages (default: the folder's name)")
+    r.add_argument("--png", action="store_true", help="also render each page to PNG (needs Chromium)")
+    r.set_defaults(run=cmd_report)

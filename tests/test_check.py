@@ -1,0 +1,155 @@
+"""Public checks for students: the build's check("part") cells, `autograder check`, and the in-notebook
+`check` give the same verdicts as the public part of grading."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from autograder.build import build
+from autograder.check import run_checks
+from autograder.cli import main
+from autograder.config import ConfigError, load_config
+from autograder.grade import GradeOptions, grade
+from autograder.release import load_release
+from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG, SKIP_TAG, Checks, public_checks
+from autograder.verify import find_leaks, secret_lines
+from tests.conftest import EXAMPLE_SOURCE, make_submission
+
+STUDENT_TABLE = '''
+[student]
+checks = true
+install = ["torch", {module = "autograder", pip = "autograder @ git+https://example.org/course/autograder.git"}]
+'''
+
+VARIANTS = {
+    "full": {},
+    # public example passes (one row), hidden random rows fail
+    "wrong_normalize": {"return v / v.norm(dim=-1, keepdim=True)": "return v / v.norm()"},
+    # the public softmax check fails
+    "unnormalised_softmax": {"return e / e.sum(dim=dim, keepdim=True)": "return e"},
+    # a helper the test cell needs raises
+    "crashing_normalize": {"return v / v.norm(dim=-1, keepdim=True)": "return v.reshape(-1, 3)"},
+}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("check-course")
+    source = root / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    with open(source / "assignment.toml", "a") as f:
+        f.write(STUDENT_TABLE)
+    paths = build(source)
+    subs = {name: make_submission(root / f"{name}.ipynb", paths.release / "answer_key.ipynb", replace)
+            for name, replace in VARIANTS.items()}
+    subs["untouched"] = paths.assignment / "vectors.ipynb"
+    return paths, subs
+
+
+def _tags(cell) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def test_build_inserts_student_cells(course):
+    paths, _ = course
+    nb = nbformat.read(paths.assignment / "vectors.ipynb", as_version=4)
+    assert INSTALL_TAG in _tags(nb.cells[0]), "the first cell installs what is missing"
+    assert "%pip install" in nb.cells[0].source
+    setup = [i for i, c in enumerate(nb.cells) if SETUP_TAG in _tags(c)]
+    checks = [(i, c.source) for i, c in enumerate(nb.cells) if CHECK_TAG in _tags(c)]
+    assert len(setup) == 1 and setup[0] < min(i for i, _ in checks)
+    assert [s.split("  #")[0] for _, s in checks] == ['check("1. Normalize")', 'check("2. Softmax")']
+    for i, _ in checks:  # right after the part's last test cell
+        assert nb.cells[i - 1].metadata["nbgrader"]["grade"] is True
+    assert all(SKIP_TAG in _tags(c) for c in nb.cells if set(_tags(c)) & {SETUP_TAG, CHECK_TAG, INSTALL_TAG})
+    # the setup cell carries exactly the student notebook's test cells: public code only
+    blob = nb.cells[setup[0]].source.split('Checks.decode("')[1].split('")')[0]
+    decoded = Checks.decode(blob)
+    assert decoded.checks == public_checks(nb)
+    assert all("HIDDEN" not in c["source"] and "reference" not in c["source"] for c in decoded.checks)
+    assert find_leaks(paths.assignment, secret_lines(paths.source)) == []
+
+
+def test_build_stays_reproducible(course, tmp_path):
+    paths, _ = course
+    first = (paths.assignment / "vectors.ipynb").read_bytes()
+    build(paths.source)
+    assert (paths.assignment / "vectors.ipynb").read_bytes() == first
+
+
+def test_install_cell_is_valid_ipython(course):
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    paths, _ = course
+    cell = nbformat.read(paths.assignment / "vectors.ipynb", as_version=4).cells[0]
+    python = TransformerManager().transform_cell(cell.source)
+    compile(python, "<install cell>", "exec")
+    assert "run_line_magic('pip'" in python
+
+
+def test_student_options_are_validated(tmp_path):
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    toml = (source / "assignment.toml").read_text()
+    for bad in ("[student]\nchecks = 'yes'\n", "[student]\ninstall = [3]\n", "[student]\ncolab = true\n"):
+        (source / "assignment.toml").write_text(toml + bad)
+        with pytest.raises(ConfigError):
+            load_config(source)
+    (source / "assignment.toml").write_text(toml + "[student]\ninstall = ['scikit-learn>=1.3']\n")
+    assert load_config(source).student == {"checks": False, "install": [["scikit_learn", "scikit-learn>=1.3"]]}
+
+
+@pytest.mark.slow
+def test_check_matches_public_part_of_grading(course, tmp_path, capsys):
+    paths, subs = course
+    release = load_release(paths.release)
+    names = list(subs)
+    graded = grade(release, [subs[n] for n in names], GradeOptions(tmp_path / "out", quiet=True))
+    public = {c.name: c.public for c in release.checks}
+    for name, result in zip(names, graded):
+        run = run_checks(subs[name])
+        assert not run.error
+        verdicts = {r.name: r.status for r in run.results}
+        assert set(verdicts) == {n for n in public if n in {"normalize_test", "softmax_public"}}
+        grading = {c.name: c.status for c in result.checks}
+        for check, status in verdicts.items():
+            if public[check]:  # all its code is public: the same verdict
+                assert status == grading[check], (name, check, status, grading[check])
+            elif status == "failed":  # public part fails: grading fails too
+                assert grading[check] == "failed", (name, check)
+    by = {n: {r.name: r for r in run_checks(subs[n]).results} for n in ("wrong_normalize", "untouched")}
+    assert by["wrong_normalize"]["normalize_test"].status == "passed"  # hidden part is not public
+    assert "not implemented yet" in by["untouched"]["normalize_test"].message
+
+    # the command: exit 1 when a check fails, JSON on request
+    assert main(["check", str(subs["unnormalised_softmax"]), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert {r["name"]: r["status"] for r in out["results"]} == {"normalize_test": "passed", "softmax_public": "failed"}
+    assert main(["check", str(subs["full"]), "--part", "2. Softmax"]) == 0
+    assert "1 of 1 public checks pass" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_in_notebook_check_matches_autograder_check(course):
+    """The student notebook runs top to bottom in a real kernel; check() verdicts equal the CLI's."""
+    from nbclient import NotebookClient
+
+    paths, subs = course
+    for name in ("untouched", "unnormalised_softmax"):
+        nb = nbformat.read(subs[name], as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(
+            "import json\ncheck()\nprint('VERDICTS', json.dumps(check.results()))"))
+        NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(subs[name].parent)}}).execute()
+        outputs = {i: "".join(o.get("text", "") for o in c.get("outputs", [])) for i, c in enumerate(nb.cells)}
+        errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not [e for e in errors if e["ename"] not in ("NotImplementedError", "AssertionError")], errors
+        part_outputs = [outputs[i] for i, c in enumerate(nb.cells) if CHECK_TAG in _tags(c)]
+        assert part_outputs[0].startswith("1. Normalize:") and part_outputs[1].startswith("2. Softmax:")
+        kernel = json.loads(outputs[len(nb.cells) - 1].split("VERDICTS ", 1)[1])
+        cli = run_checks(subs[name]).results
+        assert {v["name"]: v["status"] for v in kernel} == {r.name: r.status for r in cli}, name
+    assert "softmax of equal logits should be uniform" in part_outputs[1]

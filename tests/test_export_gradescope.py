@@ -1,0 +1,198 @@
+"""Gradescope export: the zip's layout, run_autograder in a Gradescope-like tree, results.json's format.
+
+The full `setup.sh` install (a fresh venv, CPU torch, every pinned requirement) takes minutes; it runs
+when AUTOGRADER_TEST_SETUP_SH=1 (see docs/platforms.md for the measured sizes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder.export.gradescope import ZIP_NAME, export_gradescope, find_submission, run, validate_results
+from autograder.judge import CheckResult
+from autograder.release import load_release
+from autograder.reports.results import SubmissionResult, gradescope_json
+from tests.conftest import EXAMPLE_SOURCE, make_submission
+
+BROKEN_SOFTMAX = {"shifted = x - x.max(dim=dim, keepdim=True).values": "shifted = x"}  # unstable: NaN for 1000s
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    from autograder.build import build
+
+    root = tmp_path_factory.mktemp("gs-course")
+    source = root / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    paths = build(source)
+    release = load_release(paths.release)
+    zip_path, warnings = export_gradescope(release)
+    return release, zip_path, warnings, paths
+
+
+def gradescope_tree(root: Path, zip_path: Path) -> Path:
+    """/autograder laid out as Gradescope does, under `root`."""
+    for d in ("source", "submission", "results"):
+        (root / d).mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(root / "source")
+    for name in ("run_autograder", "setup.sh"):
+        (root / "source" / name).chmod(0o755)  # zipfile does not restore modes; Gradescope's unzip does
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+    return root
+
+
+def run_autograder(root: Path, **env) -> dict:
+    subprocess.run(["bash", str(root / "run_autograder")], env={**os.environ, "AUTOGRADER_ROOT": str(root), **env},
+                   check=True, capture_output=True, timeout=300)
+    path = root / "results" / "results.json"
+    assert path.is_file(), "run_autograder left no results.json"
+    data = json.loads(path.read_text())
+    assert validate_results(data) == [], validate_results(data)
+    return data
+
+
+def test_zip_layout(exported):
+    release, zip_path, warnings, _ = exported
+    assert zip_path == release.dir / ZIP_NAME
+    with zipfile.ZipFile(zip_path) as zf:
+        names = set(zf.namelist())
+        modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in zf.infolist()}
+        reqs = zf.read("requirements.txt").decode().split("\n")
+        setup = zf.read("setup.sh").decode()
+        run = zf.read("run_autograder").decode()
+    assert {"setup.sh", "run_autograder", "requirements.txt", "autograder/grade.py",
+            "release/vectors/manifest.json", "release/vectors/reference.json",
+            "release/vectors/tests/test_hidden.py"} <= names
+    assert modes["setup.sh"] == modes["run_autograder"] == 0o755
+    assert not any(n.endswith((".pyc", "answer_key.ipynb")) or "__pycache__" in n for n in names)
+    pins = [r for r in reqs if r and not r.startswith("#")]
+    assert pins and all("==" in r for r in pins), pins
+    assert "torch==2.13.0" in pins or any(p.startswith("torch==") and "+" not in p for p in pins)
+    lean = " ".join(pins).lower()
+    for heavy in ("jupyterlab", "notebook==", "nbconvert", "ipykernel", "playwright", "nbgrader", "conda"):
+        assert heavy not in lean, f"{heavy} in the grading runtime"
+    assert "download.pytorch.org/whl/cpu" in setup and "--no-deps" in setup and "conda" not in setup.replace(
+        "no conda", "")
+    assert "release/vectors" in run and "results.json" in run
+    subprocess.run(["bash", "-n", "-c", setup], check=True)
+    subprocess.run(["bash", "-n", "-c", run], check=True)
+
+
+def test_zip_is_reproducible(exported, tmp_path):
+    release, zip_path, _, _ = exported
+    again, _ = export_gradescope(release, tmp_path / "again.zip")
+    assert again.read_bytes() == zip_path.read_bytes()
+
+
+@pytest.mark.slow
+def test_run_autograder_correct_and_broken(exported, tmp_path):
+    release, zip_path, _, paths = exported
+    key = paths.release / "answer_key.ipynb"
+
+    good = gradescope_tree(tmp_path / "good", zip_path)
+    make_submission(good / "submission" / "My Homework (final).ipynb", key)  # any file name
+    data = run_autograder(good)
+    assert data["score"] == release.max_score == 11
+    assert not (good / "source" / "release").exists() or not any((good / "source" / "release").rglob("*.py")), \
+        "the hidden tests are deleted before student code runs"
+    assert all(t["status"] == "passed" for t in data["tests"])
+    by_name = {t["name"]: t for t in data["tests"]}
+    assert by_name["softmax: stable for large logits"]["visibility"] == "after_due_date"
+    assert by_name["normalize_test"]["visibility"] == "visible"
+    assert {t["max_score"] for t in data["tests"]} <= {1.0, 2.0, 3.0}
+
+    bad = gradescope_tree(tmp_path / "bad", zip_path)
+    make_submission(bad / "submission" / "vectors.ipynb", key, BROKEN_SOFTMAX)
+    (bad / "submission" / "notes.txt").write_text("not a notebook")
+    data = run_autograder(bad)
+    by_name = {t["name"]: t for t in data["tests"]}
+    assert data["score"] == 10
+    assert by_name["softmax: stable for large logits"]["status"] == "failed"
+    assert by_name["softmax: stable for large logits"]["score"] == 0
+    assert "NaN or inf" in by_name["softmax: stable for large logits"]["output"]
+    assert by_name["normalize_test"]["status"] == "passed"
+
+
+def test_results_written_when_the_grader_fails(exported, tmp_path):
+    _, zip_path, _, _ = exported
+    # No notebook in the submission: a result that says so (the runner in-process: no torch to import).
+    empty = gradescope_tree(tmp_path / "empty", zip_path)
+    assert run(empty, empty / "source" / "release" / "vectors") == 0
+    data = json.loads((empty / "results" / "results.json").read_text())
+    assert validate_results(data) == [] and data["score"] == 0 and "No notebook" in data["output"]
+
+    # The grader itself crashes (its release bundle is damaged): still a result, saying so.
+    crash = gradescope_tree(tmp_path / "crash", zip_path)
+    (crash / "submission" / "vectors.ipynb").write_text("{}")
+    (crash / "source" / "release" / "vectors" / "reference.json").write_text("not json")
+    assert run(crash, crash / "source" / "release" / "vectors") == 1
+    data = json.loads((crash / "results" / "results.json").read_text())
+    assert validate_results(data) == []
+    assert data["extra_data"]["grader_error"] is True and "autograder itself failed" in data["output"]
+
+    # Python cannot even start: run_autograder's own fallback writes the result.
+    dead = gradescope_tree(tmp_path / "dead", zip_path)
+    (dead / "venv" / "bin").mkdir(parents=True)
+    fake = dead / "venv" / "bin" / "python"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    data = run_autograder(dead)
+    assert data["extra_data"] == {"grader_error": True, "exit_status": 3}
+
+
+def test_find_submission_any_name(tmp_path):
+    assert find_submission(tmp_path, "vectors.ipynb") == (None, "")
+    (tmp_path / "sub").mkdir()
+    only = tmp_path / "sub" / "Copy of vectors (3).ipynb"
+    only.write_text("{}")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / ".ipynb_checkpoints" / "vectors-checkpoint.ipynb").write_text("{}")
+    assert find_submission(tmp_path, "vectors.ipynb") == (only, "")
+    (tmp_path / "vectors.ipynb").write_text("{}")
+    chosen, note = find_submission(tmp_path, "vectors.ipynb")
+    assert chosen == tmp_path / "vectors.ipynb" and "not graded" in note
+
+
+def test_visibility_and_pending_in_results():
+    checks = [CheckResult("a", "1. A", 2, 2, "passed", "", "visible"),
+              CheckResult("b", "1. A", 1, 0, "failed", "wrong", "hidden"),
+              CheckResult("c", "2. B", 3, 1, "partial", "1 of 3", "after_due_date"),
+              CheckResult("acc", "3. Accuracy", 4, 0, "pending", "needs a GPU", "after_published")]
+    data = gradescope_json(SubmissionResult("s", "s.ipynb", checks))
+    assert validate_results(data) == []
+    tests = {t["name"]: t for t in data["tests"]}
+    assert [tests[n]["visibility"] for n in "abc"] == ["visible", "hidden", "after_due_date"]
+    assert "score" not in tests["acc"] and tests["acc"]["output"].startswith("Pending")
+    assert data["score"] == 3 and data["extra_data"]["pending_points"] == 4
+
+
+def test_validate_results_catches_format_errors():
+    assert validate_results({"tests": [{"name": "x"}]}) == ["a score is needed: top-level, or on every test"]
+    problems = validate_results({"score": "1", "visibility": "secret", "bogus": 1,
+                                 "tests": [{"score": 1, "status": "ok", "visibility": "later", "tags": "x"}]})
+    assert len(problems) == 6, problems
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("AUTOGRADER_TEST_SETUP_SH") != "1",
+                    reason="installs the grading runtime (minutes); set AUTOGRADER_TEST_SETUP_SH=1")
+def test_setup_sh_installs_in_a_fresh_venv(exported, tmp_path):
+    """setup.sh's real install into a fresh venv, torch from a local CPU wheel (AUTOGRADER_TORCH_WHEELS)."""
+    _, zip_path, _, paths = exported
+    wheels = os.environ.get("AUTOGRADER_TORCH_WHEELS", "/opt/wheels")
+    root = gradescope_tree(tmp_path / "autograder", zip_path)
+    subprocess.run(["bash", str(root / "source" / "setup.sh")], check=True, timeout=1800,
+                   env={**os.environ, "AUTOGRADER_ROOT": str(root),
+                        "AUTOGRADER_TORCH_PIP_ARGS": f"--no-index --find-links {wheels}"})
+    version = subprocess.run([str(root / "venv" / "bin" / "python"), "-c", "import torch; print(torch.__version__)"],
+                             check=True, capture_output=True, text=True).stdout
+    assert version.startswith("2.13.0")
+    make_submission(root / "submission" / "hw.ipynb", paths.release / "answer_key.ipynb")
+    assert run_autograder(root)["score"] == 11

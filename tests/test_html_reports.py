@@ -1,0 +1,90 @@
+"""HTML feedback per submission and the instructor's class report (histogram, pass rates)."""
+from __future__ import annotations
+
+import xml.dom.minidom
+
+import pytest
+
+from autograder.cli import main
+from autograder.judge import CheckResult
+from autograder.reports.html import (
+    check_stats, class_report_html, find_chromium, histogram_svg, render_png, submission_html, write_reports,
+)
+from autograder.reports.results import SubmissionResult, write_submission
+
+
+def result(sub: str, scores: dict[str, tuple[float, str]], error: str = "") -> SubmissionResult:
+    spec = {"norm": ("1. Normalize", 2, "visible"), "soft": ("2. Softmax", 3, "visible"),
+            "secret": ("2. Softmax", 1, "hidden"), "acc": ("3. Accuracy", 4, "visible")}
+    checks = []
+    for name, (part, points, vis) in spec.items():
+        score, status = scores.get(name, (0.0, "failed"))
+        msg = {"failed": f"{name} is wrong <b>here</b>\n  File \"cell 3\", line 2\nValueError: x",
+               "partial": "right along 1 of 3 dims", "pending": "needs a GPU"}.get(status, "")
+        checks.append(CheckResult(name, part, points, score, status, msg, vis, seconds=0.25))
+    return SubmissionResult(sub, f"/x/{sub}.ipynb", checks, ["cell 4 was not graded: SyntaxError"], error, 1.5)
+
+
+CLASS = [
+    result("ann", {"norm": (2, "passed"), "soft": (3, "passed"), "secret": (1, "passed"), "acc": (0, "pending")}),
+    result("ben", {"norm": (2, "passed"), "soft": (1, "partial"), "acc": (0, "pending")}),
+    result("cat", {"acc": (0, "pending")}),
+    result("dan", {"acc": (0, "pending")}, error="dan.ipynb is not a notebook: invalid JSON"),
+]
+
+
+def test_submission_page():
+    page = submission_html(CLASS[1], "Vectors")
+    assert page.startswith("<!DOCTYPE html>") and "<title>Vectors: feedback</title>" in page
+    assert "3 / 10" in page  # the score (pending points are not in it) over the maximum
+    assert "4 point(s) are pending" in page
+    assert "2 / 2" in page and "1 / 4" in page  # score per part; the hidden check counts in its part
+    assert "secret" not in page and "1 hidden check(s)" in page  # but is not listed
+    assert "soft is wrong" not in page and "right along 1 of 3 dims" in page
+    assert "&lt;b&gt;here&lt;/b&gt;" in submission_html(CLASS[2], "V") and "<b>here</b>" not in \
+        submission_html(CLASS[2], "V")  # messages are escaped
+    assert page.count("<details>") == 3  # one collapsed block per shown check
+    failing = submission_html(CLASS[2], "V")
+    assert "<pre>File &quot;cell 3&quot;, line 2\nValueError: x</pre>" in failing  # the trace, collapsed
+    assert "secret" in submission_html(CLASS[1], "V", audience="instructor")
+    assert "cell 4 was not graded" in page
+
+
+def test_class_report_numbers_and_pictures():
+    page, hist, rates = class_report_html(CLASS, "Vectors")
+    for svg in (hist, rates):
+        xml.dom.minidom.parseString(svg)  # well-formed, standalone
+    # totals 6, 3, 0, 0 over a maximum of 10: one bar per point, the counts written on the bars
+    assert hist.count("<rect x=") == 10
+    assert "<title>0-1: 2</title>" in hist and "<title>3-4: 1</title>" in hist and "<title>6-7: 1</title>" in hist
+    stats = {s["name"]: s for s in check_stats(CLASS)}
+    assert stats["norm"]["pass_rate"] == 0.5 and stats["soft"]["partial"] == 1
+    assert stats["acc"]["pass_rate"] is None and stats["acc"]["pending"] == 4
+    assert "pending (needs a GPU)" in rates and ">50%<" in rates
+    assert "Not gradable" in page and "invalid JSON" in page
+    assert "<td class='num'>2.25</td>" in page  # mean of 6, 3, 0, 0
+    assert page.count("<svg") == 2
+
+
+def test_histogram_bins_for_fractional_maximum():
+    svg = histogram_svg([0.5, 2.25, 2.5], 2.5)
+    assert svg.count("<rect x=") == 10 and "<title>2.25-2.5: 2</title>" in svg
+
+
+def test_report_command(tmp_path, capsys):
+    for r in CLASS:
+        write_submission(tmp_path, r, "Vectors")
+    assert main(["report", str(tmp_path), "--title", "Vectors"]) == 0
+    assert (tmp_path / "class-report.html").is_file() and (tmp_path / "histogram.svg").is_file()
+    assert all((tmp_path / r.submission / "feedback.html").is_file() for r in CLASS)
+    assert "<a href='ann/feedback.html'>" in (tmp_path / "class-report.html").read_text()
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="no Chromium to render PNG")
+def test_pages_render_to_png(tmp_path):
+    pages = write_reports(tmp_path, "Vectors", CLASS)
+    for page in (pages[1], pages[-1]):
+        png = render_png(page, tmp_path / f"{page.parent.name}.png", height=900)
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
