@@ -32,7 +32,7 @@ from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult, write_atomic, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
-from autograder.sandbox.client import WorkerSpec
+from autograder.sandbox.client import WorkerError, WorkerSpec
 from autograder.sandbox.isolation import Confinement, hideable, python_paths
 from autograder.submissions import Submission, submission_ids  # noqa: F401 - submission_ids is public here
 
@@ -133,6 +133,14 @@ class Grader:
                           import_seconds=limits.import_seconds)
         program = Program(extraction, spec, self.release.helpers)
         try:
+            # Start both workers before the first check, so that its time limit covers the check only
+            # (not a fork server or a reference worker starting in a fresh grading process). A failure
+            # here is met again, and reported, by the checks themselves.
+            for prog in (self.reference, program):
+                try:
+                    prog.start()
+                except WorkerError:
+                    pass
             checks = self.judge.grade(program)
             report = program.worker.report
             if report:

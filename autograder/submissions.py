@@ -63,6 +63,8 @@ def submission_ids(paths: list[Path]) -> list[str]:
 
 def pick_notebook(folder: Path, wanted: str | None) -> tuple[Path | None, str]:
     """The notebook to grade among those under `folder` (any depth), and a note when it was a guess."""
+    if not folder.is_dir():
+        return None, ""
     found = sorted((p for p in folder.rglob("*.ipynb") if p.is_file() and ".ipynb_checkpoints" not in p.parts),
                    key=lambda p: (len(p.relative_to(folder).parts), str(p)))
     if not found:
@@ -115,7 +117,8 @@ def _gradescope_submitters(metadata: Path) -> dict[str, list[dict]]:
 def _gradescope(folder: Path, wanted: str | None) -> list[Submission]:
     people = _gradescope_submitters(folder / GRADESCOPE_METADATA)
     subs = []
-    for sub_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+    names = {p.name for p in folder.iterdir() if p.is_dir()} | {k for k in people if k.startswith("submission_")}
+    for sub_dir in sorted(folder / name for name in names):  # a name in the metadata only: nothing uploaded
         submitters = people.get(sub_dir.name, [])
         names = [p.get("sid") or p.get("email") or "" for p in submitters]
         student = "+".join(sorted(n for n in names if n)) or sub_dir.name

@@ -338,6 +338,15 @@ class _ForkServer:
             pass
 
 
+def shutdown_fork_server() -> None:
+    """Stop this process's fork server (it also stops by itself when this process ends). Workers it
+    started are killed with it; the next worker starts a new one."""
+    with _ForkServer._lock:
+        inst, _ForkServer._instance = _ForkServer._instance, None
+    if inst is not None and inst.owner == os.getpid():
+        inst.close()
+
+
 def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
     """The fork server: imports what workers need, then forks one per request."""
     from autograder.sandbox import isolation
@@ -588,7 +597,7 @@ class WorkerProcess:
         if self._stopped_because:
             how = f"stopped: {self._stopped_because}"
         elif code in (-signal.SIGKILL, 137):
-            how += ", possibly the memory limit"
+            how += ": killed, by itself or for lack of memory"
         self.kill()
         return WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
 

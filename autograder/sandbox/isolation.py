@@ -21,7 +21,8 @@ Linux only. The worker, already holding Python and torch in memory, confines its
    supplementary groups and no capabilities.
 8. Resource limits: address space, file size (captured output included), process count.
 9. A nested user namespace maps SANDBOX_UID to that uid: student code always sees uid 1000, and
-   holds no capability over any of the mounts above, so it cannot remove them.
+   holds no capability over any of the mounts above, so it cannot remove them; it then drops every
+   capability, even those over that nested namespace.
 10. no_new_privs: setuid programs cannot give privileges back.
 11. Processes it forks lose the channel to the judge (it is replaced by /dev/null in the child).
 
@@ -195,6 +196,20 @@ def _expose(paths: list[str], uid: int, stage: str) -> int:
     finally:
         _umount(stage)
     return len(blocked)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> None:
+    """No capability left, not even over the worker's own user namespace."""
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
 
 
 class _MountAttr(ctypes.Structure):
@@ -390,6 +405,7 @@ def confine(conf: Confinement) -> str:
     _set_limits(conf, existing)
     if in_namespaces:
         _enter_user_namespace(inside_id=SANDBOX_UID)  # nested: no capability over the mounts above
+        _drop_capabilities()
     _set_pdeathsig()  # again: changing credentials clears it
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     _sever_channel(conf.channel_fds)

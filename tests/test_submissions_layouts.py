@@ -1,0 +1,155 @@
+"""Input layouts -> (student id, notebook): folders of notebooks, Gradescope exports (folder and zip),
+nbgrader submitted/ trees; then one end-to-end run that resumes and re-grades."""
+from __future__ import annotations
+
+import csv
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder.cli import main as cli_main
+from autograder.submissions import discover, extract_zip, submission_ids
+
+METADATA = """---
+submission_111:
+  :submitters:
+  - :name: Ada Lovelace
+    :sid: '1815'
+    :email: ada@example.edu
+  :created_at: 2024-02-01 10:00:00.000000000 -08:00
+  :score: 0.0
+submission_222:
+  :submitters:
+  - :name: Alan Turing
+    :sid: ''
+    :email: alan@example.edu
+  - :name: Grace Hopper
+    :sid: '1906'
+    :email: grace@example.edu
+  :created_at: 2024-02-01 11:00:00.000000000 -08:00
+submission_333:
+  :submitters:
+  - :name: Nobody
+    :sid:
+    :email:
+"""
+
+
+def notebook(path: Path, text: str = "{}") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def gradescope_export(root: Path) -> Path:
+    (root).mkdir(parents=True, exist_ok=True)
+    (root / "submission_metadata.yml").write_text(METADATA)
+    notebook(root / "submission_111" / "vectors.ipynb")
+    notebook(root / "submission_222" / "work" / "vectors (2).ipynb")
+    notebook(root / "submission_222" / "scratch.ipynb")
+    (root / "submission_333").mkdir()
+    (root / "submission_333" / "notes.txt").write_text("forgot the notebook")
+    return root
+
+
+def test_file_names_become_ids():
+    assert submission_ids([Path("hw (1).ipynb"), Path("hw.ipynb"), Path("hw.ipynb"), Path("???.ipynb")]) == \
+        ["hw_1", "hw", "hw-2", "submission"]
+
+
+def test_folder_of_notebooks(tmp_path):
+    for name in ("b.ipynb", "a.ipynb", "hw (1).ipynb", "notes.txt"):
+        notebook(tmp_path / "class" / name)
+    notebook(tmp_path / "class" / "nested" / "c.ipynb")
+    inputs = discover([tmp_path / "class", tmp_path / "class" / "nested" / "c.ipynb"])
+    assert [(s.student, s.path.name) for s in inputs.submissions] == \
+        [("a", "a.ipynb"), ("b", "b.ipynb"), ("hw_1", "hw (1).ipynb"), ("c", "c.ipynb")]
+    assert inputs.roots == [(tmp_path / "class").resolve()]
+
+
+@pytest.mark.parametrize("yaml", [True, False], ids=["pyyaml", "without-pyyaml"])
+def test_gradescope_export_folder(tmp_path, monkeypatch, yaml):
+    if not yaml:
+        monkeypatch.setitem(sys.modules, "yaml", None)  # the fallback reader
+    inputs = discover([gradescope_export(tmp_path / "export")], notebook="vectors.ipynb")
+    got = {s.student: (s.path.relative_to(tmp_path / "export").as_posix(), s.note) for s in inputs.submissions}
+    assert got["1815"] == ("submission_111/vectors.ipynb", "")
+    path, note = got["1906+alan@example.edu"]  # a group: every member, SID else e-mail
+    assert path == "submission_222/work/vectors (2).ipynb" and "2 notebooks submitted" in note
+    assert got["submission_333"][1] == "no notebook was submitted"
+    assert "Gradescope export" in inputs.layouts[0]
+
+
+def test_gradescope_zip_is_extracted_safely(tmp_path):
+    export = gradescope_export(tmp_path / "export")
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for p in export.rglob("*"):
+            if p.is_file():
+                zf.write(p, "assignment_export/" + p.relative_to(export).as_posix())
+        zf.writestr("../escape.ipynb", "{}")
+        zf.writestr("/abs/escape.ipynb", "{}")
+        zf.writestr("assignment_export/submission_111/run.sh", "rm -rf /")
+    folder = extract_zip(archive, tmp_path / "unpacked")
+    assert (folder / "submission_metadata.yml").is_file()
+    assert not (tmp_path / "escape.ipynb").exists() and not list((tmp_path / "unpacked").rglob("run.sh"))
+    inputs = discover([archive], notebook="vectors.ipynb", unpack_dir=tmp_path / "unpacked2")
+    assert sorted(s.student for s in inputs.submissions) == ["1815", "1906+alan@example.edu", "submission_333"]
+
+
+def test_nbgrader_tree(tmp_path):
+    course = tmp_path / "course"
+    notebook(course / "submitted" / "alice" / "vectors" / "vectors.ipynb")
+    notebook(course / "submitted" / "alice" / "vectors" / "timestamp.txt", "2024-02-01")
+    notebook(course / "submitted" / "bob" / "vectors" / "Copy of vectors.ipynb")
+    notebook(course / "submitted" / "bob" / "other_hw" / "other.ipynb")
+    notebook(course / "submitted" / "carol" / "other_hw" / "other.ipynb")  # did not submit this one
+    (course / "submitted" / "dave" / "vectors").mkdir(parents=True)
+    for arg in (course, course / "submitted"):
+        inputs = discover([arg], notebook="vectors.ipynb", assignment="vectors")
+        got = {s.student: (s.path.name, s.note) for s in inputs.submissions}
+        assert got == {"alice": ("vectors.ipynb", ""), "bob": ("Copy of vectors.ipynb", ""),
+                       "dave": ("vectors.ipynb", "no notebook was submitted")}
+        assert "nbgrader" in inputs.layouts[0]
+
+
+@pytest.mark.slow
+def test_end_to_end_layouts_resume_and_regrade(example_build, tmp_path, capsys):
+    key = example_build.release / "answer_key.ipynb"
+    stub = example_build.assignment / "vectors.ipynb"
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "submission_metadata.yml").write_text(METADATA)
+    for folder, source in (("submission_111", key), ("submission_222", stub)):
+        (export / folder).mkdir()
+        shutil.copy(source, export / folder / "vectors.ipynb")
+    archive = shutil.make_archive(str(tmp_path / "gradescope"), "zip", export)
+    tree = tmp_path / "submitted" / "zoe" / "vectors"
+    tree.mkdir(parents=True)
+    shutil.copy(key, tree / "vectors.ipynb")
+    out = tmp_path / "out"
+    source = str(example_build.source)
+    args = ["grade", source, archive, str(tmp_path / "submitted"), "--out", str(out), "--jobs", "2"]
+    assert cli_main(args) == 0
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert {k: rows[k]["total"] for k in rows} == \
+        {"1815": "11", "1906+alan@example.edu": "0", "submission_333": "0", "zoe": "11"}
+    assert "cannot read" in rows["submission_333"]["error"]  # in the metadata, but no notebook uploaded
+    err = capsys.readouterr().err
+    assert "done 4, failed 1, pending 0" in err and "graded 4 submission(s)" in err
+    summary = (out / "summary.md").read_text()
+    assert "4 submission(s): 3 graded, 1 could not be graded" in summary
+
+    assert cli_main(args) == 0  # nothing new: every submission is skipped
+    assert "4 submission(s) already graded" in capsys.readouterr().err
+    shutil.copy(stub, tree / "vectors.ipynb")  # zoe submits again: only she is graded again
+    assert cli_main(args) == 0
+    err = capsys.readouterr().err
+    assert "3 submission(s) already graded" in err and "graded 1 submission(s)" in err
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert rows["zoe"]["total"] == "0" and rows["1815"]["total"] == "11"
+    assert cli_main(args[:-2] + ["--regrade", "--quiet"]) == 0  # everything again
+    assert len(list(csv.DictReader((out / "grades.csv").open()))) == 4
