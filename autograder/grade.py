@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import random
 import re
+import subprocess
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +30,7 @@ from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult, write_atomic, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
-from autograder.sandbox.client import WorkerError, WorkerSpec
+from autograder.sandbox.client import FORK_SERVER_FD, WorkerError, WorkerSpec, start_fork_server
 from autograder.sandbox.isolation import Confinement, hideable, python_paths
 from autograder.submissions import Submission, submission_ids  # noqa: F401 - submission_ids is public here
 
@@ -237,67 +235,149 @@ class Progress:
 
 
 # -- parallel grading ------------------------------------------------------------------------------------
+#
+# `jobs` grading processes, each `python -m autograder.grade --serve`: one judge with its own reference
+# worker and fork server. They take one submission at a time over a pipe (JSON lines) and answer with
+# its result, so a process that dies costs only the submission it held. Plain subprocesses rather than
+# multiprocessing: nothing of the caller's __main__ is imported again, nothing is pickled.
 
-_POOL_GRADER: Grader | None = None
+GRADING_PROCESS_DIED = "the grading process died while grading this submission"
 
 
-def _pool_init(release_dir: str, options: GradeOptions, paths: list[str]) -> None:
-    global _POOL_GRADER
+def _serve() -> None:
+    """A grading process: first line {"release", "out_dir", "cuda", "private", "paths"}, then one
+    {"path", "id"} per submission; answers one line per submission: {"result", "status"}."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; a terminal's Ctrl-C is its business
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # whatever checks print goes to stderr, never into the channel
     torch.set_num_threads(1)
-    _POOL_GRADER = Grader(load_release(Path(release_dir)), options, [Path(p) for p in paths])
-    import atexit
+    setup = json.loads(sys.stdin.readline())
+    options = GradeOptions(Path(setup["out_dir"]), quiet=True, cuda=setup["cuda"],
+                           extra_private=tuple(Path(p) for p in setup["private"]))
+    grader = Grader(load_release(Path(setup["release"])), options, [Path(p) for p in setup["paths"]])
+    try:
+        for line in sys.stdin:
+            task = json.loads(line)
+            result = grader.grade_one(Path(task["path"]), task["id"])
+            channel.write(json.dumps({"result": result.to_dict(), "status": grader.isolation_status}) + "\n")
+            channel.flush()
+    finally:
+        grader.close()
 
-    atexit.register(_POOL_GRADER.close)
 
+class _GradingProcess:
+    def __init__(self, setup: dict):
+        env = {**os.environ, "PYTHONHASHSEED": "0"}  # the judges hash strings alike (set order in checks)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # Its fork server starts now, beside it, rather than after its imports: it ends with this
+        # (parent) process, or as soon as the grading process closes the channel.
+        server_sock, self.fork_server = start_fork_server()
+        env[FORK_SERVER_FD] = str(server_sock.fileno())
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.grade", "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env, text=True, encoding="utf-8",
+                                     pass_fds=(server_sock.fileno(),))
+        server_sock.close()
+        self.proc.stdin.write(json.dumps(setup) + "\n")
+        self.proc.stdin.flush()
+        self.task: tuple[int, Path, str] | None = None
 
-def _pool_grade(path: str, sub_id: str) -> tuple[SubmissionResult, str]:
-    result = _POOL_GRADER.grade_one(Path(path), sub_id)
-    return result, _POOL_GRADER.isolation_status
+    def kill(self) -> None:
+        for proc in (self.proc, self.fork_server):
+            proc.kill()
+            proc.wait()
+
+    def give(self, task: tuple[int, Path, str]) -> bool:
+        self.task = task
+        try:
+            self.proc.stdin.write(json.dumps({"path": str(task[1]), "id": task[2]}) + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
 
 
 def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[int, Path, str]],
                    all_paths: list[Path], finish) -> None:
-    """Grade `items` with options.jobs processes; `finish(index, result)` as each one is done. A pool
-    whose process dies is replaced; submissions still unfinished after POOL_ATTEMPTS pools get an
-    error row."""
+    """Grade `items` with options.jobs grading processes; `finish(index, result)` as each one is done.
+    A process that dies is replaced; its submission is tried again, and gets an error row after
+    POOL_ATTEMPTS deaths."""
+    import selectors
+
+    setup = {"release": str(release.dir), "out_dir": str(options.out_dir), "cuda": options.cuda,
+             "private": [str(p) for p in options.extra_private], "paths": [str(p) for p in all_paths]}
     todo = list(items)
-    context = multiprocessing.get_context("spawn")
-    saved = os.environ.get("PYTHONHASHSEED")
-    os.environ["PYTHONHASHSEED"] = "0"  # the grading processes hash strings alike (set order in checks)
+    deaths: dict[int, int] = {}
+    sel = selectors.DefaultSelector()
+    procs: list[_GradingProcess] = []
+
+    def start_one() -> None:
+        gp = _GradingProcess(setup)
+        procs.append(gp)
+        sel.register(gp.proc.stdout, selectors.EVENT_READ, gp)
+        feed(gp)
+
+    def feed(gp: _GradingProcess) -> None:
+        gp.task = None
+        if todo and not gp.give(todo[0]):
+            return  # it is dead: its EOF is handled below
+        if gp.task is not None:
+            todo.pop(0)
+
+    def died(gp: _GradingProcess) -> None:
+        sel.unregister(gp.proc.stdout)
+        procs.remove(gp)
+        gp.kill()
+        if gp.task is not None:
+            i, path, sub_id = gp.task
+            deaths[i] = deaths.get(i, 0) + 1
+            if deaths[i] >= POOL_ATTEMPTS:
+                finish(i, _error_result(release, path, sub_id, f"{GRADING_PROCESS_DIED} ({POOL_ATTEMPTS} times)"))
+            else:
+                todo.insert(0, gp.task)
+        if todo and len(procs) < options.jobs:
+            start_one()
+
     try:
-        for attempt in range(POOL_ATTEMPTS):
-            if not todo:
-                return
-            with ProcessPoolExecutor(max_workers=min(options.jobs, len(todo)), mp_context=context,
-                                     initializer=_pool_init,
-                                     initargs=(str(release.dir), options, [str(p) for p in all_paths])) as pool:
-                futures = {pool.submit(_pool_grade, str(path), sub_id): (i, path, sub_id) for i, path, sub_id in todo}
-                left = set(futures)
-                broken = False
-                while left:
-                    finished, left = wait(left, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        i, path, sub_id = futures[fut]
-                        try:
-                            result, status = fut.result()
-                            finish.status = finish.status or status
-                        except BrokenProcessPool:
-                            broken = True
-                            continue
-                        except Exception as exc:  # noqa: BLE001 - still a row for this submission
-                            result = _error_result(release, path, sub_id, f"internal grader error: {exc}")
-                        todo.remove((i, path, sub_id))
-                        finish(i, result)
-                if not broken:
-                    return
+        for _ in range(min(options.jobs, len(todo))):
+            start_one()
+        while procs:
+            for key, _ in sel.select():
+                gp: _GradingProcess = key.data
+                line = gp.proc.stdout.readline()
+                if not line:
+                    died(gp)
+                    continue
+                try:
+                    reply = json.loads(line)
+                    result = SubmissionResult.from_dict(reply["result"])
+                except (ValueError, KeyError, TypeError):
+                    died(gp)
+                    continue
+                finish.status = finish.status or reply.get("status", "")
+                i = gp.task[0]
+                finish(i, result)
+                feed(gp)
+                if gp.task is None:
+                    sel.unregister(gp.proc.stdout)
+                    procs.remove(gp)
+                    gp.stop()
     finally:
-        if saved is None:
-            os.environ.pop("PYTHONHASHSEED", None)
-        else:
-            os.environ["PYTHONHASHSEED"] = saved
-    for i, path, sub_id in todo:
-        finish(i, _error_result(release, path, sub_id, "the grading process died while grading this submission "
-                                                        f"({POOL_ATTEMPTS} times)"))
+        for gp in procs:
+            gp.kill()
 
 
 def _error_result(release: Release, path: Path, sub_id: str, why: str) -> SubmissionResult:
@@ -387,3 +467,7 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
                              f"{max(r.max_score for r in scored):g}; per-check summary in {out / 'summary.md'}")
             print("\n".join(lines), file=sys.stderr, flush=True)
     return final
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--serve"]:
+    _serve()

@@ -10,6 +10,7 @@ worker as a new interpreter instead.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.protocol import (
-    Decoder, Encoder, Handle, ProtocolError, read_message, write_message,
+    MAX_BLOB_BYTES, MAX_HEADER_BYTES, Decoder, Encoder, Handle, ProtocolError, read_message, write_message,
 )
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -231,24 +232,36 @@ class _Child:
         self.done.set()
 
 
+FORK_SERVER_FD = "AUTOGRADER_FORK_SERVER_FD"  # a fork server started for this process by its parent
+
+
+def start_fork_server(for_pid: int | None = None) -> tuple[socket.socket, subprocess.Popen]:
+    """Start a fork server; returns the socket its client talks to it on, and the process. The server
+    ends when the process that called this ends (`for_pid`: that process's pid, checked at start)."""
+    parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograder.sandbox.client", "--fork-server", str(child_sock.fileno()),
+         str(for_pid or os.getpid())],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        pass_fds=(child_sock.fileno(),), start_new_session=True, env=worker_environment(), cwd="/")
+    child_sock.close()
+    return parent_sock, proc
+
+
 class _ForkServer:
-    """Judge side of the fork server: one per judge process, started on first use."""
+    """Judge side of the fork server: one per judge process, started on first use (or handed over by
+    the parent process through FORK_SERVER_FD, already starting while this process imports)."""
 
     _lock = threading.Lock()
     _instance: "_ForkServer | None" = None
     _failed_at = 0.0
 
-    def __init__(self):
-        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = worker_environment()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.sandbox.client", "--fork-server", str(child_sock.fileno()),
-             str(os.getpid())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(child_sock.fileno(),), start_new_session=True, env=env, cwd="/")
-        child_sock.close()
-        self.sock = parent_sock
-        self.channel = _Channel(parent_sock)
+    def __init__(self, sock: socket.socket | None = None):
+        self.proc = None
+        if sock is None:
+            sock, self.proc = start_fork_server()
+        self.sock = sock
+        self.channel = _Channel(sock)
         self.owner = os.getpid()
         self.children: dict[int, _Child] = {}
         self.early_exits: dict[int, int] = {}  # ended before spawn() registered them
@@ -257,9 +270,14 @@ class _ForkServer:
         self.send_lock = threading.Lock()
         self.alive = True
         self.sock.settimeout(START_SECONDS)
-        header, _ = self.channel.recv()
+        try:
+            header, _ = self.channel.recv()
+        except (OSError, EOFError) as exc:
+            self.close()
+            raise OSError(f"the fork server did not start: {exc}") from None
         self.sock.settimeout(None)
         if "ready" not in header:
+            self.close()
             raise OSError("the fork server did not start")
         threading.Thread(target=self._read_loop, daemon=True, name="autograder-fork-server").start()
 
@@ -269,14 +287,16 @@ class _ForkServer:
             return None
         with cls._lock:
             inst = cls._instance
-            if inst is not None and inst.alive and inst.owner == os.getpid() and inst.proc.poll() is None:
+            if inst is not None and inst.alive and inst.owner == os.getpid() and \
+                    (inst.proc is None or inst.proc.poll() is None):
                 return inst
             if inst is not None and inst.owner == os.getpid():
                 inst.close()
-            if time.monotonic() - cls._failed_at < 30:
+            handed = os.environ.pop(FORK_SERVER_FD, "")
+            if not handed and time.monotonic() - cls._failed_at < 30:
                 return None
             try:
-                cls._instance = cls()
+                cls._instance = cls(socket.socket(fileno=int(handed)) if handed else None)
             except Exception:  # noqa: BLE001 - fall back to starting interpreters
                 cls._instance = None
                 cls._failed_at = time.monotonic()
@@ -326,16 +346,18 @@ class _ForkServer:
             return child
 
     def close(self) -> None:
+        """Close the channel: the server ends (and its workers with it); kill it if it is ours."""
         self.alive = False
         try:
             self.sock.close()
         except OSError:
             pass
-        try:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
 
 
 def shutdown_fork_server() -> None:
@@ -363,9 +385,20 @@ def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
     torch.set_num_threads(1)
     sock = socket.socket(fileno=sock_fd)
     channel = _Channel(sock)
+    wake_r, wake_w = os.pipe()  # SIGCHLD wakes the loop: ended workers are reported at once
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     _send_frame(sock, {"ready": os.getpid()})
     while True:
-        readable, _, _ = select.select([sock], [], [], 0.05)
+        readable, _, _ = select.select([sock, wake_r], [], [], 1.0)
+        if wake_r in readable:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+            readable.remove(wake_r)
         while True:  # report every worker that ended
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -393,6 +426,8 @@ def _become_worker(request: dict, fds: list[int], server_fd: int) -> None:
     code = 1
     try:
         os.setsid()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         r_in, w_out, log = fds
         null = os.open(os.devnull, os.O_RDONLY)
@@ -481,6 +516,80 @@ class LoadReport:
     status: str  # isolation status line
 
 
+class _Replies:
+    """The worker's replies, read in the calling thread with a deadline (no reader thread: one less
+    thread hand-off per request). A reply is framed as protocol.write_message frames it; lengths
+    over the protocol's limits are refused before anything is buffered."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.buf = bytearray()
+        self.closed = False
+
+    def _frame_length(self) -> int | None:
+        """Bytes of the first complete frame in the buffer, or None."""
+        if len(self.buf) < 8:
+            return None
+        (n_head,) = struct.unpack_from("<Q", self.buf, 0)
+        if n_head > MAX_HEADER_BYTES:
+            raise ProtocolError(f"message header of {n_head} bytes is over the limit")
+        if len(self.buf) < 16 + n_head:
+            return None
+        (n_blob,) = struct.unpack_from("<Q", self.buf, 8 + n_head)
+        if n_blob > MAX_BLOB_BYTES:
+            raise ProtocolError(f"message of {n_blob} bytes is over the limit")
+        return 16 + n_head + n_blob if len(self.buf) >= 16 + n_head + n_blob else None
+
+    def _want(self) -> int:
+        """How much to read next: the rest of the current frame when its size is known (capped),
+        else a small block."""
+        if len(self.buf) >= 8:
+            (n_head,) = struct.unpack_from("<Q", self.buf, 0)
+            if len(self.buf) >= 16 + n_head:
+                (n_blob,) = struct.unpack_from("<Q", self.buf, 8 + n_head)
+                return max(4096, min(16 << 20, 16 + n_head + n_blob - len(self.buf)))
+            return max(4096, min(16 << 20, 16 + n_head - len(self.buf)))
+        return 65536
+
+    def get(self, deadline: float):
+        """(header, tensors); an EOFError or ProtocolError instance when the channel ended or carried
+        garbage; None at the deadline."""
+        while True:
+            try:
+                n = self._frame_length()
+                if n is not None:
+                    frame, self.buf = bytes(self.buf[:n]), self.buf[n:]
+                    return read_message(io.BytesIO(frame))
+            except (ProtocolError, EOFError, ValueError) as exc:
+                return exc if isinstance(exc, (ProtocolError, EOFError)) else ProtocolError(str(exc))
+            if self.closed:
+                return EOFError("the worker closed the channel")
+            wait = None if deadline == float("inf") else max(0.0, deadline - time.monotonic()) * 1000
+            try:
+                poller = select.poll()
+                poller.register(self.fd, select.POLLIN)
+                if not poller.poll(wait):
+                    return None
+            except (OSError, ValueError) as exc:
+                return EOFError(str(exc))
+            try:
+                chunk = os.read(self.fd, self._want())
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                return EOFError(str(exc))
+            if not chunk:
+                self.closed = True
+            self.buf += chunk
+
+    def close(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
 class WorkerProcess:
     """One worker process with the definitions loaded; restarted transparently after a failure."""
 
@@ -490,11 +599,12 @@ class WorkerProcess:
         self.deadline = float("inf")
         self.excluded: dict[int, str] = {}
         self.report: LoadReport | None = None
-        self._replies: queue.Queue = queue.Queue()
+        self._replies: _Replies | None = None
         self._stdin = None
         self._log = None
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._stopped_because = ""
+        self._isolated = False  # the worker runs in its own PID namespace: killing it ends all it started
 
     @property
     def pid(self) -> int | None:
@@ -529,21 +639,12 @@ class WorkerProcess:
             os.close(r_in)
             os.close(w_out)
         self._stdin = os.fdopen(w_in, "wb")
-        self._replies = queue.Queue()
-        threading.Thread(target=self._read_loop, args=(os.fdopen(r_out, "rb"), self._replies), daemon=True).start()
+        self._replies = _Replies(r_out)
         _MemoryMonitor.watch(self)
         header, _ = self._next(time.monotonic() + START_SECONDS, "starting the worker")
-        return str(header.get("ready", ""))
-
-    @staticmethod
-    def _read_loop(stream, replies: queue.Queue) -> None:
-        try:
-            while True:
-                replies.put(read_message(stream))
-        except (EOFError, ProtocolError, OSError, ValueError) as exc:
-            replies.put(exc)
-        finally:
-            stream.close()
+        status = str(header.get("ready", ""))
+        self._isolated = status.startswith("isolated") and "PID namespace" in status
+        return status
 
     def stop(self, why: str) -> None:
         """Kill the worker's processes from another thread (the memory monitor); the request waiting
@@ -555,18 +656,19 @@ class WorkerProcess:
 
     def kill(self) -> None:
         if self.proc is not None:
-            _kill_tree(self.proc.pid)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
+            _kill_tree(self.proc.pid, sweep=not self._isolated)
+            if isinstance(self.proc, subprocess.Popen):  # the fork server reaps its own children
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    pass
             self.proc = None
-        for res in (self._stdin, self._log):
+        for res in (self._stdin, self._log, self._replies):
             try:
                 res and res.close()
             except OSError:
                 pass
-        self._stdin = self._log = None
+        self._stdin = self._log = self._replies = None
         if self._scratch is not None:
             try:
                 self._scratch.cleanup()
@@ -602,12 +704,12 @@ class WorkerProcess:
         return WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
 
     def _next(self, deadline: float, doing: str):
-        try:
-            wait = None if deadline == float("inf") else max(0.0, deadline - time.monotonic())
-            item = self._replies.get(timeout=wait)
-        except queue.Empty:
+        if self._replies is None:
+            raise WorkerDied(f"the process running {self.spec.label} is gone ({doing})")
+        item = self._replies.get(deadline)
+        if item is None:
             self.kill()
-            raise WorkerTimeout(f"{doing} did not finish in time") from None
+            raise WorkerTimeout(f"{doing} did not finish in time")
         if isinstance(item, EOFError):
             raise self._death(doing)
         if isinstance(item, Exception):
@@ -760,11 +862,11 @@ def remote_items(obj: Remote) -> list:
     return obj._req("items")
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL a worker, its process group and every descendant (found before any of them dies, so
-    none is re-parented away first). With namespaces, killing the worker ends its PID namespace and
-    everything in it; the sweep covers workers that run without."""
-    victims = process_tree(pid)
+def _kill_tree(pid: int, sweep: bool = True) -> None:
+    """SIGKILL a worker, its process group and, with `sweep`, every descendant (found before any of
+    them dies, so none is re-parented away first). With namespaces, killing the worker ends its PID
+    namespace and everything in it; the sweep is for workers that run without."""
+    victims = process_tree(pid) if sweep else []
     for target in (lambda: os.killpg(pid, signal.SIGKILL), *[lambda p=p: os.kill(p, signal.SIGKILL) for p in victims]):
         try:
             target()
