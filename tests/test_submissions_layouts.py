@@ -153,3 +153,18 @@ def test_end_to_end_layouts_resume_and_regrade(example_build, tmp_path, capsys):
     assert rows["zoe"]["total"] == "0" and rows["1815"]["total"] == "11"
     assert cli_main(args[:-2] + ["--regrade", "--quiet"]) == 0  # everything again
     assert len(list(csv.DictReader((out / "grades.csv").open()))) == 4
+
+
+def test_progress_bar_counts(capsys):
+    from autograder.grade import Progress
+    from autograder.judge import CheckResult
+    from autograder.reports.results import SubmissionResult
+
+    bar = Progress(total=4, skipped=1, jobs=2, quiet=False, bar=True)
+    ok = SubmissionResult("a", "a.ipynb", [CheckResult("c", "", 1, 1, "passed", "")])
+    broken = SubmissionResult("b", "b.ipynb", [CheckResult("c", "", 1, 0, "failed", "")], error="is empty")
+    bar.update(ok)
+    bar.update(broken)
+    bar.finish()
+    err = capsys.readouterr().err
+    assert "\r[" in err and "3/4" in err and "done 2, failed 1, pending 1" in err and err.endswith("\n")

@@ -46,6 +46,8 @@ def worker_environment(threads: int = 1) -> dict[str, str]:
     env.update(PYTHONPATH=_PACKAGE_ROOT, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
                OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false",
                PYTHONWARNINGS="ignore")
+    # cuBLAS picks reduction orders per run unless its workspace is fixed (read when CUDA starts)
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8"))
     return env
 
 

@@ -358,9 +358,21 @@ def _sever_channel(fds: list[int]) -> None:
     os.register_at_fork(after_in_child=after_fork_in_child)
 
 
+def _deterministic_cuda() -> None:
+    """cuDNN's deterministic kernels and no autotuning (which picks kernels by timing). No effect
+    without CUDA; what stays nondeterministic on a GPU is listed in docs/isolation.md."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+
+
 def confine(conf: Confinement) -> str:
     """Apply `conf` to this process; returns a one-line status for the grading log."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes fail with EFBIG instead of killing
+    _deterministic_cuda()
     _set_pdeathsig(conf.parent_pid)
     root = os.geteuid() == 0 and conf.drop_root
     host_uid = HOST_UID_BASE + os.getpid() if root else os.getuid()
