@@ -57,7 +57,7 @@ class GradeOptions:
 def _collapse(paths: list[str]) -> list[str]:
     """Drop paths inside other paths of the list."""
     out: list[str] = []
-    for p in sorted({os.path.abspath(p) for p in paths if p}):
+    for p in sorted({os.path.abspath(p) for p in paths if p}, key=lambda p: p.split("/")):
         if not out or not p.startswith(out[-1].rstrip("/") + "/"):
             out.append(p)
     return out
@@ -283,6 +283,7 @@ class _GradingProcess:
         self.proc.stdin.write(json.dumps(setup) + "\n")
         self.proc.stdin.flush()
         self.task: tuple[int, Path, str] | None = None
+        self.graded = 0
 
     def kill(self) -> None:
         for proc in (self.proc, self.fork_server):
@@ -321,6 +322,7 @@ def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[in
              "private": [str(p) for p in options.extra_private], "paths": [str(p) for p in all_paths]}
     todo = list(items)
     deaths: dict[int, int] = {}
+    failed_starts = [0]  # grading processes in a row that died before grading anything
     sel = selectors.DefaultSelector()
     procs: list[_GradingProcess] = []
 
@@ -332,15 +334,14 @@ def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[in
 
     def feed(gp: _GradingProcess) -> None:
         gp.task = None
-        if todo and not gp.give(todo[0]):
-            return  # it is dead: its EOF is handled below
-        if gp.task is not None:
-            todo.pop(0)
+        if todo:
+            gp.give(todo.pop(0))  # if it is dead, its end of file puts the task back
 
     def died(gp: _GradingProcess) -> None:
         sel.unregister(gp.proc.stdout)
         procs.remove(gp)
         gp.kill()
+        failed_starts[0] = 0 if gp.graded else failed_starts[0] + 1
         if gp.task is not None:
             i, path, sub_id = gp.task
             deaths[i] = deaths.get(i, 0) + 1
@@ -348,6 +349,11 @@ def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[in
                 finish(i, _error_result(release, path, sub_id, f"{GRADING_PROCESS_DIED} ({POOL_ATTEMPTS} times)"))
             else:
                 todo.insert(0, gp.task)
+        if failed_starts[0] >= POOL_ATTEMPTS:  # it cannot even start: no point in trying each submission
+            while todo:
+                i, path, sub_id = todo.pop(0)
+                finish(i, _error_result(release, path, sub_id, "the grading process could not start "
+                                                                "(its error is on stderr)"))
         if todo and len(procs) < options.jobs:
             start_one()
 
@@ -368,6 +374,7 @@ def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[in
                     died(gp)
                     continue
                 finish.status = finish.status or reply.get("status", "")
+                gp.graded += 1
                 i = gp.task[0]
                 finish(i, result)
                 feed(gp)
