@@ -1,0 +1,218 @@
+"""Hidden checks of part 1: scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None).
+
+Values are compared with the reference on seeded inputs. When they differ, the check computes the
+results of the usual mistakes here in the judge and names the one that matches, if any.
+"""
+import math
+
+import torch
+
+from autograder.testing import Fail, StudentError, check, expect_shape, worker_helpers
+
+PART = "1. Scaled dot-product attention"
+
+# Helpers shared by every test file of this assignment (all helper code runs in one namespace in the
+# worker, beside the student's definitions; it holds no expected values).
+worker_helpers('''
+import torch
+
+
+def tb_load_state(module, state):
+    """Copy `state` (name -> tensor) into module's parameters and buffers of the same names.
+    Returns what did not fit (names the module lacks, wrong shapes); nothing is loaded then."""
+    own = module.state_dict()
+    problems = []
+    for name, value in state.items():
+        if name not in own:
+            problems.append(f"it has no parameter {name}")
+        elif tuple(own[name].shape) != tuple(value.shape):
+            problems.append(f"{name} has shape {tuple(own[name].shape)} instead of {tuple(value.shape)}")
+    if not problems:
+        module.load_state_dict(state, strict=False)
+    return problems
+
+
+def tb_grads(module, inputs, weight):
+    """Backward of (module(*inputs) * weight).sum(); every parameter's gradient (None: it got none)."""
+    module.zero_grad(set_to_none=True)
+    out = module(*inputs)
+    if isinstance(out, tuple):
+        out = out[0]
+    (out * weight).sum().backward()
+    return {name: None if p.grad is None else p.grad.detach().clone() for name, p in module.named_parameters()}
+''')
+
+
+def _qkv(seed, B=2, H=3, T=6, D=8):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(B, H, T, D, generator=g) for _ in range(3))
+
+
+def _padding_mask(B, T, lengths):
+    """(B, T) float mask, 1 = padding: sequence b has lengths[b] real tokens, then padding."""
+    mask = torch.zeros(B, T)
+    for b, n in enumerate(lengths):
+        mask[b, n:] = 1
+    return mask
+
+
+def _sdp(sub, *args, **kwargs):
+    """The student's (values, attention), checked to be a pair of tensors."""
+    try:
+        out = sub.scaled_dot_product(*args, **kwargs)
+    except StudentError as exc:
+        raise Fail(exc.describe()) from None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Fail("scaled_dot_product must return a tuple (values, attention)")
+    values, attention = out
+    for name, t in (("values", values), ("attention", attention)):
+        if not isinstance(t, torch.Tensor):
+            raise Fail(f"scaled_dot_product must return tensors; {name} is a {type(t).__name__}")
+    return values.detach().double(), attention.detach().double()
+
+
+def _close(a, b, atol=1e-5):
+    return (a.shape == b.shape and bool(torch.isfinite(a).all())
+            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
+
+
+def _softmax_weights(q, k, scale, dim=-1, mask=None, fill=float("-inf"), mask_queries=False):
+    """Attention weights of a few plausible variants, computed in the judge."""
+    logits = (q @ k.transpose(-2, -1)).double() / scale
+    if mask is not None:
+        where = mask.bool()[:, None, :, None] if mask_queries else mask.bool()[:, None, None, :]
+        logits = logits.masked_fill(where, fill)
+    return torch.softmax(logits, dim=dim)
+
+
+def _diagnose_weights(attention, q, k):
+    """A message naming the mistake the student's weights match, or a generic one."""
+    B, H, T, D = q.shape
+    variants = [
+        (math.sqrt(D), -2, "the softmax runs over the wrong axis: each row (one query) must sum to 1 over the "
+                           "keys, i.e. softmax over the last axis"),
+        (1.0, -1, "the logits are not scaled: divide q k^T by sqrt(D), D being the last dimension of q"),
+        (float(D), -1, "the logits are divided by D instead of sqrt(D)"),
+        (math.sqrt(H * D), -1, "the logits are divided by sqrt(H * D), the model width E: divide by sqrt(D), "
+                               "the head dimension (the last dimension of q)"),
+    ]
+    for scale, dim, message in variants:
+        if _close(attention, _softmax_weights(q, k, scale, dim)):
+            return message
+    if not torch.allclose(attention.sum(-1), torch.ones_like(attention.sum(-1)), atol=1e-4):
+        return "the rows of the attention matrix do not sum to 1: apply the softmax over the last (key) axis"
+    return "the attention weights differ from softmax(q k^T / sqrt(D)) over the keys"
+
+
+@check("attention: weights are softmax(q k^T / sqrt(D)) over the keys", points=2, part=PART)
+def attention_weights(sub, ref):
+    for seed, shape in ((11, (2, 3, 6, 8)), (12, (1, 2, 4, 16))):
+        q, k, v = _qkv(seed, *shape)
+        B, H, T, D = shape
+        _, attention = _sdp(sub, q, k, v, attn_drop_rate=0.0)
+        expect_shape(attention, (B, H, T, T), f"attention for q, k, v of shape ({B}, {H}, {T}, {D})")
+        _, expected = ref.scaled_dot_product(q, k, v, attn_drop_rate=0.0)
+        if not _close(attention, expected):
+            raise Fail(_diagnose_weights(attention, q, k) + f" (q, k, v of shape ({B}, {H}, {T}, {D}), no mask)")
+
+
+@check("attention: values are the weights applied to v", points=1, part=PART)
+def attention_values(sub, ref):
+    q, k, v = _qkv(21, 2, 2, 5, 4)
+    values, attention = _sdp(sub, q, k, v, attn_drop_rate=0.0)
+    expect_shape(values, (2, 2, 5, 4), "values for q, k, v of shape (2, 2, 5, 4)")
+    expect_shape(attention, (2, 2, 5, 5), "attention for q, k, v of shape (2, 2, 5, 4)")
+    if not _close(values, attention @ v.double()):  # the student's own weights: part of the weights check
+        raise Fail("values must be the attention weights applied to v: attention @ v, shape (B, H, T, D)")
+
+
+def _masked_from_unmasked(attention, mask):
+    """What masking must do to a row of attention weights: zero the padded keys, renormalise the rest."""
+    kept = attention * (~mask.bool())[:, None, None, :]
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def _check_mask(sub, ref, mask, what):
+    """The masked weights against the student's own unmasked weights (zero the padded keys, renormalise),
+    so a mistake in the scaling or the softmax is not graded again here."""
+    B, T = mask.shape
+    q, k, v = _qkv(31, B, 2, T, 4)
+    values, attention = _sdp(sub, q, k, v, attn_drop_rate=0.0, mask=mask)
+    expect_shape(attention, (B, 2, T, T), f"attention with a {what}")
+    _, unmasked = _sdp(sub, q, k, v, attn_drop_rate=0.0)
+    expected = _masked_from_unmasked(unmasked, mask) if unmasked.shape == attention.shape else None
+    _, reference = ref.scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=mask.float())
+    if expected is not None and _close(attention, expected) or _close(attention, reference):
+        if not _close(values, attention @ v.double()):
+            raise Fail(f"with a {what} the values differ from attention @ v")
+        return
+    pad = mask.bool()[:, None, None, :].expand_as(attention)
+    finite_rows = torch.isfinite(attention).all(-1, keepdim=True).expand_as(attention)
+    padded = attention[pad & finite_rows]
+    padded_weight = padded.abs().max().item() if padded.numel() else 0.0
+    real_weight_zero = bool((attention[~pad & finite_rows] == 0).any())
+    if padded_weight > 1e-6 and real_weight_zero:
+        raise Fail(f"with a {what}, real tokens (0) get zero weight and padding (1) does not: the mask is "
+                   "inverted; 1 = padding, must not be attended to")
+    if not torch.isfinite(attention).all():
+        raise Fail(f"with a {what} the attention weights contain NaN or inf")
+    if _close(attention, unmasked):
+        raise Fail(f"with a {what} the attention weights ignore the mask: padded keys (1) must get weight 0")
+    if _close(attention, _softmax_weights(q, k, 2.0, mask=mask, fill=-1e9, mask_queries=True)):
+        raise Fail(f"with a {what} the mask is applied to the queries (rows) instead of the keys (columns): "
+                   "broadcast it as (B, 1, 1, T)")
+    if padded_weight > 1e-6:
+        raise Fail(f"with a {what}, keys marked as padding get a nonzero attention weight: give them a large "
+                   "negative logit (e.g. -1e9) before the softmax")
+    raise Fail(f"with a {what} the weights of the real keys are not the softmax over the real keys only")
+
+
+@check("attention: padded keys get zero weight", points=2, part=PART)
+def attention_mask(sub, ref):
+    _check_mask(sub, ref, _padding_mask(3, 7, [7, 4, 2]), "0/1 float padding mask")
+    mask = torch.zeros(2, 6)
+    mask[0, 1] = mask[0, 4] = mask[1, 0] = 1  # padding need not be at the end
+    _check_mask(sub, ref, mask, "0/1 float mask with padding in the middle")
+
+
+@check("attention: a bool mask (True = padding) works like a 0/1 mask", points=1, part=PART)
+def attention_bool_mask(sub, ref):
+    mask = _padding_mask(3, 7, [7, 3, 5])
+    q, k, v = _qkv(32, 3, 2, 7, 4)
+    with_float = _sdp(sub, q, k, v, attn_drop_rate=0.0, mask=mask)
+    try:
+        with_bool = _sdp(sub, q, k, v, attn_drop_rate=0.0, mask=mask.bool())
+    except Fail as exc:
+        raise Fail(f"with a bool mask (True = padding): {exc}") from None
+    for name, a, b in zip(("values", "attention"), with_bool, with_float):
+        if not (a.shape == b.shape and torch.allclose(a, b, atol=1e-6, equal_nan=True)):
+            raise Fail(f"a bool mask (True = padding) gives other {name} than the same mask as 0/1 floats: "
+                       "the docstring allows both")
+
+
+@check("attention: dropout on the weights at rate p, exact at rate 0", points=1, part=PART)
+def attention_dropout(sub, ref):
+    p = 0.25
+    q, k, v = _qkv(41, 4, 4, 16, 8)
+    _, exact = _sdp(sub, q, k, v)
+    _, exact0 = _sdp(sub, q, k, v, attn_drop_rate=0.0)
+    if (exact.shape != (4, 4, 16, 16) or not torch.equal(exact, exact0)
+            or not _close(exact.sum(-1), torch.ones(4, 4, 16))):
+        raise Fail("with attn_drop_rate=0 (the default) the attention must be exact: no dropout, rows summing to 1")
+    values, attention = _sdp(sub, q, k, v, attn_drop_rate=p)
+    expect_shape(attention, (4, 4, 16, 16), "attention with attn_drop_rate=0.25")
+    dropped = attention == 0
+    frac = dropped.double().mean().item()
+    # 4096 weights, each dropped independently with p = 0.25: the dropped fraction has a standard
+    # deviation of 0.0068, so [0.17, 0.33] is more than 11 standard deviations wide on each side
+    # (false failure < 1e-25); no dropout (0), or dropping with 1 - p (0.75), is far outside.
+    if frac < 0.17 or frac > 0.33:
+        raise Fail(f"with attn_drop_rate=0.25 about 25% of the attention weights should be dropped (set to 0); "
+                   f"yours dropped {frac:.0%}")
+    kept = ~dropped
+    ratio = attention[kept] / exact[kept]
+    if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - p)), rtol=1e-3):
+        raise Fail("the attention weights that dropout keeps must be scaled by 1 / (1 - p), as nn.Dropout and "
+                   "F.dropout do")
+    if not _close(values, attention @ v.double(), atol=1e-4):
+        raise Fail("with dropout, values must be computed from the weights after dropout (return those weights)")

@@ -1,0 +1,253 @@
+"""Hidden checks of part 2: MultiHeadAttention(embed_dim, n_heads, attn_drop_rate).
+
+The student's module gets the same weights as the reference, in each of the two accepted qkv layouts
+([all q | all k | all v], the notebook's, and per head [q | k | v], a permutation of qkv_proj's rows);
+either must reproduce the reference. If neither does, but the module is right given the student's own
+scaled_dot_product (part 1), it passes: part 1's mistakes are graded in part 1. Otherwise the judge
+computes the usual wiring mistakes and names the one that matches.
+"""
+import math
+
+import torch
+
+from autograder.testing import Fail, StudentError, check, expect_shape, keep
+
+PART = "2. Multi-head attention"
+LAYOUTS = ("[all q | all k | all v]", "per head [q | k | v]")
+
+
+def per_head_rows(E, H):
+    """Row order that turns qkv_proj's [all q | all k | all v] rows into per-head [q | k | v] rows."""
+    D = E // H
+    return torch.tensor([j * E + h * D + d for h in range(H) for j in range(3) for d in range(D)])
+
+
+def in_layout(state, layout, E, H):
+    """A state dict whose qkv_proj rows are rearranged for `layout` (0: as given, 1: per head)."""
+    if layout == 0:
+        return dict(state)
+    rows = per_head_rows(E, H)
+    return {k: v[rows] if k.endswith("qkv_proj.weight") or k.endswith("qkv_proj.bias") else v
+            for k, v in state.items()}
+
+
+def mha_state(E, seed):
+    """Seeded weights for MultiHeadAttention(E, ...) with nonzero biases, in the [all q | all k | all v] layout."""
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "qkv_proj.weight": torch.randn(3 * E, E, generator=g) / math.sqrt(E),
+        "qkv_proj.bias": 0.1 * torch.randn(3 * E, generator=g),
+        "o_proj.weight": torch.randn(E, E, generator=g) / math.sqrt(E),
+        "o_proj.bias": 0.1 * torch.randn(E, generator=g),
+    }
+
+
+def _close(a, b, atol=1e-4):
+    return (isinstance(a, torch.Tensor) and a.shape == b.shape and bool(torch.isfinite(a).all())
+            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
+
+
+def _build(sub, E, H, p):
+    """The student's MultiHeadAttention(E, H, p), kept in the worker."""
+    return keep(sub.MultiHeadAttention, E, H, p)
+
+
+def _load(sub, module, state, what):
+    try:
+        problems = sub.helpers.tb_load_state(module, state)
+    except StudentError as exc:
+        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
+    if problems:
+        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names: "
+                   + "; ".join(problems[:4]))
+
+
+def _forward(module, x, mask):
+    out = module(x, mask)
+    if not isinstance(out, torch.Tensor):
+        raise Fail(f"MultiHeadAttention.forward must return a tensor (B, T, E), got {type(out).__name__}")
+    return out
+
+
+# -- the judge's own multi-head attention and its usual mistakes ---------------------------------------
+
+def _attention(q, k, v, mask=None, scale=None):
+    logits = q @ k.transpose(-2, -1) / (math.sqrt(q.size(-1)) if scale is None else scale)
+    if mask is not None:
+        logits = logits.masked_fill(mask.bool()[:, None, None, :], float("-inf"))
+    return torch.softmax(logits, dim=-1) @ v
+
+
+def _split(qkv, E, H, layout, transpose=True):
+    B, T, _ = qkv.shape
+    D = E // H
+    if layout == 0:
+        parts = qkv.split(E, dim=-1)
+    else:
+        parts = qkv.view(B, T, H, 3 * D).split(D, dim=-1)
+        parts = [p.reshape(B, T, E) for p in parts]
+    if transpose:
+        return [p.reshape(B, T, H, D).transpose(1, 2) for p in parts]
+    return [p.reshape(B, H, T, D) for p in parts]  # the classic bug: a view without moving the head axis
+
+
+def _merge(values, transpose=True):
+    B, H, T, D = values.shape
+    if transpose:
+        return values.transpose(1, 2).reshape(B, T, H * D)
+    return values.reshape(B, T, H * D)
+
+
+def judge_mha(state, x, mask, E, H, layout=0, attention=None, split_transpose=True, merge_transpose=True,
+              o_proj=True, scale=None):
+    """MHA computed in the judge from a state dict given in `layout` (variants for diagnosis)."""
+    x = x.double()
+    w = {k: v.double() for k, v in state.items()}
+    qkv = x @ w["qkv_proj.weight"].T + w["qkv_proj.bias"]
+    q, k, v = _split(qkv, E, H, layout, split_transpose)
+    if attention is None:
+        values = _attention(q, k, v, mask, scale)
+    else:
+        values = attention(q, k, v, mask)
+    merged = _merge(values, merge_transpose)
+    return merged @ w["o_proj.weight"].T + w["o_proj.bias"] if o_proj else merged
+
+
+def _student_attention(sub):
+    """The student's own scaled_dot_product as a judge-side function (None if it fails)."""
+    def attention(q, k, v, mask):
+        out = sub.scaled_dot_product(q.float(), k.float(), v.float(), attn_drop_rate=0.0,
+                                     mask=None if mask is None else mask.float())
+        return out[0].double()
+    return attention
+
+
+def matches_with_own_attention(sub, got, state, x, mask, E, H, layout):
+    """Right given the student's own scaled_dot_product? (part 1 mistakes are not graded again here)"""
+    try:
+        return _close(got, judge_mha(state, x, mask, E, H, layout, attention=_student_attention(sub)))
+    except Exception:  # noqa: BLE001 - the student's part 1 fails or returns something unusable
+        return False
+
+
+def diagnose(got_by_layout, state_a, x, mask, E, H):
+    variants = [
+        (dict(o_proj=False), "the output is the concatenated heads without o_proj: apply self.o_proj last"),
+        (dict(split_transpose=False), "the heads are split with a view (B, H, T, D) straight from (B, T, E): "
+                                      "view as (B, T, H, D), then transpose to (B, H, T, D)"),
+        (dict(merge_transpose=False), "the heads are merged with a view (B, T, E) straight from (B, H, T, D): "
+                                      "transpose back to (B, T, H, D) first, then reshape to (B, T, E)"),
+        (dict(split_transpose=False, merge_transpose=False),
+         "the heads are split and merged with views that do not move the head axis: (B, T, E) -> "
+         "(B, T, H, D) -> transpose(1, 2) -> (B, H, T, D), and back the same way"),
+        (dict(scale=math.sqrt(E)), "the attention logits are divided by sqrt(E) (the model width) instead of "
+                                   "sqrt(D) (the head dimension E / H)"),
+    ]
+    if mask is not None:
+        variants.append((dict(mask=None), "the mask does not reach the attention: pass it on to "
+                                          "scaled_dot_product"))
+    for kwargs, message in variants:
+        for layout, got in enumerate(got_by_layout):
+            kw = dict(kwargs)
+            m = kw.pop("mask", mask)
+            if _close(got, judge_mha(in_layout(state_a, layout, E, H), x, m, E, H, layout, **kw)):
+                return message
+    return ("the output differs from the reference's with the same weights in both accepted qkv layouts "
+            f"({LAYOUTS[0]} and {LAYOUTS[1]}): check how you split qkv_proj's output into q, k, v and heads, "
+            "and how you merge the heads back")
+
+
+def check_outputs(sub, ref, E, H, x, mask, seed):
+    """Student's eval() output with the reference's weights, in either layout, against the reference."""
+    B, T, _ = x.shape
+    state = mha_state(E, seed)
+    reference = keep(ref.MultiHeadAttention, E, H, 0.0)
+    ref.helpers.tb_load_state(reference, state)
+    reference.eval()
+    expected = reference(x, mask)
+    module = _build(sub, E, H, 0.0)
+    module.eval()
+    got_by_layout = []
+    for layout in (0, 1):
+        _load(sub, module, in_layout(state, layout, E, H), f"MultiHeadAttention({E}, {H}, 0.0)")
+        got = _forward(module, x, mask)
+        expect_shape(got, (B, T, E), f"MultiHeadAttention({E}, {H}, 0.0) output for an input of shape ({B}, {T}, {E})")
+        if _close(got, expected):
+            return
+        if matches_with_own_attention(sub, got, in_layout(state, layout, E, H), x, mask, E, H, layout):
+            return
+        got_by_layout.append(got)
+    raise Fail(f"MultiHeadAttention({E}, {H}, 0.0) in eval(), {'with' if mask is not None else 'without'} a "
+               f"padding mask: " + diagnose(got_by_layout, state, x, mask, E, H))
+
+
+@check("MHA: output matches the reference with the same weights", points=3, part=PART)
+def mha_output(sub, ref):
+    g = torch.Generator().manual_seed(201)
+    for E, H, B, T in ((16, 4, 2, 5), (12, 3, 3, 4), (8, 1, 1, 3)):
+        check_outputs(sub, ref, E, H, torch.randn(B, T, E, generator=g), None, seed=E * 10 + H)
+
+
+@check("MHA: the padding mask hides padded positions", points=2, part=PART)
+def mha_mask(sub, ref):
+    g = torch.Generator().manual_seed(202)
+    E, H, B, T = 16, 4, 3, 6
+    x = torch.randn(B, T, E, generator=g)
+    mask = torch.zeros(B, T)
+    mask[1, 4:] = 1
+    mask[2, 2:] = 1
+    check_outputs(sub, ref, E, H, x, mask, seed=7)
+
+
+def _own_attention_drops(sub):
+    """Does the student's scaled_dot_product drop weights at attn_drop_rate=0.5?"""
+    q, k, v = (torch.randn(2, 2, 8, 4, generator=torch.Generator().manual_seed(s)) for s in (1, 2, 3))
+    try:
+        _, attention = sub.scaled_dot_product(q, k, v, attn_drop_rate=0.5)
+        return bool((attention == 0).any())
+    except Exception:  # noqa: BLE001 - part 1 is broken: it decides nothing here
+        return True
+
+
+@check("MHA: attention dropout in train() only", points=1, part=PART)
+def mha_dropout(sub, ref):
+    g = torch.Generator().manual_seed(203)
+    E, H = 16, 4
+    x = torch.randn(4, 8, E, generator=g)
+    module = _build(sub, E, H, 0.5)
+    _load(sub, module, mha_state(E, 3), f"MultiHeadAttention({E}, {H}, 0.5)")
+    module.eval()
+    first, second = _forward(module, x, None), _forward(module, x, None)
+    if not torch.equal(first, second):
+        raise Fail("in eval() two calls with the same input gave different outputs: apply attention dropout only "
+                   "when self.training is True")
+    module.train()
+    third, fourth = _forward(module, x, None), _forward(module, x, None)
+    # With p = 0.5 on 4 x 4 x 8 x 8 attention weights, two calls in train() give identical outputs only
+    # if the same weights are dropped in both: probability 2^-1024.
+    if torch.equal(third, fourth) or torch.allclose(third, first, atol=1e-6):
+        if not _own_attention_drops(sub):
+            return  # the student's scaled_dot_product ignores attn_drop_rate: graded in part 1
+        raise Fail("in train() mode with attn_drop_rate=0.5 the output is deterministic: pass attn_drop_rate "
+                   "to scaled_dot_product while self.training is True")
+
+
+@check("MHA: gradients reach qkv_proj and o_proj", points=1, part=PART)
+def mha_gradients(sub, ref):
+    g = torch.Generator().manual_seed(204)
+    E, H, B, T = 8, 2, 2, 5
+    x, w = torch.randn(B, T, E, generator=g), torch.randn(B, T, E, generator=g)
+    mask = torch.zeros(B, T)
+    mask[1, 3:] = 1
+    module = _build(sub, E, H, 0.0)
+    _load(sub, module, mha_state(E, 5), f"MultiHeadAttention({E}, {H}, 0.0)")
+    try:
+        grads = sub.helpers.tb_grads(module, [x, mask], w)
+    except StudentError as exc:
+        raise Fail(f"backpropagating through your MultiHeadAttention failed: {exc.type}: {exc.message}") from None
+    names = ("qkv_proj.weight", "qkv_proj.bias", "o_proj.weight", "o_proj.bias")
+    missing = [n for n in names if not isinstance(grads.get(n), torch.Tensor)
+               or not bool(torch.isfinite(grads[n]).all()) or not bool(grads[n].abs().sum() > 0)]
+    if missing:
+        raise Fail(f"no gradient reaches {', '.join(missing)}: compute the output from the parameters with "
+                   "differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())")

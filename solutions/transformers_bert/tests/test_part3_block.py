@@ -1,0 +1,329 @@
+"""Hidden checks of part 3: TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate).
+
+One check loads identical weights (by the documented attribute names) into the student's and the
+reference's blocks and compares outputs. The others isolate the block's wiring from the student's
+MultiHeadAttention: inside the worker, helpers swap the block's `attn` and `ffn` for fixed maps
+(zero, or tanh(x W)) and its norms for identities, so the judge knows exactly what a correct block
+returns: residuals, norm order, the feed-forward network and the dropout are each checked by value.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from autograder.testing import Fail, StudentError, check, expect_shape, keep, worker_helpers
+
+PART = "3. Transformer encoder block"
+
+worker_helpers('''
+import torch
+import torch.nn as nn
+
+
+class TbZero(nn.Module):
+    """Stands in for a sub-layer: returns zeros of the input's shape."""
+    def forward(self, x, *args, **kwargs):
+        return torch.zeros_like(x)
+
+
+class TbFixed(nn.Module):
+    """Stands in for a sub-layer: a fixed map tanh(x W) the judge can compute itself."""
+    def __init__(self, weight):
+        super().__init__()
+        self.register_buffer("weight", weight)
+
+    def forward(self, x, *args, **kwargs):
+        return torch.tanh(x @ self.weight)
+
+
+def tb_probe_block(block, attn_weight=None, ffn_weight=None, identity_norms=True):
+    """Swap the block's sub-layers for stand-ins (None: zeros); keep or drop its LayerNorms."""
+    block.attn = TbZero() if attn_weight is None else TbFixed(attn_weight)
+    if ffn_weight != "keep":
+        block.ffn = TbZero() if ffn_weight is None else TbFixed(ffn_weight)
+    if identity_norms:
+        block.norm1 = nn.Identity()
+        block.norm2 = nn.Identity()
+    return block
+
+
+def tb_describe_sequential(seq):
+    """(type name, p, in_features, out_features) of each module of an nn.Sequential-like container."""
+    return [(type(m).__name__, getattr(m, "p", None), getattr(m, "in_features", None),
+             getattr(m, "out_features", None), getattr(m, "approximate", None)) for m in seq]
+''')
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def block_state(E, seed, prefix=""):
+    g = _gen(seed)
+    r = lambda *shape, s=1.0: s * torch.randn(*shape, generator=g)  # noqa: E731
+    return {
+        f"{prefix}attn.qkv_proj.weight": r(3 * E, E) / math.sqrt(E), f"{prefix}attn.qkv_proj.bias": r(3 * E, s=0.1),
+        f"{prefix}attn.o_proj.weight": r(E, E) / math.sqrt(E), f"{prefix}attn.o_proj.bias": r(E, s=0.1),
+        f"{prefix}norm1.weight": 1 + r(E, s=0.2), f"{prefix}norm1.bias": r(E, s=0.2),
+        f"{prefix}norm2.weight": 1 + r(E, s=0.2), f"{prefix}norm2.bias": r(E, s=0.2),
+        f"{prefix}ffn.0.weight": r(E, E) / math.sqrt(E), f"{prefix}ffn.0.bias": r(E, s=0.1),
+        f"{prefix}ffn.2.weight": r(E, E) / math.sqrt(E), f"{prefix}ffn.2.bias": r(E, s=0.1),
+    }
+
+
+def in_layout(state, layout, E, H):
+    """qkv_proj rows as given (layout 0: [all q | all k | all v]) or per head [q | k | v] (layout 1)."""
+    if layout == 0:
+        return dict(state)
+    D = E // H
+    rows = torch.tensor([j * E + h * D + d for h in range(H) for j in range(3) for d in range(D)])
+    return {k: v[rows] if k.endswith("qkv_proj.weight") or k.endswith("qkv_proj.bias") else v
+            for k, v in state.items()}
+
+
+def _close(a, b, atol=1e-4):
+    return (isinstance(a, torch.Tensor) and a.shape == b.shape and bool(torch.isfinite(a).all())
+            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
+
+
+def _block(sub, E, H, p_attn, p_layer):
+    return keep(sub.TransformerBlock, E, H, p_attn, p_layer)
+
+
+def _load(sub, module, state, what):
+    try:
+        problems = sub.helpers.tb_load_state(module, state)
+    except StudentError as exc:
+        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
+    if problems:
+        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names "
+                   "(attn.qkv_proj, attn.o_proj, norm1, norm2, ffn.0, ffn.2): " + "; ".join(problems[:4]))
+
+
+def _probe(sub, block, **kwargs):
+    try:
+        sub.helpers.tb_probe_block(block, **kwargs)
+    except StudentError as exc:
+        raise Fail(f"the grader could not replace the sub-modules of your TransformerBlock: {exc.message}") from None
+
+
+def _run(block, x, mask, what="TransformerBlock"):
+    """The block's output embedding, with the returned tuple checked."""
+    out = block((x, mask))
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Fail(f"{what}.forward must return a tuple (embedding, mask), got {type(out).__name__}")
+    y, mask_out = out
+    if not isinstance(y, torch.Tensor):
+        raise Fail(f"{what}.forward must return (embedding, mask) with a tensor embedding")
+    expect_shape(y, x.shape, f"the embedding {what}.forward returns for an input of shape {tuple(x.shape)}")
+    if mask is None and mask_out is not None or mask is not None and not (
+            isinstance(mask_out, torch.Tensor) and torch.equal(mask_out, mask)):
+        raise Fail(f"{what}.forward must return the mask it received, unchanged, as the second element")
+    return y.double()
+
+
+def _ln(x, state, name, E):
+    return F.layer_norm(x, (E,), state[f"{name}.weight"].double(), state[f"{name}.bias"].double(), eps=1e-5)
+
+
+def _ffn(x, state, act=F.gelu):
+    h = act(x @ state["ffn.0.weight"].double().T + state["ffn.0.bias"].double())
+    return h @ state["ffn.2.weight"].double().T + state["ffn.2.bias"].double()
+
+
+RESIDUAL_CONSTANT = ("residual adds a constant, not the block input: the first residual is x + Dropout(MHA(x, mask)) "
+                     "with x the block's input embedding (a tensor of shape (B, T, E))")
+
+
+def _diagnose(sub, block, y, x, mask, state, E):
+    """Name the wiring mistake y shows, given the student's own attention output (same weights)."""
+    a = block.attn(x, mask).double()
+    ln1 = lambda t: _ln(t, state, "norm1", E)  # noqa: E731
+    ln2 = lambda t: _ln(t, state, "norm2", E)  # noqa: E731
+    ffn = lambda t, act=F.gelu: _ffn(t, state, act)  # noqa: E731
+    x = x.double()
+    x1 = ln1(x + a)
+    if _close(y, ln2(x1 + ffn(x1))):
+        return None
+    candidates = []
+    c1 = ln1(a)  # LayerNorm(E + a) == LayerNorm(a): a constant added instead of x vanishes in the norm
+    candidates += [(ln2(c1 + ffn(c1)), RESIDUAL_CONSTANT),
+                   (ln2(ffn(x1)), "the feed-forward residual adds a constant, not its input x' (norm1's output)")]
+    candidates.append((ln2(x1 + ffn(x1, act=F.relu)), "the feed-forward network uses ReLU; it must use GELU"))
+    candidates.append((ln2(x + ffn(x1)), "the feed-forward residual adds the block input; it must add x', "
+                                         "the output of norm1 (x = norm2(x' + FFN(x')))"))
+    x1s = _ln(x + a, state, "norm2", E)
+    candidates.append((_ln(x1s + ffn(x1s), state, "norm1", E), "norm1 and norm2 are swapped: norm1 follows the "
+                                                                 "attention, norm2 the feed-forward network"))
+    x1p = x + block.attn(ln1(x).float(), mask).double()
+    candidates.append((x1p + ffn(ln2(x1p)), "this is a pre-norm block (LayerNorm before each sub-layer); the "
+                                           "notebook's block is post-norm: x' = norm1(x + Dropout(MHA(x))), "
+                                           "then norm2(x' + FFN(x'))"))
+    if mask is not None:
+        x1n = ln1(x + block.attn(x.float(), None).double())
+        candidates.append((ln2(x1n + ffn(x1n)), "the mask is not passed to self.attn"))
+    for value, message in candidates:
+        if _close(y, value):
+            return message
+    return ("the block's output differs from norm2(x' + FFN(x')), x' = norm1(x + Dropout(MHA(x, mask))), with the "
+            "same weights")
+
+
+@check("block: output matches the reference with the same weights", points=2, part=PART)
+def block_output(sub, ref):
+    E, H, B, T = 16, 4, 3, 6
+    g = _gen(301)
+    x = 2 * torch.randn(B, T, E, generator=g) + 0.5
+    mask = torch.zeros(B, T)
+    mask[1, 4:] = 1
+    mask[2, 1] = 1
+    state = block_state(E, 302)
+    reference = keep(ref.TransformerBlock, E, H, 0.3, 0.3)
+    ref.helpers.tb_load_state(reference, state)
+    reference.eval()
+    expected = reference((x, mask))[0]
+    block = _block(sub, E, H, 0.3, 0.3)
+    block.eval()
+    message = None
+    for layout in (0, 1):
+        _load(sub, block, in_layout(state, layout, E, H), f"TransformerBlock({E}, {H}, 0.3, 0.3)")
+        y = _run(block, x, mask)
+        if _close(y, expected):
+            return
+        diagnosis = _diagnose(sub, block, y, x, mask, in_layout(state, layout, E, H), E)
+        if diagnosis is None:
+            return  # right given the student's own MultiHeadAttention: part 2 grades that
+        message = message or diagnosis
+    raise Fail(f"TransformerBlock in eval(), identical weights: {message}")
+
+
+def _residual_problem(sub, E, H):
+    """None if the block with zero sub-layers and identity norms is the identity map; else a message."""
+    g = _gen(311)
+    x = torch.randn(2, 5, E, generator=g) + 1.0
+    x_other = torch.randn(2, 5, E, generator=g) - 1.0
+    block = _block(sub, E, H, 0.0, 0.0)
+    block.eval()
+    _probe(sub, block)  # attention and feed-forward output zeros, norms are identities
+    y, y_other = _run(block, x, None), _run(block, x_other, None)
+    if _close(y, x):
+        return None
+    if _close(y, y_other):
+        return (RESIDUAL_CONSTANT + " (with both sub-layers returning zeros and identity norms the block's output "
+                "does not depend on its input)")
+    return ("with both sub-layers returning zeros and identity norms the block must return its input unchanged: "
+            "each residual adds the sub-layer's input to its output")
+
+
+@check("block: residuals add the block input", points=2, part=PART)
+def block_residuals(sub, ref):
+    E, H, B, T = 16, 4, 2, 5
+    problem = _residual_problem(sub, E, H)
+    if problem:
+        raise Fail(problem)
+    g = _gen(312)
+    x = torch.randn(B, T, E, generator=g)
+    wa, wf = torch.randn(E, E, generator=g) / 4, torch.randn(E, E, generator=g) / 4
+    mask = torch.zeros(B, T)
+    block = _block(sub, E, H, 0.0, 0.0)
+    block.eval()
+    _probe(sub, block, attn_weight=wa, ffn_weight=wf)  # attention: tanh(x wa), feed-forward: tanh(x wf)
+    x1 = x + torch.tanh(x @ wa)
+    y = _run(block, x, mask)
+    if _close(y, x1 + torch.tanh(x1 @ wf)):
+        return
+    if _close(y, x + torch.tanh(x1 @ wf)):
+        raise Fail("the feed-forward residual adds the block input; it must add x' = norm1(x + Dropout(MHA(x)))")
+    if _close(y, x1 + torch.tanh(x @ wf)):
+        raise Fail("the feed-forward network gets the block input; it must get x' = norm1(x + Dropout(MHA(x)))")
+    _probe(sub, block, attn_weight=wa)  # feed-forward: zeros
+    if not _close(_run(block, x, mask), x1):
+        raise Fail("the attention residual must compute x + Dropout(MHA(x, mask)), x being the block's input")
+    raise Fail("the feed-forward residual must compute x' + FFN(x'), x' being the output of the attention part")
+
+
+@check("block: LayerNorm after each residual (post-norm)", points=1, part=PART)
+def block_post_norm(sub, ref):
+    E, H, B, T = 16, 4, 2, 5
+    g = _gen(321)
+    x = 3 * torch.randn(B, T, E, generator=g) + 1.0
+    wa, wf = torch.randn(E, E, generator=g) / 4, torch.randn(E, E, generator=g) / 4
+    state = block_state(E, 322)
+    block = _block(sub, E, H, 0.0, 0.0)
+    _load(sub, block, state, f"TransformerBlock({E}, {H}, 0.0, 0.0)")
+    block.eval()
+    _probe(sub, block, attn_weight=wa, ffn_weight=wf, identity_norms=False)
+    y = _run(block, x, None)
+    xd = x.double()
+    A = lambda t: torch.tanh(t @ wa.double())  # noqa: E731
+    Fn = lambda t: torch.tanh(t @ wf.double())  # noqa: E731
+    ln1 = lambda t: _ln(t, state, "norm1", E)  # noqa: E731
+    ln2 = lambda t: _ln(t, state, "norm2", E)  # noqa: E731
+    x1 = ln1(xd + A(xd))
+    if _close(y, ln2(x1 + Fn(x1))):
+        return
+    p1 = xd + A(ln1(xd))
+    if _close(y, p1 + Fn(ln2(p1))) or _close(y, ln2(p1 + Fn(ln2(p1)))):
+        raise Fail("this is a pre-norm block (LayerNorm before each sub-layer); the notebook's block is post-norm: "
+                   "x' = norm1(x + Dropout(MHA(x))), then norm2(x' + FFN(x'))")
+    s1 = ln2(xd + A(xd))
+    if _close(y, ln1(s1 + Fn(s1))):
+        raise Fail("norm1 and norm2 are swapped: norm1 follows the attention, norm2 the feed-forward network")
+    raise Fail("with stand-in sub-layers the block does not compute norm2(x' + FFN(x')), x' = norm1(x + MHA(x))")
+
+
+@check("block: feed-forward is Linear -> GELU -> Linear -> Dropout", points=1, part=PART)
+def block_ffn(sub, ref):
+    E, H, B, T = 16, 4, 2, 5
+    p = 0.3
+    try:
+        layers = sub.helpers.tb_describe_sequential(keep(sub.TransformerBlock, E, H, 0.1, p).ffn)
+    except StudentError as exc:
+        raise Fail(f"ffn must be an nn.Sequential(Linear(E, E), GELU(), Linear(E, E), Dropout(layer_drop_rate)): "
+                   f"{exc.type}: {exc.message}") from None
+    dropouts = [layer for layer in layers if layer[0] == "Dropout"]
+    if not dropouts or layers[-1][0] != "Dropout" or abs((layers[-1][1] or 0) - p) > 1e-9:
+        raise Fail("ffn must end with nn.Dropout(layer_drop_rate): TransformerBlock(16, 4, 0.1, 0.3).ffn has "
+                   + ("no Dropout" if not dropouts else "no Dropout(0.3) as its last module"))
+    g = _gen(331)
+    x = torch.randn(B, T, E, generator=g)
+    state = block_state(E, 332)
+    block = _block(sub, E, H, 0.0, 0.0)
+    _load(sub, block, state, f"TransformerBlock({E}, {H}, 0.0, 0.0)")
+    block.eval()
+    _probe(sub, block, ffn_weight="keep")  # attention outputs zeros, identity norms: y = x + FFN(x)
+    f = _run(block, x, None) - x.double()
+    tanh_gelu = lambda t: F.gelu(t, approximate="tanh")  # noqa: E731 - nn.GELU(approximate="tanh") is fine too
+    if _close(f, _ffn(x.double(), state)) or _close(f, _ffn(x.double(), state, tanh_gelu)):
+        return
+    if _close(f, _ffn(x.double(), state, F.relu)):
+        raise Fail("the feed-forward network uses ReLU; the notebook's uses GELU (nn.GELU())")
+    raise Fail(_residual_problem(sub, E, H) or "the feed-forward network does not compute "
+               "Linear(E, E) -> GELU -> Linear(E, E) with ffn.0 and ffn.2")
+
+
+@check("block: dropout on the attention branch in train() only", points=1, part=PART)
+def block_dropout(sub, ref):
+    E, H, B, T = 16, 4, 4, 8
+    g = _gen(341)
+    x = torch.randn(B, T, E, generator=g)
+    wa = torch.randn(E, E, generator=g)
+    a = torch.tanh(x @ wa).double()
+    block = _block(sub, E, H, 0.0, 0.5)  # attn_drop_rate 0: only the block's own dropout may act
+    _probe(sub, block, attn_weight=wa)  # attention: tanh(x wa), feed-forward zeros, identity norms
+    block.eval()
+    if not _close(_run(block, x, None) - x.double(), a):
+        raise Fail(_residual_problem(sub, E, H) or "with a stand-in attention, a zero feed-forward network and "
+                   "identity norms the block in eval() does not return x + MHA(x), so its dropout cannot be checked: "
+                   "see the residual check (and no dropout may act in eval())")
+    block.train()
+    d = _run(block, x, None) - x.double()
+    dropped = d.abs() < 1e-7
+    frac = dropped.double().mean().item()
+    # 512 values, each dropped independently with p = 0.5: the dropped fraction has a standard deviation
+    # of 0.022, so [0.3, 0.7] is 9 standard deviations wide on each side (false failure < 1e-18).
+    if frac < 0.3 or frac > 0.7:
+        raise Fail("in train() with layer_drop_rate=0.5 about half of the attention branch's output should be "
+                   f"dropped before the residual (self.dropout = nn.Dropout(layer_drop_rate)); {frac:.0%} was")
+    if not torch.allclose(d[~dropped], 2 * a[~dropped], atol=1e-4, rtol=1e-4):
+        raise Fail("in train() the attention branch must go through nn.Dropout(layer_drop_rate) before the residual")

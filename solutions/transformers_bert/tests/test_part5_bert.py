@@ -1,0 +1,310 @@
+"""Hidden checks of part 5: SmallBERT(n_layers, vocab_size, embed_dim, n_heads, attn_drop_rate, layer_drop_rate).
+
+Structure (embedding with V + 1 rows, an nn.Sequential of n_layers TransformerBlocks, a Linear(E, V)
+head), logits against the reference with identical weights, and the data flow through the model with
+the student's blocks swapped for fixed stand-ins inside the worker (so parts 1 to 3 are not graded
+again here): positional encoding added, blocks chained in order, the mask handed to every block.
+"""
+import math
+
+import torch
+
+from autograder.testing import (
+    Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
+)
+
+PART = "5. Small BERT"
+
+worker_helpers('''
+import torch
+import torch.nn as nn
+
+
+class TbRecordingBlock(nn.Module):
+    """Stands in for a TransformerBlock: (x, mask) -> (x + tanh(x W), mask); remembers the masks it got."""
+    def __init__(self, weight):
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.masks = []
+
+    def forward(self, inputs):
+        x, mask = inputs
+        self.masks.append(None if mask is None else mask.detach().clone())
+        return x + torch.tanh(x @ self.weight), mask
+
+
+def tb_probe_bert(model, weights):
+    """Replace the model's blocks by recording stand-ins (none: an empty nn.Sequential)."""
+    model.blocks = nn.Sequential(*[TbRecordingBlock(w) for w in weights])
+    return model
+
+
+def tb_recorded_masks(model):
+    return [list(block.masks) for block in model.blocks]
+''')
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def bert_state(n_layers, V, E, seed):
+    g = _gen(seed)
+    r = lambda *shape, s=1.0: s * torch.randn(*shape, generator=g)  # noqa: E731
+    state = {"embedding.weight": r(V + 1, E), "head.weight": r(V, E) / math.sqrt(E), "head.bias": r(V, s=0.1)}
+    for i in range(n_layers):
+        p = f"blocks.{i}."
+        state.update({
+            p + "attn.qkv_proj.weight": r(3 * E, E) / math.sqrt(E), p + "attn.qkv_proj.bias": r(3 * E, s=0.1),
+            p + "attn.o_proj.weight": r(E, E) / math.sqrt(E), p + "attn.o_proj.bias": r(E, s=0.1),
+            p + "norm1.weight": 1 + r(E, s=0.2), p + "norm1.bias": r(E, s=0.2),
+            p + "norm2.weight": 1 + r(E, s=0.2), p + "norm2.bias": r(E, s=0.2),
+            p + "ffn.0.weight": r(E, E) / math.sqrt(E), p + "ffn.0.bias": r(E, s=0.1),
+            p + "ffn.2.weight": r(E, E) / math.sqrt(E), p + "ffn.2.bias": r(E, s=0.1),
+        })
+    return state
+
+
+def in_layout(state, layout, E, H):
+    """qkv_proj rows as given (layout 0: [all q | all k | all v]) or per head [q | k | v] (layout 1)."""
+    if layout == 0:
+        return dict(state)
+    D = E // H
+    rows = torch.tensor([j * E + h * D + d for h in range(H) for j in range(3) for d in range(D)])
+    return {k: v[rows] if k.endswith("qkv_proj.weight") or k.endswith("qkv_proj.bias") else v
+            for k, v in state.items()}
+
+
+def positional_encoding(T, E):
+    """The notebook's (given) sinusoidal code for positions 0..T-1, computed the same way: (T, E)."""
+    position = torch.arange(T, dtype=torch.float32).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, E, 2, dtype=torch.float32) * (-math.log(10000.0) / E))
+    pe = torch.zeros(T, E)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term[: E // 2])
+    return pe
+
+
+def _close(a, b, atol=1e-4):
+    return (isinstance(a, torch.Tensor) and a.shape == b.shape and bool(torch.isfinite(a).all())
+            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
+
+
+def _model(sub, n_layers, V, E, H, p):
+    return keep(sub.SmallBERT, n_layers, V, E, H, p, p)
+
+
+def _load(sub, model, state, what):
+    try:
+        problems = sub.helpers.tb_load_state(model, state)
+    except StudentError as exc:
+        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
+    if problems:
+        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names "
+                   "(embedding, blocks.<i>.<block's names>, head): " + "; ".join(problems[:4]))
+
+
+def _logits(model, ids, mask, V, what="SmallBERT"):
+    out = model(ids, mask)
+    if not isinstance(out, torch.Tensor):
+        raise Fail(f"{what}.forward must return the logits tensor (B, T, V), got {type(out).__name__}")
+    expect_shape(out, (*ids.shape, V), f"{what} logits for token ids of shape {tuple(ids.shape)}")
+    return out.double()
+
+
+def _ids(g, B, T, V, with_mask_id=True):
+    ids = torch.randint(0, V, (B, T), generator=g)
+    if with_mask_id:
+        ids[0, 1] = V  # the [MASK] token
+        ids[-1, -2] = V
+    return ids
+
+
+def _head(x, state):
+    return x.double() @ state["head.weight"].double().T + state["head.bias"].double()
+
+
+@check("SmallBERT: embedding has V + 1 rows, head predicts V tokens", points=1, part=PART)
+def bert_shapes(sub, ref):
+    V, E = 37, 24
+    model = _model(sub, 2, V, E, 3, 0.1)
+    emb = model.embedding.weight
+    if not isinstance(emb, torch.Tensor) or tuple(emb.shape) != (V + 1, E):
+        raise Fail(f"embedding must be nn.Embedding(vocab_size + 1, embed_dim): for V = {V}, E = {E} its weight "
+                   f"should be ({V + 1}, {E}), got {tuple(getattr(emb, 'shape', ()))}; row V is the [MASK] token")
+    head = model.head.weight
+    if not isinstance(head, torch.Tensor) or tuple(head.shape) != (V, E):
+        raise Fail(f"head must be nn.Linear(embed_dim, vocab_size): weight ({V}, {E}) for V = {V}, E = {E}, "
+                   f"got {tuple(getattr(head, 'shape', ()))}")
+    model.eval()
+    _logits(model, _ids(_gen(501), 3, 9, V), None, V)
+
+
+@check("SmallBERT: blocks is an nn.Sequential of n_layers TransformerBlocks", points=1, part=PART)
+def bert_blocks(sub, ref):
+    model = _model(sub, 3, 20, 16, 2, 0.1)
+    blocks = model.blocks
+    if not remote_isinstance(blocks, "torch.nn.Sequential"):
+        raise Fail("blocks must be an nn.Sequential of the n_layers TransformerBlocks")
+    if len(blocks) != 3:
+        raise Fail(f"SmallBERT(n_layers=3, ...).blocks holds {len(blocks)} modules instead of 3")
+    for i in range(3):
+        if not remote_isinstance(blocks[i], "submission.TransformerBlock"):
+            raise Fail(f"blocks[{i}] is not a TransformerBlock")
+    if not remote_isinstance(model.pos_encoding, "submission.PositionalEncoding"):
+        raise Fail("pos_encoding must be PositionalEncoding(embed_dim, layer_drop_rate)")
+
+
+def _diagnose(sub, model, got, ids, mask, state, V, E):
+    """Which data-flow mistake the logits show, given the student's own blocks (same weights)."""
+    emb = state["embedding.weight"][ids]
+    x0 = emb + positional_encoding(ids.shape[1], E)
+    blocks = model.blocks
+
+    def through(x, m, which=None):
+        out = (blocks if which is None else blocks[which])((x.float(), m))
+        return _head(out[0].double(), state)
+
+    if _close(got, through(x0, mask)):
+        return None
+    candidates = [
+        (lambda: through(emb, mask), "the positional encoding is not added to the token embeddings"),
+        (lambda: through(emb * math.sqrt(E) + positional_encoding(ids.shape[1], E), mask),
+         "the token embeddings are multiplied by sqrt(E); the notebook's model adds the positional encoding to "
+         "the embeddings as they are"),
+        (lambda: through(x0, mask, 0), "only the first block is applied: run the input through all of self.blocks"),
+        (lambda: through(x0, mask, -1), "each block gets the embeddings instead of the previous block's output"),
+        (lambda: through(x0, None), "the mask does not reach the blocks: call self.blocks((x, mask))"),
+        (lambda: _head(x0.double(), state), "the blocks are not applied"),
+    ]
+    for value, message in candidates:
+        try:
+            if _close(got, value()):
+                return message
+        except (StudentError, IndexError, TypeError):
+            pass
+    return "the logits differ from head(blocks(pos_encoding(embedding(ids)), mask)) with the same weights"
+
+
+@check("SmallBERT: logits match the reference with the same weights", points=2, part=PART)
+def bert_logits(sub, ref):
+    n_layers, V, E, H, B, T = 2, 23, 16, 4, 3, 7
+    g = _gen(511)
+    ids = _ids(g, B, T, V)
+    mask = torch.zeros(B, T)
+    mask[1, 5:] = 1
+    mask[2, 3:] = 1
+    state = bert_state(n_layers, V, E, 512)
+    reference = keep(ref.SmallBERT, n_layers, V, E, H, 0.2, 0.2)
+    ref.helpers.tb_load_state(reference, state)
+    reference.eval()
+    expected = reference(ids, mask)
+    model = _model(sub, n_layers, V, E, H, 0.2)
+    model.eval()
+    message = None
+    for layout in (0, 1):
+        st = in_layout(state, layout, E, H)
+        _load(sub, model, st, f"SmallBERT({n_layers}, {V}, {E}, {H}, 0.2, 0.2)")
+        got = _logits(model, ids, mask, V)
+        if _close(got, expected):
+            return
+        diagnosis = _diagnose(sub, model, got, ids, mask, st, V, E)
+        if diagnosis is None:
+            return  # right given the student's own blocks: parts 1 to 3 grade those
+        message = message or diagnosis
+    raise Fail(f"SmallBERT in eval() with identical weights: {message}")
+
+
+def _probe(sub, model, weights):
+    try:
+        sub.helpers.tb_probe_bert(model, weights)
+    except StudentError as exc:
+        raise Fail(f"the grader could not replace the blocks of your SmallBERT: {exc.message}") from None
+
+
+def _own_weights(model):
+    """The student's embedding and head weights (read, not replaced: a wrong embedding size is graded by the
+    shape check alone)."""
+    state = {}
+    for name in ("embedding.weight", "head.weight", "head.bias"):
+        value = remote_attr(model, name)
+        if not isinstance(value, torch.Tensor):
+            raise Fail(f"SmallBERT has no {name}: use the documented attribute names (embedding, head)")
+        state[name] = value.detach()
+    return state
+
+
+@check("SmallBERT: positional encoding added to the token embeddings", points=1, part=PART)
+def bert_positional(sub, ref):
+    n_layers, V, E, H, B, T = 1, 19, 12, 2, 2, 9
+    ids = _ids(_gen(521), B, T, V, with_mask_id=False)
+    model = _model(sub, n_layers, V, E, H, 0.1)
+    state = _own_weights(model)
+    _probe(sub, model, [torch.zeros(E, E)])  # one block returning its input: head(pos_encoding(embedding(ids)))
+    model.eval()
+    got = _logits(model, ids, None, V)
+    emb = state["embedding.weight"][ids].double()
+    pe = positional_encoding(T, E).double()
+    if _close(got, _head(emb + pe, state)):
+        return
+    if _close(got, _head(emb, state)):
+        raise Fail("the positional encoding is not added: x = self.pos_encoding(self.embedding(token_ids))")
+    if _close(got, _head(emb * math.sqrt(E) + pe, state)):
+        raise Fail("the token embeddings are multiplied by sqrt(E); the notebook's model adds the positional "
+                   "encoding to the embeddings as they are")
+    raise Fail("with its blocks removed the model does not return head(pos_encoding(embedding(ids)))")
+
+
+@check("SmallBERT: blocks chained in order, each gets the mask", points=1, part=PART)
+def bert_chain(sub, ref):
+    n_layers, V, E, H, B, T = 3, 17, 8, 2, 2, 6
+    g = _gen(531)
+    ids = _ids(g, B, T, V, with_mask_id=False)
+    mask = torch.zeros(B, T)
+    mask[1, 4:] = 1
+    weights = [torch.randn(E, E, generator=g) / 2 for _ in range(n_layers)]
+    model = _model(sub, n_layers, V, E, H, 0.1)
+    state = _own_weights(model)
+    _probe(sub, model, weights)  # block i: (x, mask) -> (x + tanh(x W_i), mask)
+    model.eval()
+    got = _logits(model, ids, mask, V)
+    masks = sub.helpers.tb_recorded_masks(model)
+    step = lambda x, w: x + torch.tanh(x @ w)  # noqa: E731
+    emb, pe = state["embedding.weight"][ids].double(), positional_encoding(T, E).double()
+    # the embedding and positional encoding are graded by the other checks: any of these inputs will do
+    inputs = [emb + pe, emb, emb * math.sqrt(E) + pe]
+    chained = []
+    for x0 in inputs:
+        x = x0
+        for w in weights:
+            x = step(x, w.double())
+        chained.append(_head(x, state))
+    if not any(_close(got, c) for c in chained):
+        if any(_close(got, _head(step(x0, weights[0].double()), state)) for x0 in inputs):
+            raise Fail("only the first block is applied: the input must go through all n_layers blocks in order")
+        if any(_close(got, _head(step(x0, weights[-1].double()), state)) for x0 in inputs):
+            raise Fail("each block gets the embeddings instead of the previous block's output: chain the blocks "
+                       "(nn.Sequential does it: self.blocks((x, mask)))")
+        raise Fail("with stand-in blocks the logits are not head(block_L(...block_1(x, mask)...))")
+    if any(len(m) != 1 for m in masks):
+        raise Fail("every block must be called exactly once per forward")
+    for i, (m,) in enumerate(masks):
+        if m is None or tuple(m.shape) != (B, T) or not torch.equal(m != 0, mask != 0):
+            raise Fail(f"block {i} did not get the padding mask given to forward: pass (x, mask) to the blocks")
+
+
+@check("SmallBERT: deterministic in eval(), dropout in train(), mask optional", points=1, part=PART)
+def bert_modes(sub, ref):
+    V = 20
+    model = _model(sub, 2, V, 16, 2, 0.3)
+    ids = _ids(_gen(541), 4, 10, V, with_mask_id=False)
+    model.eval()
+    first, second = _logits(model, ids, None, V), _logits(model, ids, None, V)
+    if not torch.equal(first, second):
+        raise Fail("in eval() two calls with the same input gave different logits")
+    model.train()
+    third, fourth = _logits(model, ids, None, V), _logits(model, ids, None, V)
+    # Dropout with p = 0.3 on 4 x 10 x 16 values in each of several places: two identical train() outputs
+    # would need identical dropout masks everywhere (probability far below 1e-100).
+    if torch.equal(third, fourth):
+        raise Fail("in train() with dropout rates 0.3 two calls gave identical logits: is dropout ever applied?")

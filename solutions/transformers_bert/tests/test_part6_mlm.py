@@ -1,0 +1,326 @@
+"""Hidden checks of part 6: mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False,
+generator=None) and mlm_train_step(model, token_ids, optimizer, mask_rate, mask_id, vocab_size, pad_id,
+generator=None).
+
+The corruption is random and the student may draw from the global generator instead of the one passed
+in, so nothing is compared position by position with the reference: the checks test invariants that
+hold for every draw (labels, padding, only_mask) and proportions on large samples. Each statistical
+bound states its false-failure probability (normal approximation of a binomial proportion; all are
+below 1e-9, the sum over the part below 1e-8). The training step runs the student's mlm_train_step on a
+small stand-in model built in the worker, so the judge can recompute the loss and the parameter update.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from autograder.testing import Fail, StudentError, check, keep, worker_helpers
+
+PART = "6. Masked-language-model pre-training"
+
+worker_helpers('''
+import torch
+import torch.nn as nn
+
+
+def tb_generator(seed):
+    """A seeded torch.Generator in the worker (generators cannot be sent from the judge)."""
+    return torch.Generator().manual_seed(seed)
+
+
+def tb_mask_inputs_leaves_input(token_ids, *args, **kwargs):
+    """True if mask_inputs does not modify the tensor it is given."""
+    before = token_ids.clone()
+    submission.mask_inputs(token_ids, *args, generator=torch.Generator().manual_seed(2), **kwargs)
+    return bool(torch.equal(before, token_ids))
+
+
+class TbToyMLM(nn.Module):
+    """Stands in for SmallBERT: logits = tanh(emb[ids]) W^T + b. Remembers what each forward got."""
+    def __init__(self, emb, weight, bias):
+        super().__init__()
+        self.emb = nn.Parameter(emb.clone())
+        self.weight = nn.Parameter(weight.clone())
+        self.bias = nn.Parameter(bias.clone())
+        self.calls = []
+
+    def forward(self, ids, mask=None, *args, **kwargs):
+        mask = kwargs.get("padding_mask", mask)
+        self.calls.append({"ids": ids.detach().clone(), "mask": None if mask is None else mask.detach().clone(),
+                           "training": self.training})
+        return torch.tanh(self.emb[ids]) @ self.weight.T + self.bias
+
+
+def tb_mlm_steps(emb, weight, bias, token_ids, lr, modes, mask_rate, mask_id, vocab_size, pad_id):
+    """Run the student's mlm_train_step once per entry of modes (True: train(), False: eval()) with SGD(lr)
+    on a TbToyMLM, recording mask_inputs' results, the model's inputs and the parameters after each step."""
+    model = TbToyMLM(emb, weight, bias)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    recorded = []
+    original = submission.mask_inputs
+
+    def recording_mask_inputs(*args, **kwargs):
+        out = original(*args, **kwargs)
+        recorded.append([t.detach().clone() if isinstance(t, torch.Tensor) else t for t in out])
+        return out
+
+    submission.mask_inputs = recording_mask_inputs
+    steps = []
+    try:
+        for i, mode in enumerate(modes):
+            model.train(mode)
+            n_calls, n_recorded = len(model.calls), len(recorded)
+            loss = submission.mlm_train_step(model, token_ids.clone(), optimizer, mask_rate, mask_id, vocab_size,
+                                             pad_id, generator=torch.Generator().manual_seed(100 + i))
+            if isinstance(loss, torch.Tensor):
+                loss = loss.detach()
+            steps.append({"loss": loss, "calls": model.calls[n_calls:], "mask_inputs": recorded[n_recorded:],
+                          "training_after": model.training,
+                          "params": {n: p.detach().clone() for n, p in model.named_parameters()}})
+    finally:
+        submission.mask_inputs = original
+    return steps
+
+
+def tb_first_mlm_loss(n_layers, vocab_size, embed_dim, n_heads, token_ids, seed):
+    """The first loss of the student's mlm_train_step on a fresh SmallBERT with AdamW."""
+    torch.manual_seed(seed)
+    model = submission.SmallBERT(n_layers, vocab_size, embed_dim, n_heads, 0.1, 0.1)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss = submission.mlm_train_step(model, token_ids, optimizer, 0.15, vocab_size, vocab_size, 0,
+                                     generator=torch.Generator().manual_seed(seed))
+    return loss.detach() if isinstance(loss, torch.Tensor) else loss
+''')
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def padded_batch(seed, B, T, V, pad_id=0, min_len=None, low=1):
+    """(B, T) ids uniform over the regular tokens low..V-1 except pad_id; sequence b has a random length in
+    [min_len, T], then pad_id. Returns (ids, real) with real = not padding."""
+    g = _gen(seed)
+    ids = torch.randint(low, V, (B, T), generator=g)
+    if pad_id >= low:
+        ids[ids == pad_id] = (pad_id + 1 - low) % (V - low) + low  # regular tokens other than pad_id
+    lengths = torch.randint(min_len or T // 2, T + 1, (B,), generator=g)
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    ids[~real] = pad_id
+    return ids, real
+
+
+def corrupt(sub, ids, mask_rate, mask_id, V, pad_id, only_mask=False, seed=1):
+    generator = keep(sub.helpers.tb_generator, seed)
+    out = sub.mask_inputs(ids, mask_rate, mask_id, V, pad_id, only_mask=only_mask, generator=generator)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Fail("mask_inputs must return a tuple (masked_ids, labels)")
+    masked, labels = out
+    for name, t in (("masked_ids", masked), ("labels", labels)):
+        if not isinstance(t, torch.Tensor):
+            raise Fail(f"mask_inputs must return tensors; {name} is a {type(t).__name__}")
+        if tuple(t.shape) != tuple(ids.shape):
+            raise Fail(f"{name} must have the input's shape {tuple(ids.shape)}, got {tuple(t.shape)}")
+        if t.dtype.is_floating_point or t.dtype == torch.bool:
+            raise Fail(f"{name} must be an integer (long) tensor like token_ids, got {t.dtype}")
+    return masked.long(), labels.long()
+
+
+def _invariants(ids, masked, labels, what):
+    selected = labels != -100
+    if not torch.equal(labels[selected], ids[selected]):
+        raise Fail(f"{what}: at selected positions the label must be the ORIGINAL token id (and -100 elsewhere)")
+    if ((masked != ids) & ~selected).any():
+        raise Fail(f"{what}: a corrupted position has label -100: every position whose id was changed is "
+                   "selected and must be labelled with its original id; unselected tokens stay unchanged")
+
+
+@check("MLM masking: labels are the original ids at the selected positions, -100 elsewhere", points=1, part=PART)
+def mlm_labels(sub, ref):
+    V = 100
+    ids, _ = padded_batch(601, 200, 50, V)
+    masked, labels = corrupt(sub, ids, 0.15, V, V, 0)
+    _invariants(ids, masked, labels, "mask_inputs(ids, 0.15, ...)")
+    if (labels != -100).sum() == 0:
+        raise Fail("mask_inputs(ids, 0.15, ...) selected no token at all (every label is -100)")
+    if not sub.helpers.tb_mask_inputs_leaves_input(ids, 0.15, V, V, 0):
+        raise Fail("mask_inputs modified the token_ids tensor it was given: corrupt a copy (token_ids.clone())")
+
+
+@check("MLM masking: padding is never selected", points=1, part=PART)
+def mlm_padding(sub, ref):
+    V = 60
+    for pad_id, seed in ((0, 611), (7, 612)):
+        ids, real = padded_batch(seed, 300, 40, V, pad_id=pad_id, min_len=5)
+        for rate in (0.15, 0.9):
+            masked, labels = corrupt(sub, ids, rate, V, V, pad_id, seed=seed)
+            what = f"mask_inputs(ids, {rate}, ..., pad_id={pad_id})"
+            if (labels[~real] != -100).any():
+                raise Fail(f"{what}: padding positions got a label: padding is never selected, its label is -100")
+            if (masked[~real] != pad_id).any():
+                raise Fail(f"{what}: padding positions were changed: padding is never selected")
+            _invariants(ids, masked, labels, what)
+
+
+def _big_sample(sub, mask_rate, only_mask=False, V=100):
+    """About 150,000 real tokens (lengths 100..200 of 200), pad_id 0, mask id V."""
+    ids, real = padded_batch(621, 1000, 200, V, min_len=100)
+    masked, labels = corrupt(sub, ids, mask_rate, V, V, 0, only_mask=only_mask, seed=3)
+    _invariants(ids, masked, labels, f"mask_inputs(ids, {mask_rate}, ...{', only_mask=True' if only_mask else ''})")
+    return ids, real, masked, labels
+
+
+@check("MLM masking: about mask_rate of the real tokens are selected", points=1, part=PART)
+def mlm_rate(sub, ref):
+    for rate in (0.15, 0.3):
+        ids, real, masked, labels = _big_sample(sub, rate)
+        n = real.sum().item()
+        frac = (labels != -100)[real].double().mean().item()
+        # n >= 100,000 real tokens: the selected fraction has sd sqrt(p(1-p)/n) <= 0.00145; the bound
+        # 0.01 is >= 6.9 sd (false failure < 1e-11 for each rate).
+        if abs(frac - rate) > 0.01:
+            raise Fail(f"mask_inputs(ids, {rate}, ...) selected {frac:.1%} of the {n:,} real tokens; expected about "
+                       f"{rate:.0%}: select each non-padding token with probability mask_rate")
+
+
+@check("MLM masking: 80% mask id, 10% random token, 10% unchanged", points=1, part=PART)
+def mlm_proportions(sub, ref):
+    V = 100
+    ids, real, masked, labels = _big_sample(sub, 0.15, V=V)
+    selected = labels != -100
+    n_sel = selected.sum().item()
+    to_mask = (masked == V)[selected].double().mean().item()
+    unchanged = (masked == ids)[selected].double().mean().item()
+    random_other = 1 - to_mask - unchanged
+    # n_sel is about 22,500: the sd of the three fractions is at most 0.0027 (mask id, p = 0.8) and
+    # 0.0020 (p = 0.1); the bounds 0.02 and 0.015 are >= 7.4 sd (false failure < 2e-13 each).
+    if (n_sel < 15000 or abs(to_mask - 0.8) > 0.02 or abs(unchanged - 0.101) > 0.015
+            or abs(random_other - 0.099) > 0.015):
+        raise Fail(f"of the {n_sel:,} selected tokens {to_mask:.1%} became the mask id, {random_other:.1%} a different "
+                   f"regular token and {unchanged:.1%} kept their id; expected about 80%, 9.9% and 10.1% (80% [MASK], "
+                   "10% a uniformly random regular token, which can equal the original, 10% unchanged)")
+    changed = (masked != ids)[real].double().mean().item()
+    # 150,000 real tokens, p = 0.1349: sd 0.00088; the bound 0.006 is 6.8 sd (false failure < 1e-11).
+    if abs(changed - 0.15 * (0.8 + 0.1 * (V - 1) / V)) > 0.006:
+        raise Fail(f"{changed:.2%} of the real tokens were changed; expected about 13.5%")
+
+
+@check("MLM masking: random replacements are regular tokens, never the mask id", points=0.5, part=PART)
+def mlm_random_tokens(sub, ref):
+    V = 4  # regular tokens 0..3, mask id 4: a replacement drawn from 0..V would hit the mask id 1 time in 5
+    ids, real = padded_batch(631, 2000, 250, V, min_len=250)
+    masked, labels = corrupt(sub, ids, 0.15, V, V, 0, seed=4)
+    if masked.min() < 0 or masked.max() > V:
+        raise Fail("corrupted ids must be regular tokens (0..vocab_size-1) or the mask id")
+    selected = labels != -100
+    frac = (masked == V)[selected].double().mean().item()
+    n_sel = selected.sum().item()
+    # n_sel is about 75,000: with replacements from 0..V-1 the mask-id fraction is 0.8 (sd 0.00146); from
+    # 0..V it is 0.82. The threshold 0.81 is 6.8 sd from both (false failure < 6e-12, missed bug < 1e-11).
+    if n_sel < 60000 or frac < 0.78 or frac > 0.835:
+        raise Fail(f"with vocab_size=4, {frac:.1%} of the selected tokens became the mask id instead of about 80%")
+    if frac > 0.81:
+        raise Fail(f"with vocab_size=4, {frac:.1%} of the selected tokens became the mask id instead of 80%, as if "
+                   "random replacements could be the mask id: draw them from the regular tokens 0..vocab_size-1, "
+                   "never the mask id")
+
+
+@check("MLM masking: only_mask=True masks every selected token", points=0.5, part=PART)
+def mlm_only_mask(sub, ref):
+    V = 100
+    ids, real, masked, labels = _big_sample(sub, 0.15, only_mask=True, V=V)
+    selected = labels != -100
+    if not (masked[selected] == V).all():
+        share = (masked[selected] == V).double().mean().item()
+        raise Fail(f"with only_mask=True every selected token must become the mask id; {share:.1%} did")
+    frac = selected[real].double().mean().item()
+    # as in the rate check: sd 0.00092 at p = 0.15, the bound 0.01 is 10 sd (false failure < 1e-20)
+    if abs(frac - 0.15) > 0.01:
+        raise Fail(f"with only_mask=True {frac:.1%} of the real tokens were selected; expected about 15%")
+
+
+def _toy_logits(params, ids):
+    return torch.tanh(params["emb"][ids]) @ params["weight"].T + params["bias"]
+
+
+def _as_float(loss, what):
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return float(loss)
+    if isinstance(loss, (int, float)) and not isinstance(loss, bool):
+        return float(loss)
+    raise Fail(f"{what} must return the loss as a Python float (loss.item()), got {type(loss).__name__}")
+
+
+@check("MLM step: loss on the selected positions, one optimizer step", points=1.5, part=PART)
+def mlm_step(sub, ref):
+    V, E, lr, pad_id = 12, 6, 0.5, 0
+    g = _gen(641)
+    params = {"emb": torch.randn(V + 1, E, generator=g), "weight": torch.randn(V, E, generator=g),
+              "bias": 0.1 * torch.randn(V, generator=g)}
+    ids, real = padded_batch(642, 16, 10, V, pad_id=pad_id, min_len=4)
+    try:
+        steps = sub.helpers.tb_mlm_steps(params["emb"], params["weight"], params["bias"], ids, lr,
+                                         [True, True, False], 0.3, V, V, pad_id)
+    except StudentError as exc:
+        raise Fail(exc.describe().replace("grader helpers.tb_mlm_steps", "mlm_train_step (on a small stand-in "
+                                                                       "model)")) from None
+    before = {k: v.double() for k, v in params.items()}
+    for i, step in enumerate(steps):
+        what = f"mlm_train_step (call {i + 1}, model in {'train' if i < 2 else 'eval'}() mode)"
+        loss = _as_float(step["loss"], what)
+        if len(step["mask_inputs"]) != 1:
+            raise Fail(f"{what}: corrupt the batch by calling mask_inputs once per step")
+        masked, labels = (t.long() for t in step["mask_inputs"][0][:2])
+        if len(step["calls"]) != 1:
+            raise Fail(f"{what}: the model must be called once per step (it was called {len(step['calls'])} times)")
+        call = step["calls"][0]
+        if call["training"] != (i < 2) or step["training_after"] != (i < 2):
+            raise Fail(f"{what}: the step changed the model's train/eval mode; leave it as the caller set it")
+        if not torch.equal(call["ids"], masked):
+            raise Fail(f"{what}: the model must get the corrupted ids returned by mask_inputs"
+                       + (", not the original batch" if torch.equal(call["ids"], ids) else ""))
+        pad = ids == pad_id
+        m = call["mask"]
+        if m is None or tuple(m.shape) != tuple(ids.shape) or not (
+                torch.equal(m != 0, pad) or torch.equal(m != 0, masked == pad_id)):
+            raise Fail(f"{what}: the model must get the padding mask token_ids == pad_id as its second argument")
+        p = {k: v.clone().requires_grad_(True) for k, v in before.items()}
+        logits = _toy_logits(p, masked)
+        expected = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100)
+        if not math.isfinite(loss) or abs(loss - expected.item()) > 1e-4 * max(1.0, abs(expected.item())):
+            everything = F.cross_entropy(logits.reshape(-1, V), ids.reshape(-1))
+            hint = (": it is averaged over every position; only the selected ones (label != -100) count"
+                    if abs(loss - everything.item()) < 1e-4 else "")
+            raise Fail(f"{what}: the returned loss is not the cross-entropy of the model's logits against the labels "
+                       f"over the selected positions{hint}")
+        expected.backward()
+        after = {k: v.double() for k, v in step["params"].items()}
+        if all(torch.allclose(after[k], before[k]) for k in before):
+            raise Fail(f"{what}: the parameters did not change: call loss.backward() and optimizer.step()")
+        # SGD(lr) on this batch's gradient moves the parameters by -lr * grad; gradient clipping would
+        # shorten that step (a factor c in (0, 1]) without turning it, so any such c is accepted
+        delta = torch.cat([(after[k] - before[k]).reshape(-1) for k in before])
+        step_dir = torch.cat([(-lr * p[k].grad).reshape(-1) for k in before])
+        c = (delta @ step_dir / (step_dir @ step_dir)).item()
+        if not (0 < c <= 1 + 1e-4) or (delta - c * step_dir).norm() > 1e-4 * step_dir.norm() + 1e-6:
+            raise Fail(f"{what}: the parameter update is not one optimizer step on this batch's gradient (gradients "
+                       "left from the previous step? call optimizer.zero_grad() before loss.backward())")
+        before = after
+
+
+@check("MLM step: first loss of a fresh SmallBERT is about ln(V)", points=0.5, part=PART)
+def mlm_first_loss(sub, ref):
+    V = 100
+    ids = torch.randint(1, V, (32, 32), generator=_gen(651))
+    try:
+        loss = sub.helpers.tb_first_mlm_loss(2, V, 32, 4, ids, 0)
+    except StudentError as exc:
+        raise Fail("a first mlm_train_step on SmallBERT(2, 100, 32, 4, 0.1, 0.1) with AdamW failed: "
+                   f"{exc.type}: {exc.message}") from None
+    loss = _as_float(loss, "mlm_train_step")
+    # A fresh model's predictions are close to uniform: the loss starts near ln(100) = 4.61 (a little
+    # above, as its logits are not exactly equal).
+    if not math.isfinite(loss) or not (math.log(V) - 0.5 < loss < math.log(V) + 1.0):
+        raise Fail(f"the first MLM loss of a fresh SmallBERT(2, 100, 32, 4, 0.1, 0.1) is {loss:.3f}; it should be "
+                   f"about ln(100) = {math.log(V):.2f} (a uniform guess over the vocabulary)")

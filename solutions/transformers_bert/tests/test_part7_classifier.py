@@ -1,0 +1,356 @@
+"""Hidden checks of part 7 (correctness only): BERTGRUSentiment(bert, hidden_dim, output_dim, n_layers,
+bidirectional, dropout), binary_accuracy(logits, labels), train_epoch and evaluate.
+
+The encoder is a tiny randomly initialised transformers BertModel built inside the worker by helper code
+(seeded, no download). The classifier's hidden-state selection is compared with the reference's with
+identical weights. The accuracy rubric for the trained checkpoint (GPU) is a separate stage.
+"""
+import torch
+import torch.nn.functional as F
+
+from autograder.testing import (
+    Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
+)
+
+PART = "7. Frozen BERT + BiGRU sentiment classifier"
+
+worker_helpers('''
+import torch
+import torch.nn as nn
+
+
+def tb_tiny_bert(hidden_size=32, n_layers=2, n_heads=2, vocab_size=100, seed=0):
+    """A small randomly initialised transformers BertModel (no download), seeded."""
+    import transformers
+    config = transformers.BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=n_layers,
+                                     num_attention_heads=n_heads, intermediate_size=2 * hidden_size,
+                                     max_position_embeddings=64)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return transformers.BertModel(config)
+
+
+def tb_classifier(hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size=32, seed=0):
+    """The notebook's BERTGRUSentiment around a tiny BERT; its own weights seeded too."""
+    bert = tb_tiny_bert(hidden_size=hidden_size)
+    torch.manual_seed(seed)
+    return submission.BERTGRUSentiment(bert, hidden_dim, output_dim, n_layers, bidirectional, dropout)
+
+
+def tb_state(module):
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def tb_gru_parts(clf, token_ids):
+    """What a classifier's GRU computes on the encoder's last hidden states (eval mode)."""
+    clf.eval()
+    with torch.no_grad():
+        hidden = clf.bert(token_ids)[0]
+        output, h_n = clf.rnn(hidden)
+    return {"output": output, "h_n": h_n, "out.weight": clf.out.weight.detach().clone(),
+            "out.bias": clf.out.bias.detach().clone()}
+
+
+def tb_classifier_gradients(clf, token_ids, labels):
+    """One backward of BCEWithLogitsLoss in train() mode: which parameters are trainable and got a gradient."""
+    clf.train()
+    clf.zero_grad(set_to_none=True)
+    logits = clf(token_ids)
+    loss = nn.functional.binary_cross_entropy_with_logits(logits.reshape(-1), labels)
+    loss.backward()
+    bert = dict(clf.bert.named_parameters())
+    rest = {n: p for n, p in clf.named_parameters() if not n.startswith("bert.")}
+    got = lambda p: p.grad is not None and bool(p.grad.abs().sum() > 0)  # noqa: E731
+    return {"bert_trainable": sorted(n for n, p in bert.items() if p.requires_grad),
+            "bert_with_grad": sorted(n for n, p in bert.items() if got(p)),
+            "others_with_grad": sorted(n for n, p in rest.items() if got(p))}
+
+
+class TbZeroFeatures(nn.Module):
+    """Stands in for the classifier's dropout: outputs zeros."""
+    def forward(self, x, *args, **kwargs):
+        return torch.zeros_like(x)
+
+
+def tb_zero_dropout(clf):
+    """Replace the classifier's dropout by a module that outputs zeros."""
+    clf.dropout = TbZeroFeatures()
+    return clf
+
+
+class TbBagModel(nn.Module):
+    """A small classifier for the loops: logit = mean(emb[ids]) . w + b; records what each forward saw."""
+    def __init__(self, emb, w, b):
+        super().__init__()
+        self.emb = nn.Parameter(emb.clone())
+        self.w = nn.Parameter(w.clone())
+        self.b = nn.Parameter(b.clone())
+        self.calls = []
+
+    def forward(self, token_ids):
+        out = (self.emb[token_ids].mean(1) @ self.w + self.b).unsqueeze(1)  # (B, 1)
+        self.calls.append({"training": self.training, "grad": torch.is_grad_enabled(), "n": token_ids.shape[0],
+                           "logits": out.detach().clone().reshape(-1)})
+        return out
+
+
+class TbCountingSGD(torch.optim.SGD):
+    def __init__(self, params, lr):
+        super().__init__(params, lr=lr)
+        self.steps = 0
+
+    def step(self, closure=None):
+        self.steps += 1
+        return super().step(closure)
+
+
+def tb_run_loops(emb, w, b, token_ids, labels, batch_size, which):
+    """Run the student's evaluate or train_epoch once on a TbBagModel; report what happened."""
+    model = TbBagModel(emb, w, b)
+    data = torch.utils.data.TensorDataset(token_ids, labels)
+    loader = torch.utils.data.DataLoader(data, batch_size=batch_size, shuffle=False)
+    optimizer = TbCountingSGD(model.parameters(), lr=0.1)
+    criterion = nn.BCEWithLogitsLoss()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model.train(which == "evaluate")  # the loop must set the mode itself
+    if which == "evaluate":
+        result = submission.evaluate(model, loader, criterion, "cpu")
+    else:
+        result = submission.train_epoch(model, loader, optimizer, criterion, "cpu")
+    changed = any(not torch.equal(before[n], p.detach()) for n, p in model.named_parameters())
+    if isinstance(result, (tuple, list)):
+        result = [float(x) if isinstance(x, torch.Tensor) and x.numel() == 1 else x for x in result]
+    return {"result": result, "calls": model.calls, "steps": optimizer.steps, "changed": changed}
+''')
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _ids(seed, B, T, V=100):
+    return torch.randint(1, V, (B, T), generator=_gen(seed))  # no id 0: nothing looks like padding
+
+
+def _close(a, b, atol=1e-5):
+    return (isinstance(a, torch.Tensor) and a.shape == b.shape and bool(torch.isfinite(a).all())
+            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
+
+
+def _classifier(side, hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size=32):
+    return keep(side.helpers.tb_classifier, hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size)
+
+
+def _student_classifier(sub, *args, **kwargs):
+    try:
+        return _classifier(sub, *args, **kwargs)
+    except StudentError as exc:
+        if exc.stub:
+            raise Fail("your BERTGRUSentiment is not implemented yet (it raised NotImplementedError)") from None
+        raise Fail(f"BERTGRUSentiment(tiny BERT, {', '.join(map(str, args))}) raised {exc.type}: {exc.message}"
+                   + ("\n    " + "\n    ".join(exc.trace) if exc.trace else "")) from None
+
+
+def _logits(clf, ids, output_dim, what):
+    out = clf(ids)
+    if not isinstance(out, torch.Tensor):
+        raise Fail(f"{what}.forward must return a logits tensor, got {type(out).__name__}")
+    expect_shape(out, (ids.shape[0], output_dim), f"{what} logits for token ids of shape {tuple(ids.shape)}")
+    return out.double()
+
+
+@check("classifier: logits of shape (B, output_dim) for any GRU configuration", points=1, part=PART)
+def classifier_shapes(sub, ref):
+    ids = _ids(701, 3, 9)
+    for hidden_dim, output_dim, n_layers, bidirectional, hidden_size in (
+            (16, 1, 2, True, 32), (8, 3, 1, False, 32), (12, 2, 1, True, 24), (10, 1, 3, False, 24)):
+        what = f"BERTGRUSentiment(bert, {hidden_dim}, {output_dim}, {n_layers}, {bidirectional}, 0.25)"
+        clf = _student_classifier(sub, hidden_dim, output_dim, n_layers, bidirectional, 0.25, hidden_size)
+        if remote_attr(clf, "rnn.input_size") != hidden_size:
+            raise Fail(f"with an encoder of hidden size {hidden_size}, rnn must be nn.GRU(bert.config.hidden_size, "
+                       "hidden_dim, ...): read the size from the encoder's config")
+        clf.eval()
+        _logits(clf, ids, output_dim, what)
+
+
+@check("classifier: the encoder is frozen and gets no gradient", points=1.5, part=PART)
+def classifier_frozen(sub, ref):
+    clf = _student_classifier(sub, 16, 1, 2, True, 0.25)
+    ids = _ids(711, 4, 10)
+    labels = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    try:
+        report = sub.helpers.tb_classifier_gradients(clf, ids, labels)
+    except StudentError as exc:
+        raise Fail(f"a forward and backward pass of your BERTGRUSentiment in train() mode failed: {exc.type}: "
+                   f"{exc.message}") from None
+    if report["bert_trainable"]:
+        raise Fail(f"{len(report['bert_trainable'])} parameters of the encoder still have requires_grad=True: "
+                   "the constructor must freeze the encoder (requires_grad = False on all of bert's parameters)")
+    if report["bert_with_grad"]:
+        raise Fail("a gradient reached the encoder's parameters: it must be frozen and run under torch.no_grad()")
+    with_grad = report["others_with_grad"]
+    for prefix, name in (("rnn.", "the GRU (rnn)"), ("out.", "the output layer (out)")):
+        if not any(n.startswith(prefix) for n in with_grad):
+            raise Fail(f"no gradient reaches {name}: only the encoder is frozen and runs under torch.no_grad(); "
+                       "the GRU and the output layer are trained")
+
+
+def _selection_candidates(parts, bidirectional):
+    """Logits of plausible hidden-state selections, computed from the reference's GRU results."""
+    output, h_n = parts["output"].double(), parts["h_n"].double()
+    w, b = parts["out.weight"].double(), parts["out.bias"].double()
+    out = lambda features: features @ w.T + b  # noqa: E731
+    candidates = []
+    if bidirectional:
+        candidates += [
+            (out(output[:, -1]), "output[:, -1] is used: at the last position the backward direction has read only "
+                                 "one token. Use the GRU's final hidden states, h_n[-2] (forward) and h_n[-1] "
+                                 "(backward)"),
+            (out(torch.cat((h_n[0], h_n[1]), dim=-1)), "the first GRU layer's final states are used; take the top "
+                                                       "layer's: h_n[-2] (forward) and h_n[-1] (backward)"),
+            (out(torch.cat((h_n[-1], h_n[-1]), dim=-1)),
+             "the backward state h_n[-1] is used twice; concatenate the top layer's forward state h_n[-2] and "
+             "backward state h_n[-1]"),
+        ]
+    else:
+        candidates.append((out(h_n[0]), "the first GRU layer's final state is used; take the top layer's, h_n[-1]"))
+    return candidates
+
+
+@check("classifier: final forward and backward states of the top GRU layer", points=2, part=PART)
+def classifier_states(sub, ref):
+    for seed, (hidden_dim, output_dim, n_layers, bidirectional) in enumerate(
+            ((16, 1, 2, True), (8, 2, 1, True), (12, 1, 2, False))):
+        ids = _ids(721 + seed, 5, 11)
+        what = f"BERTGRUSentiment(bert, {hidden_dim}, {output_dim}, {n_layers}, {bidirectional}, 0.25)"
+        reference = _classifier(ref, hidden_dim, output_dim, n_layers, bidirectional, 0.25)
+        state = ref.helpers.tb_state(reference)
+        reference.eval()
+        expected = reference(ids).double()
+        parts = ref.helpers.tb_gru_parts(reference, ids)
+        clf = _student_classifier(sub, hidden_dim, output_dim, n_layers, bidirectional, 0.25)
+        width = remote_attr(clf, "out.in_features") if remote_isinstance(clf.out, "torch.nn.Linear") else None
+        if width != hidden_dim * (2 if bidirectional else 1):
+            raise Fail(f"{what}: out must be nn.Linear({'2 * ' if bidirectional else ''}hidden_dim, output_dim)"
+                       + (": it reads the last forward and the last backward state, concatenated" if bidirectional
+                          else ""))
+        problems = sub.helpers.tb_load_state(clf, state)
+        if problems:
+            raise Fail(f"the grader could not load weights into your {what} by the documented attribute names "
+                       "(bert, rnn, out): " + "; ".join(problems[:4]))
+        clf.eval()
+        got = _logits(clf, ids, output_dim, what)
+        if _close(got, expected):
+            continue
+        if bidirectional:  # [backward; forward] is as good as [forward; backward]: try the swapped output layer
+            swapped = dict(state)
+            w = state["out.weight"]
+            swapped["out.weight"] = torch.cat((w[:, hidden_dim:], w[:, :hidden_dim]), 1)
+            sub.helpers.tb_load_state(clf, swapped)
+            if _close(_logits(clf, ids, output_dim, what), expected):
+                continue
+        if _close(got, torch.sigmoid(expected)):
+            raise Fail(f"{what}: forward returns probabilities (a sigmoid is applied); return the logits: "
+                       "BCEWithLogitsLoss applies the sigmoid itself")
+        for value, message in _selection_candidates(parts, bidirectional):
+            if _close(got, value):
+                raise Fail(f"{what}: {message}")
+        raise Fail(f"{what} in eval() with identical weights: the logits differ from out(dropout(final hidden "
+                   "state)), the final state being [h_n[-2]; h_n[-1]] for a bidirectional GRU and h_n[-1] otherwise")
+
+
+@check("classifier: dropout on the final state, GRU dropout between layers", points=0.5, part=PART)
+def classifier_dropout(sub, ref):
+    clf = _student_classifier(sub, 16, 1, 2, True, 0.3)
+    if not remote_isinstance(clf.dropout, "torch.nn.Dropout") or abs(remote_attr(clf, "dropout.p") - 0.3) > 1e-9:
+        raise Fail("dropout must be nn.Dropout(dropout)")
+    if abs(remote_attr(clf, "rnn.dropout") - 0.3) > 1e-9 or not remote_attr(clf, "rnn.batch_first"):
+        raise Fail("with n_layers=2 the GRU must be nn.GRU(..., batch_first=True, dropout=dropout): dropout between "
+                   "its layers, batches first")
+    sub.helpers.tb_zero_dropout(clf)  # the grader's stand-in dropout outputs zeros
+    clf.eval()
+    got = _logits(clf, _ids(731, 3, 7), 1, "BERTGRUSentiment")
+    if not _close(got, remote_attr(clf, "out.bias").double().expand_as(got)):
+        raise Fail("the output layer must read self.dropout(final hidden state): out(self.dropout(hidden))")
+
+
+@check("binary_accuracy: positive iff the logit is > 0", points=1, part=PART)
+def accuracy(sub, ref):
+    logits = torch.tensor([0.1, 0.3, 0.45, -0.2, 2.0, -3.0, 0.05, -0.4])
+    labels = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    g = _gen(741)
+    cases = [(logits, labels), (3 * torch.randn(1000, generator=g), torch.randint(0, 2, (1000,), generator=g).float())]
+    for z, y in cases:
+        got = sub.binary_accuracy(z, y)
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = float(got)
+        if not isinstance(got, (int, float)) or isinstance(got, bool):
+            raise Fail(f"binary_accuracy must return one number (a 0-d tensor or a float), got {type(got).__name__}")
+        if abs(got - ((z > 0).float() == y).float().mean().item()) < 1e-6:
+            continue
+        if abs(got - ((z > 0.5).float() == y).float().mean().item()) < 1e-6:
+            raise Fail("binary_accuracy thresholds the raw logits at 0.5: a logit is not a probability; predict "
+                       "positive when sigmoid(logit) > 0.5, i.e. logit > 0")
+        if abs(got - ((torch.sigmoid(torch.sigmoid(z)) > 0.5).float() == y).float().mean().item()) < 1e-6:
+            raise Fail("binary_accuracy applies the sigmoid twice (every prediction is positive)")
+        if abs(got - (z.round() == y).float().mean().item()) < 1e-6:
+            raise Fail("binary_accuracy rounds the raw logits; round sigmoid(logit), or predict positive iff logit > 0")
+        raise Fail("binary_accuracy is not the fraction of examples with (logit > 0) == label")
+
+
+def _expected_means(sub, calls, labels, weighted=True):
+    """The loop's expected results from the logits the model produced; the accuracy by the student's own
+    binary_accuracy (graded by its own check)."""
+    losses, accs, sizes = [], [], []
+    start = 0
+    for call in calls:
+        n = call["n"]
+        z, y = call["logits"].double(), labels[start:start + n].double()
+        losses.append(F.binary_cross_entropy_with_logits(z, y).item())
+        try:
+            accs.append(float(sub.binary_accuracy(call["logits"], labels[start:start + n])))
+        except (StudentError, TypeError, ValueError):
+            accs.append(((z > 0).double() == y).double().mean().item())
+        sizes.append(n)
+        start += n
+    if weighted:
+        total = sum(sizes)
+        return sum(l * n for l, n in zip(losses, sizes)) / total, sum(a * n for a, n in zip(accs, sizes)) / total
+    return sum(losses) / len(losses), sum(accs) / len(accs)
+
+
+@check("train_epoch and evaluate: modes, one step per batch, mean loss and accuracy", points=1, part=PART)
+def loops(sub, ref):
+    g = _gen(751)
+    V, E, N, batch = 30, 5, 10, 4  # batches of 4, 4 and 2 examples
+    emb, w, b = torch.randn(V, E, generator=g), torch.randn(E, generator=g), torch.zeros(1)
+    ids, labels = torch.randint(0, V, (N, 6), generator=g), torch.randint(0, 2, (N,), generator=g).float()
+    for which in ("evaluate", "train_epoch"):
+        try:
+            run = sub.helpers.tb_run_loops(emb, w, b, ids, labels, batch, which)
+        except StudentError as exc:
+            raise Fail(f"your {which} raised {exc.type}: {exc.message} (on a DataLoader of (token_ids, labels) "
+                       "batches)" + ("\n    " + "\n    ".join(exc.trace) if exc.trace else "")) from None
+        calls = run["calls"]
+        result = run["result"]
+        if not isinstance(result, (tuple, list)) or len(result) != 2 or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in result):
+            raise Fail(f"{which} must return (mean loss, mean accuracy) as two numbers")
+        if len(calls) != 3:
+            raise Fail(f"{which} must run the model once per batch ({len(calls)} calls for 3 batches)")
+        if which == "evaluate":
+            if any(c["training"] for c in calls):
+                raise Fail("evaluate must put the model in eval() mode")
+            if any(c["grad"] for c in calls):
+                raise Fail("evaluate must run the model under torch.no_grad()")
+            if run["changed"] or run["steps"]:
+                raise Fail("evaluate must not change the model's parameters")
+        else:
+            if not all(c["training"] for c in calls):
+                raise Fail("train_epoch must put the model in train() mode")
+            if run["steps"] != 3 or not run["changed"]:
+                raise Fail(f"train_epoch must take one optimizer step per batch ({run['steps']} steps for 3 batches)")
+        # the notebook asks for means over the examples; a mean of batch means is accepted too
+        if not any(abs(result[0] - loss) < 1e-5 and abs(result[1] - acc) < 1e-5
+                   for loss, acc in (_expected_means(sub, calls, labels), _expected_means(sub, calls, labels, False))):
+            raise Fail(f"{which} must return the mean loss and the mean accuracy (binary_accuracy) over the examples")

@@ -1,0 +1,142 @@
+"""The Transformers & BERT assignment's hidden checks against correct and wrong submissions.
+
+The assignment is built from a copy of solutions/transformers_bert. The answer key, the correct
+variants (tests/transformers_bert/variants.py) and the wrong submissions (tests/transformers_bert/bugs.py)
+become notebooks and are graded in one batch: the key and every variant get every point, each bug loses
+points on the checks it names, with a message that names the mistake. `verify` runs on the same copy.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder.build import build
+from autograder.grade import GradeOptions, grade
+from autograder.release import load_release
+from autograder.verify import verify
+from tests.transformers_bert.bugs import BUGS
+from tests.transformers_bert.notebooks import make_notebook
+from tests.transformers_bert.variants import VARIANTS
+
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.slow
+
+SOURCE = Path(__file__).resolve().parent.parent / "solutions" / "transformers_bert"
+HIDDEN_POINTS_PER_PART = 7  # 8 per part, 1 of them in the notebook's public test cell
+PARTS = {"1": "part1_public", "2": "part2_public", "3": "part3_public", "5": "part5_public", "6": "part6_public",
+         "7": "part7_public"}
+JOBS = 2
+
+
+def _part_of(check) -> str:
+    """'1'..'7' from a hidden check's part ("1. Scaled dot-product attention") or a public cell's name."""
+    match = re.match(r"(\d+)\.", check.part or "") or re.match(r"part(\d+)_", check.name)
+    return match.group(1) if match else ""
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    copy = root / "solutions" / "transformers_bert"
+    shutil.copytree(SOURCE, copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def release(source):
+    return load_release(build(source).release)
+
+
+@pytest.fixture(scope="module")
+def graded(release, tmp_path_factory):
+    """Answer key, variants and bugs graded in one batch: {id: SubmissionResult}, and the batch's wall time."""
+    folder = tmp_path_factory.mktemp("submissions")
+    key = release.dir / "answer_key.ipynb"
+    subs = {"answer_key": key}
+    for v in VARIANTS:
+        subs[f"variant-{v.name}"] = make_notebook(folder / f"variant-{v.name}.ipynb", key, v.replace, v.definitions)
+    for b in BUGS:
+        subs[f"bug-{b.name}"] = make_notebook(folder / f"bug-{b.name}.ipynb", key, b.replace)
+    start = time.monotonic()
+    results = grade(release, list(subs.values()),
+                    GradeOptions(tmp_path_factory.mktemp("out"), quiet=True, jobs=JOBS, summary=False, ids=list(subs),
+                                 extra_private=(folder,)))
+    return dict(zip(subs, results)), time.monotonic() - start
+
+
+def _lost(result) -> dict[str, str]:
+    return {c.name: c.message for c in result.checks if c.status != "pending" and c.score < c.max_score}
+
+
+def test_every_part_has_seven_hidden_points_and_one_public_point(release):
+    by_part: dict[str, float] = {}
+    for c in release.checks:
+        if c.gpu or c.name in release.config.gpu_checks:
+            continue  # the accuracy rubric (part 7) is its own stage
+        part = _part_of(c)
+        assert part in PARTS, f"check {c.name!r} belongs to no autograded part"
+        if not c.public:
+            by_part[part] = by_part.get(part, 0) + c.points
+    assert by_part == {p: HIDDEN_POINTS_PER_PART for p in PARTS}
+    public = {c.name: c.points for c in release.checks if c.public}
+    assert public == {name: 1 for name in PARTS.values()}
+    hidden = [c for c in release.checks if not c.public and not c.gpu]
+    assert len(hidden) >= 30 and all(c.points <= 3 for c in hidden), "points are split over several named checks"
+
+
+def test_answer_key_gets_every_point(graded):
+    results, _ = graded
+    result = results["answer_key"]
+    assert not result.error
+    assert _lost(result) == {}
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
+def test_correct_variant_gets_every_point(graded, variant):
+    result = graded[0][f"variant-{variant.name}"]
+    assert not result.error
+    assert _lost(result) == {}, f"{variant.name} ({variant.why}) lost points"
+
+
+@pytest.mark.parametrize("bug", BUGS, ids=[b.name for b in BUGS])
+def test_bug_loses_points_on_its_checks_with_a_message_naming_it(graded, release, bug):
+    result = graded[0][f"bug-{bug.name}"]
+    assert not result.error
+    lost = _lost(result)
+    names = {c.name for c in release.checks}
+    for check, substring in bug.expect.items():
+        assert check in names, f"{bug.name}: no check named {check!r}"
+        assert check in lost, f"{bug.name} ({bug.why}) does not lose points on {check!r}"
+        assert substring in lost[check], f"{bug.name}: the message of {check!r} is {lost[check]!r}"
+
+
+def test_messages_show_no_tensors(graded):
+    """Feedback names the mistake; it never prints tensors (hidden inputs or expected values)."""
+    for sub_id, result in graded[0].items():
+        for c in result.checks:
+            assert "tensor(" not in c.message, f"{sub_id}: {c.name}: {c.message[:200]}"
+
+
+def test_grading_one_submission_takes_well_under_a_minute(graded):
+    results, wall = graded
+    times = [r.execution_time for r in results.values()]
+    median = statistics.median(times)
+    print(f"\n{len(times)} submissions in {wall:.0f} s with {JOBS} jobs; per submission: median {median:.1f} s, "
+          f"max {max(times):.1f} s")
+    assert median < 60
+
+
+def test_verify_passes(source):
+    """Reference: every point gradable here; untouched student notebook: 0; nothing leaks."""
+    report = verify(source)
+    assert report.ok, report.problems
+    summary = next(line for line in report.lines if line.startswith("reference:"))
+    match = re.search(r"reference: ([\d.]+)/([\d.]+) \((\d+) pending\); untouched student notebook: ([\d.]+)/", summary)
+    assert match, summary
+    assert float(match.group(4)) == 0, summary

@@ -1,0 +1,268 @@
+"""Wrong submissions of the Transformers & BERT assignment: each is the answer key with text replaced.
+
+`tests/test_transformers_bert.py` builds every bug into a notebook, grades them all in one batch and
+asserts that each loses points on the checks listed in `expect`, with a message containing the given
+substring. The replacements are plain text; each `old` must occur in the answer key (the build of
+solutions/transformers_bert), so a change of the notebook that makes a bug stale fails loudly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# check names, as the hidden test files and the notebook's test cells define them
+P1_WEIGHTS = "attention: weights are softmax(q k^T / sqrt(D)) over the keys"
+P1_VALUES = "attention: values are the weights applied to v"
+P1_MASK = "attention: padded keys get zero weight"
+P1_BOOL = "attention: a bool mask (True = padding) works like a 0/1 mask"
+P1_DROPOUT = "attention: dropout on the weights at rate p, exact at rate 0"
+P2_OUTPUT = "MHA: output matches the reference with the same weights"
+P2_MASK = "MHA: the padding mask hides padded positions"
+P2_DROPOUT = "MHA: attention dropout in train() only"
+P2_GRADS = "MHA: gradients reach qkv_proj and o_proj"
+P3_OUTPUT = "block: output matches the reference with the same weights"
+P3_RESIDUAL = "block: residuals add the block input"
+P3_POSTNORM = "block: LayerNorm after each residual (post-norm)"
+P3_FFN = "block: feed-forward is Linear -> GELU -> Linear -> Dropout"
+P3_DROPOUT = "block: dropout on the attention branch in train() only"
+P5_SHAPES = "SmallBERT: embedding has V + 1 rows, head predicts V tokens"
+P5_BLOCKS = "SmallBERT: blocks is an nn.Sequential of n_layers TransformerBlocks"
+P5_LOGITS = "SmallBERT: logits match the reference with the same weights"
+P5_POSITIONAL = "SmallBERT: positional encoding added to the token embeddings"
+P5_CHAIN = "SmallBERT: blocks chained in order, each gets the mask"
+P5_MODES = "SmallBERT: deterministic in eval(), dropout in train(), mask optional"
+P6_LABELS = "MLM masking: labels are the original ids at the selected positions, -100 elsewhere"
+P6_PADDING = "MLM masking: padding is never selected"
+P6_RATE = "MLM masking: about mask_rate of the real tokens are selected"
+P6_PROPORTIONS = "MLM masking: 80% mask id, 10% random token, 10% unchanged"
+P6_RANDOM = "MLM masking: random replacements are regular tokens, never the mask id"
+P6_ONLY_MASK = "MLM masking: only_mask=True masks every selected token"
+P6_STEP = "MLM step: loss on the selected positions, one optimizer step"
+P6_FIRST_LOSS = "MLM step: first loss of a fresh SmallBERT is about ln(V)"
+P7_SHAPES = "classifier: logits of shape (B, output_dim) for any GRU configuration"
+P7_FROZEN = "classifier: the encoder is frozen and gets no gradient"
+P7_STATES = "classifier: final forward and backward states of the top GRU layer"
+P7_DROPOUT = "classifier: dropout on the final state, GRU dropout between layers"
+P7_ACCURACY = "binary_accuracy: positive iff the logit is > 0"
+P7_LOOPS = "train_epoch and evaluate: modes, one step per batch, mean loss and accuracy"
+
+
+@dataclass
+class Bug:
+    name: str
+    replace: dict[str, str]  # old text -> new text, applied to every cell of the answer key
+    expect: dict[str, str]  # check name -> substring of the message it must fail with
+    why: str = ""  # what a student did
+    others: set[str] = field(default_factory=set)  # further checks it may cost (for the record; not asserted)
+
+
+MHA_INLINE_SQRT_E = '''        logits = q @ k.transpose(-2, -1) / math.sqrt(E)  # scaled by the model width
+        if mask is not None:
+            logits = logits.masked_fill(mask[:, None, None, :].bool(), -1e9)
+        attention = torch.softmax(logits, dim=-1)
+        if drop > 0:
+            attention = F.dropout(attention, p=drop)
+        values = attention @ v  # (B, H, T, D)
+'''
+
+BUGS: list[Bug] = [
+    # -- part 1 ---------------------------------------------------------------------------------
+    Bug("no_scaling",
+        {"logits = q @ k.transpose(-2, -1) / math.sqrt(d)": "logits = q @ k.transpose(-2, -1)"},
+        {P1_WEIGHTS: "not scaled"}, "forgot the 1/sqrt(D) factor"),
+    Bug("softmax_over_queries",
+        {"attention = torch.softmax(logits, dim=-1)": "attention = torch.softmax(logits, dim=-2)"},
+        {P1_WEIGHTS: "wrong axis"}, "softmax over the query axis"),
+    Bug("mask_inverted",
+        {"logits.masked_fill(mask[:, None, None, :].bool(), -1e9)":
+         "logits.masked_fill(mask[:, None, None, :] == 0, -1e9)"},
+        {P1_MASK: "inverted"}, "masks the real tokens"),
+    Bug("mask_ignored",
+        {"logits = logits.masked_fill(mask[:, None, None, :].bool(), -1e9)": "logits = logits"},
+        {P1_MASK: "ignore the mask"}, "never applies the mask"),
+    Bug("float_only_mask",
+        {"logits = logits.masked_fill(mask[:, None, None, :].bool(), -1e9)":
+         "m = mask[:, None, None, :]\n        logits = logits * (1 - m) - 1e9 * m"},
+        {P1_BOOL: "with a bool mask"}, "arithmetic on the mask that a bool tensor does not support"),
+    Bug("dropout_ignores_rate",
+        {"attention = F.dropout(attention, p=attn_drop_rate)": "attention = attention"},
+        {P1_DROPOUT: "should be dropped"}, "attn_drop_rate accepted but never used"),
+    # -- part 2 ---------------------------------------------------------------------------------
+    Bug("mha_scaled_by_sqrt_E",
+        {"        values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)\n":
+         MHA_INLINE_SQRT_E},
+        {P2_OUTPUT: "sqrt(E)"}, "inline attention scaled by the model width"),
+    Bug("heads_view_without_transpose",
+        {"q = q.view(B, T, H, D).transpose(1, 2)": "q = q.reshape(B, H, T, D)",
+         "k = k.view(B, T, H, D).transpose(1, 2)": "k = k.reshape(B, H, T, D)",
+         "v = v.view(B, T, H, D).transpose(1, 2)": "v = v.reshape(B, H, T, D)"},
+        {P2_OUTPUT: "split with a view"}, "reshapes (B, T, E) straight to (B, H, T, D)"),
+    Bug("heads_merged_without_transpose",
+        {"values = values.transpose(1, 2).reshape(B, T, E)": "values = values.reshape(B, T, E)"},
+        {P2_OUTPUT: "merged with a view"}, "reshapes (B, H, T, D) straight to (B, T, E)"),
+    Bug("missing_o_proj",
+        {"return self.o_proj(values)  # (B, T, E)": "return values  # (B, T, E)"},
+        {P2_OUTPUT: "without o_proj"}, "forgot the output projection"),
+    Bug("attention_dropout_in_eval",
+        {"drop = self.attn_drop_rate if self.training else 0.0": "drop = self.attn_drop_rate"},
+        {P2_DROPOUT: "in eval() two calls"}, "attention dropout stays on in eval()"),
+    Bug("mha_mask_not_passed",
+        {"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)":
+         "values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop)"},
+        {P2_MASK: "mask does not reach"}, "MHA drops the mask"),
+    Bug("mha_detached",
+        {"qkv = self.qkv_proj(embedding)  # (B, T, 3E)": "qkv = self.qkv_proj(embedding).detach()  # (B, T, 3E)"},
+        {P2_GRADS: "no gradient reaches qkv_proj"}, "detaches the projection"),
+ # -- part 3 ---------------------------------------------------------------------------------
+    Bug("residual_adds_embed_dim",
+        {"self.norm1 = nn.LayerNorm(embed_dim)":
+         "self.embed_dim = embed_dim\n        self.norm1 = nn.LayerNorm(embed_dim)",
+         "x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
+         "x = self.norm1(self.embed_dim + self.dropout(self.attn(embedding, mask)))"},
+        {P3_OUTPUT: "residual adds a constant, not the block input", P3_RESIDUAL: "residual adds a constant"},
+        "adds the integer embed_dim where the block input belongs"),
+    Bug("pre_norm",
+        {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
+         "x = embedding + self.dropout(self.attn(self.norm1(embedding), mask))",
+         "x = self.norm2(x + self.ffn(x))": "x = x + self.ffn(self.norm2(x))"},
+        {P3_OUTPUT: "pre-norm", P3_POSTNORM: "pre-norm"}, "normalises before each sub-layer"),
+    Bug("relu_instead_of_gelu",
+        {"            nn.GELU(),\n": "            nn.ReLU(),\n"},
+        {P3_OUTPUT: "ReLU", P3_FFN: "ReLU"}, "ReLU in the feed-forward network"),
+    Bug("no_ffn_dropout",
+        {"            nn.Dropout(layer_drop_rate),\n        )": "        )"},
+        {P3_FFN: "must end with nn.Dropout"}, "feed-forward network without its dropout"),
+    Bug("no_attention_branch_dropout",
+        {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
+         "x = self.norm1(embedding + self.attn(embedding, mask))"},
+        {P3_DROPOUT: "should be dropped"}, "self.dropout defined but never applied"),
+    Bug("ffn_residual_adds_block_input",
+        {"x = self.norm2(x + self.ffn(x))": "x = self.norm2(embedding + self.ffn(x))"},
+        {P3_RESIDUAL: "feed-forward residual adds the block input"}, "second residual adds the block input"),
+    Bug("block_mask_not_passed",
+        {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
+         "x = self.norm1(embedding + self.dropout(self.attn(embedding)))"},
+        {P3_OUTPUT: "mask is not passed to self.attn"}, "the block forgets the mask"),
+ # -- part 5 ---------------------------------------------------------------------------------
+    Bug("embedding_without_mask_row",
+        {"self.embedding = nn.Embedding(vocab_size + 1, embed_dim)":
+         "self.embedding = nn.Embedding(vocab_size, embed_dim)"},
+        {P5_SHAPES: "vocab_size + 1", P5_LOGITS: "embedding.weight has shape"}, "no row for [MASK]"),
+    Bug("positional_encoding_not_added",
+        {"x = self.pos_encoding(self.embedding(token_ids))": "x = self.embedding(token_ids)"},
+        {P5_POSITIONAL: "positional encoding is not added", P5_LOGITS: "positional encoding is not added"},
+        "forgets the positional encoding"),
+    Bug("only_first_block",
+        {"x, _ = self.blocks((x, mask))": "x, _ = self.blocks[0]((x, mask))"},
+        {P5_CHAIN: "only the first block", P5_LOGITS: "only the first block"}, "uses blocks[0] only"),
+    Bug("blocks_not_chained",
+        {"x, _ = self.blocks((x, mask))":
+         "embedded = x\n        for block in self.blocks:\n            x, _ = block((embedded, mask))"},
+        {P5_CHAIN: "instead of the previous block's output"}, "feeds every block the embeddings"),
+    Bug("blocks_in_a_list",
+        {"self.blocks = nn.Sequential(\n            *[TransformerBlock(":
+         "self.blocks = (\n            [TransformerBlock(",
+         "x, _ = self.blocks((x, mask))": "for block in self.blocks:\n            x, mask = block((x, mask))"},
+        {P5_BLOCKS: "nn.Sequential", P5_MODES: "in eval() two calls"},
+        "a Python list: the blocks are not registered, so eval() does not reach them"),
+    Bug("bert_mask_not_passed",
+        {"x, _ = self.blocks((x, mask))": "x, _ = self.blocks((x, None))"},
+        {P5_CHAIN: "did not get the padding mask", P5_LOGITS: "mask does not reach the blocks"}, "drops the mask"),
+ # -- part 6 ---------------------------------------------------------------------------------
+    Bug("labels_on_padding",
+        {"    selected &= token_ids != pad_id  # padding is never selected\n"
+         "    labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))  # (B, T)\n":
+         "    labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))  # (B, T)\n"
+         "    selected &= token_ids != pad_id  # padding is never selected\n"},
+        {P6_PADDING: "padding positions got a label"}, "labels computed before padding is excluded"),
+    Bug("labels_on_unselected_positions",
+        {"labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))":
+         "labels = torch.where(selected, torch.full_like(token_ids, -100), token_ids)"},
+        {P6_LABELS: "a corrupted position has label -100"}, "labels where nothing was selected"),
+    Bug("padding_selected",
+        {"    selected &= token_ids != pad_id  # padding is never selected\n": ""},
+        {P6_PADDING: "padding positions got a label"}, "padding can be selected and corrupted"),
+    Bug("mask_rate_ignored",
+        {"selected = torch.rand(shape, generator=generator).to(device) < mask_rate":
+         "selected = torch.rand(shape, generator=generator).to(device) < 0.15"},
+        {P6_RATE: "expected about 30%"}, "hard-codes 15%"),
+    Bug("random_replacement_can_be_mask_id",
+        {"random_ids = torch.randint(0, vocab_size, shape": "random_ids = torch.randint(0, vocab_size + 1, shape"},
+        {P6_RANDOM: "never the mask id"}, "draws replacements from 0..V, the mask id included"),
+    Bug("proportions_90_10_0",
+        {"to_mask = selected & (action < 0.8)": "to_mask = selected & (action < 0.9)",
+         "to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.9)"},
+        {P6_PROPORTIONS: "expected about 80%"}, "90% [MASK], 10% random, none unchanged"),
+    Bug("proportions_swapped_random_unchanged",
+        {"to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.8)"},
+        {P6_PROPORTIONS: "expected about 80%"}, "20% random, none unchanged"),
+    Bug("only_mask_ignored",
+        {"    if only_mask:\n        masked_ids[selected] = mask_id\n        return masked_ids, labels\n": ""},
+        {P6_ONLY_MASK: "with only_mask=True every selected token must become the mask id"}, "only_mask unused"),
+    Bug("no_zero_grad",
+        {"    optimizer.zero_grad()\n    loss.backward()": "    loss.backward()"},
+        {P6_STEP: "optimizer.zero_grad()"}, "gradients accumulate across steps"),
+    Bug("loss_on_every_position",
+        {"labels.reshape(-1))  # (B*T, V) vs (B*T,)": "token_ids.reshape(-1))  # (B*T, V) vs (B*T,)"},
+        {P6_STEP: "only the selected ones"}, "cross-entropy against the original ids everywhere"),
+    Bug("model_gets_original_ids",
+        {"logits = model(masked_ids, padding_mask)": "logits = model(token_ids, padding_mask)"},
+        {P6_STEP: "not the original batch"}, "the model sees the uncorrupted batch"),
+    Bug("model_without_padding_mask",
+        {"logits = model(masked_ids, padding_mask)": "logits = model(masked_ids)"},
+        {P6_STEP: "padding mask"}, "no padding mask for the model"),
+    Bug("step_sets_train_mode",
+        {"    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, generator=generator)":
+         "    model.train()\n    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, "
+         "generator=generator)"},
+        {P6_STEP: "train/eval mode"}, "forces train() inside the step"),
+ # -- part 7 ---------------------------------------------------------------------------------
+    Bug("accuracy_threshold_at_half",
+        {"predictions = (logits.reshape(-1) > 0).float()": "predictions = (logits.reshape(-1) > 0.5).float()"},
+        {P7_ACCURACY: "thresholds the raw logits at 0.5"}, "treats logits as probabilities"),
+    Bug("accuracy_sigmoid_twice",
+        {"predictions = (logits.reshape(-1) > 0).float()":
+         "predictions = (torch.sigmoid(torch.sigmoid(logits.reshape(-1))) > 0.5).float()"},
+        {P7_ACCURACY: "sigmoid twice"}, "sigmoid on top of a sigmoid"),
+    Bug("forward_returns_probabilities",
+        {"return self.out(self.dropout(hidden))  # (B, output_dim)":
+         "return torch.sigmoid(self.out(self.dropout(hidden)))  # (B, output_dim)"},
+        {P7_STATES: "returns probabilities"}, "a sigmoid before BCEWithLogitsLoss"),
+    Bug("encoder_not_frozen",
+        {"        for p in self.bert.parameters():\n"
+         "            p.requires_grad = False  # frozen: only the GRU and the output layer are trained\n": ""},
+        {P7_FROZEN: "requires_grad=True"}, "forgets to freeze (no_grad alone hides it from the gradient)"),
+    Bug("encoder_trained",
+        {"        for p in self.bert.parameters():\n"
+         "            p.requires_grad = False  # frozen: only the GRU and the output layer are trained\n": "",
+         "        with torch.no_grad():  # frozen encoder: no graph, no gradients\n"
+         "            embedded = self.bert(token_ids)[0]": "        embedded = self.bert(token_ids)[0]"},
+        {P7_FROZEN: "requires_grad=True"}, "fine-tunes the encoder"),
+    Bug("everything_under_no_grad",
+        {"            embedded = self.bert(token_ids)[0]  # last_hidden_state: (B, T, hidden_size)\n"
+         "        _, hidden = self.rnn(embedded)":
+         "            embedded = self.bert(token_ids)[0]  # last_hidden_state: (B, T, hidden_size)\n"
+         "            _, hidden = self.rnn(embedded)"},
+        {P7_FROZEN: "no gradient reaches the GRU"}, "the GRU runs under no_grad too"),
+    Bug("gru_output_last_position",
+        {"_, hidden = self.rnn(embedded)": "output, hidden = self.rnn(embedded)",
+         "hidden = torch.cat((hidden[-2], hidden[-1]), dim=-1)": "hidden = output[:, -1]"},
+        {P7_STATES: "output[:, -1] is used"}, "takes output[:, -1] for both directions"),
+    Bug("backward_state_only",
+        {"hidden = torch.cat((hidden[-2], hidden[-1]), dim=-1)": "hidden = hidden[-1]",
+         "self.out = nn.Linear(hidden_dim * 2 if bidirectional else hidden_dim, output_dim)":
+         "self.out = nn.Linear(hidden_dim, output_dim)"},
+        {P7_STATES: "out must be nn.Linear(2 * hidden_dim, output_dim)"}, "unidirectional selection of hidden[-1]"),
+    Bug("first_layer_states",
+        {"hidden = torch.cat((hidden[-2], hidden[-1]), dim=-1)": "hidden = torch.cat((hidden[0], hidden[1]), dim=-1)"},
+        {P7_STATES: "first GRU layer"}, "the bottom layer's states"),
+    Bug("hidden_size_hard_coded",
+        {"embedding_dim = bert.config.hidden_size": "embedding_dim = 768"},
+        {P7_SHAPES: "bert.config.hidden_size"}, "BERT-base's width hard-coded"),
+    Bug("dropout_never_applied",
+        {"return self.out(self.dropout(hidden))  # (B, output_dim)": "return self.out(hidden)  # (B, output_dim)"},
+        {P7_DROPOUT: "self.dropout"}, "dropout module defined, never called"),
+    Bug("evaluate_in_train_mode",
+        {"    model.eval()\n    total_loss, total_correct, total_n = 0.0, 0.0, 0\n    with torch.no_grad():":
+         "    total_loss, total_correct, total_n = 0.0, 0.0, 0\n    with torch.no_grad():"},
+        {P7_LOOPS: "eval() mode"}, "evaluate forgets model.eval()"),
+]
