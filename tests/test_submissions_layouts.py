@@ -132,7 +132,7 @@ def test_end_to_end_layouts_resume_and_regrade(example_build, tmp_path, capsys):
     shutil.copy(key, tree / "vectors.ipynb")
     out = tmp_path / "out"
     source = str(example_build.source)
-    args = ["grade", source, archive, str(tmp_path / "submitted"), "--out", str(out), "--jobs", "2"]
+    args = ["grade", source, archive, str(tmp_path / "submitted"), "--out", str(out), "--jobs", "1"]
     assert cli_main(args) == 0
     rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert {k: rows[k]["total"] for k in rows} == \

@@ -696,8 +696,15 @@ class WorkerProcess:
             code = self.proc.wait(timeout=5) if self.proc else None
         except subprocess.TimeoutExpired:
             code = None
-        how = f"exit code {code}" if code is not None and code >= 0 else f"signal {signal.Signals(-code).name}" \
-            if code is not None else "unknown status"
+        if code is None:
+            how = "unknown status"
+        elif code >= 0:
+            how = f"exit code {code}"
+        else:
+            try:
+                how = f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"signal {-code}"
         if self._stopped_because:
             how = f"stopped: {self._stopped_because}"
         elif code in (-signal.SIGKILL, 137):
