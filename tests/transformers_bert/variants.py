@@ -127,7 +127,8 @@ BLOCK_INDEXED = '''class TransformerBlock(nn.Module):
         super().__init__()
         self.attn = MultiHeadAttention(embed_dim, n_heads, attn_drop_rate)
         self.norm1, self.norm2 = nn.LayerNorm(embed_dim), nn.LayerNorm(embed_dim)
-        layers = [nn.Linear(embed_dim, embed_dim), nn.GELU(), nn.Linear(embed_dim, embed_dim), nn.Dropout(layer_drop_rate)]
+        layers = [nn.Linear(embed_dim, embed_dim), nn.GELU(), nn.Linear(embed_dim, embed_dim),
+                  nn.Dropout(layer_drop_rate)]
         self.ffn = nn.Sequential(*layers)
         self.dropout = nn.Dropout(layer_drop_rate)
 
