@@ -132,6 +132,12 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def tree_digest(*folders: Path) -> dict[str, str]:
+    """Every file under `folders` (the release, the instructor's sources, the submissions) -> its hash."""
+    return {str(p): digest(p) for folder in folders for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
 # -- the run --------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -201,9 +207,7 @@ def corpus_run(tmp_path_factory):
                     cell.source = cell.source.replace(key, value)
             data = nbformat.writes(nb).encode()
         target.write_bytes(data)
-    before = {name: digest(p) for name, p in [("release", release.dir / "manifest.json"),
-                                               ("hidden_tests", source / "tests" / "test_hidden.py"),
-                                               ("submission", subs / "correct.ipynb")]}
+    before = tree_digest(release.dir, source.parent.parent / "solutions", subs)
     cwd = os.getcwd()
     os.chdir(ROOT)  # grading hides the folder it runs from: the repository with the example's sources
     try:
@@ -283,10 +287,8 @@ def test_grading_files_are_intact_and_nothing_was_written_outside_scratch(corpus
     targets, out = corpus_run["write_targets"], corpus_run["out"]
     for name in ("repo", "tmp", "var_tmp", "shm", "home", "out_new"):
         assert not targets[name].exists(), f"a worker wrote {targets[name]}"
-    before = corpus_run["before"]
-    assert digest(corpus_run["release"].dir / "manifest.json") == before["release"]
-    assert digest(corpus_run["source"] / "tests" / "test_hidden.py") == before["hidden_tests"]
-    assert digest(corpus_run["subs"] / "correct.ipynb") == before["submission"]
+    release, source, subs = corpus_run["release"].dir, corpus_run["source"], corpus_run["subs"]
+    assert tree_digest(release, source.parent.parent / "solutions", subs) == corpus_run["before"]
     assert b"1000" not in (out / "grades.csv").read_bytes()
     for folder in out.iterdir():
         if folder.is_dir() and (folder / "results.json").is_file():
