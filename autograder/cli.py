@@ -82,6 +82,9 @@ def parser() -> argparse.ArgumentParser:
     from autograder.reports import html
     for module in (check, export, html):  # check; export gradescope|nbgrader, nbgrader-grade; report
         module.add_parser(sub)
+    from autograder.rubric import command as rubric_command
+
+    rubric_command.add_parser(sub)  # rubric: the GPU accuracy rubric, merged into earlier results
     return p
 
 

@@ -23,6 +23,11 @@ PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
                "The instructor runs `autograder rubric` on a GPU machine and merges the points.")
 
 
+class Pending(Exception):
+    """Raised by a check that is decided later, elsewhere (e.g. the GPU accuracy rubric): the check is
+    reported as pending with this message, neither failed nor 0."""
+
+
 @dataclass
 class CheckResult:
     name: str
@@ -186,6 +191,9 @@ class Judge:
         timeout = spec.timeout or self.limits.check_seconds
         try:
             fraction, message = self._execute(spec, submission, min(start + timeout, budget_end), timeout)
+        except Pending as exc:
+            result.status, result.message = "pending", str(exc) or PENDING_GPU
+            return result
         finally:
             result.seconds = round(time.monotonic() - start, 3)
         result.score = round(fraction * spec.points, 6)
@@ -209,6 +217,8 @@ class Judge:
                 value = _run_cell_check(spec, sub, ref, self.cell_globals)
             fraction = _fraction(value)
             return fraction, "" if fraction >= 1 else "partially correct" if fraction > 0 else "check failed"
+        except Pending:
+            raise
         except Fail as exc:
             return min(1.0, max(0.0, exc.partial)), str(exc)
         except MissingName as exc:

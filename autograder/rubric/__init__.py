@@ -1,0 +1,28 @@
+"""The accuracy rubric: grade a student's saved classifier by the validation accuracy the grader
+measures itself (Transformers & BERT assignment, part 7). See docs/rubric.md.
+
+    points = 8 x clamp((accuracy - 0.50) / 0.40, 0, 1)
+
+- `rubric_points`: the formula.
+- `rubric_check`: the check an assignment's hidden tests declare; `autograder grade` reports it pending.
+- `RubricRun`: the stage (encoder, validation data, hidden-state cache; one worker per submission).
+- `merge_check`: puts the rubric's result into an earlier run's results and grades.csv.
+- `autograder rubric`: all of it for a batch of submissions (autograder.rubric.command).
+"""
+from autograder.rubric.check import rubric_check
+from autograder.rubric.config import RubricConfig, RubricOptions
+from autograder.rubric.formula import rubric_points
+
+__all__ = ["rubric_points", "rubric_check", "RubricConfig", "RubricOptions", "RubricRun", "merge_check"]
+
+
+def __getattr__(name):  # the stage and the merge import the sandbox and reports: only when used
+    if name == "RubricRun":
+        from autograder.rubric.stage import RubricRun
+
+        return RubricRun
+    if name == "merge_check":
+        from autograder.rubric.merge import merge_check
+
+        return merge_check
+    raise AttributeError(name)

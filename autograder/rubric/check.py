@@ -1,0 +1,49 @@
+"""The rubric's place in an assignment's hidden tests.
+
+In solutions/<name>/tests/test_*.py:
+
+    from autograder.rubric import rubric_check
+    validation_accuracy = rubric_check(points=8, part="7. Sentiment classifier")
+
+`autograder grade` then lists the check and reports it as pending, with a message saying what the
+instructor runs and where; it never fails it and never counts it as 0. `autograder rubric` measures
+it (on a GPU) and merges the points into the results. Do not also list it under [gpu] checks:
+the message would then be the generic one.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from autograder.judge import Pending
+from autograder.rubric.config import RubricConfig
+from autograder.testing import CheckSpec
+
+
+def rubric_check(name: str | None = None, points: float | None = None, part: str | None = None,
+                 visibility: str = "visible", **settings):
+    """A check that stands for the accuracy rubric in `autograder grade`. `settings`: RubricConfig fields
+    (assignment, checkpoint, model_class, max_len, ...); the defaults are the Transformers & BERT notebook's."""
+    config = RubricConfig(visibility=visibility, **settings)
+    config = replace(config, **{k: v for k, v in (("name", name), ("points", points), ("part", part)) if v is not None})
+
+    def accuracy_rubric(sub, ref):
+        from autograder.rubric.stage import pending_message
+
+        raise Pending(pending_message(config, cuda=torch.cuda.is_available()))
+
+    accuracy_rubric._ag_check = CheckSpec(config.name, float(config.points), config.part, config.visibility,
+                                          accuracy_rubric)
+    accuracy_rubric._ag_rubric = config
+    return accuracy_rubric
+
+
+def rubric_configs(checks: list[CheckSpec]) -> list[RubricConfig]:
+    """The rubric settings of an assignment's checks (from its release)."""
+    out = []
+    for spec in checks:
+        config = getattr(spec.fn, "_ag_rubric", None)
+        if isinstance(config, RubricConfig):
+            out.append(replace(config, name=spec.name, points=spec.points, part=spec.part or config.part))
+    return out

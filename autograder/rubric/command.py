@@ -1,0 +1,140 @@
+"""`autograder rubric <assignment> SUBMISSIONS... --out DIR`: the accuracy rubric for a batch of
+submissions (on a GPU machine), merged into the results and grades.csv of an earlier `autograder grade`.
+
+SUBMISSIONS are what `autograder grade` accepts (notebooks, folders of them, an unzipped Gradescope
+export, an nbgrader exchange tree) and get the same ids. Each submission's checkpoint is the
+assignment's file name (bert_gru_sentiment.pt) next to its notebook, or
+CHECKPOINT_DIR/<submission id>/<file name> with --checkpoint-dir.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from autograder.rubric.config import RubricConfig, RubricOptions
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("rubric", help="GPU accuracy rubric: grade saved models, merge the points into results")
+    r.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
+    r.add_argument("submissions", nargs="+", help="submitted .ipynb files (the checkpoint lies next to each)")
+    r.add_argument("--out", required=True, help="the results folder of `autograder grade` to merge into")
+    r.add_argument("--checkpoint-dir", help="checkpoints as DIR/<submission id>/<checkpoint file> instead")
+    r.add_argument("--encoder", help="hub id or local folder (default: $BERT_ENCODER or bert-base-uncased)")
+    r.add_argument("--imdb", help="IMDB parquet file (default: $IMDB_PATH or datasets.load_dataset('imdb'))")
+    r.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="auto: CUDA, else report pending; cpu: grade on the CPU anyway (slow)")
+    r.add_argument("--precision", choices=("auto", "fp32", "mixed"), default="auto",
+                   help="encoder precision for the cache (auto: mixed on CUDA, fp32 on CPU)")
+    r.add_argument("--no-cache", action="store_true", help="full forward for every submission (no shared cache)")
+    r.add_argument("--cache-dir", help="where the encoder's hidden states are kept (default: OUT/.rubric-cache)")
+    r.add_argument("--valid-limit", type=int, help="only the first N validation reviews (smoke runs; not for grades)")
+    r.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission (default 1800)")
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(run=cmd_rubric)
+
+
+def _config(assignment: str) -> tuple[RubricConfig, str | None, list[str], str | None]:
+    """The assignment's rubric settings (from its hidden tests), its title, private paths and notebook name."""
+    from autograder.release import resolve_release
+    from autograder.rubric.check import rubric_configs
+
+    try:
+        release = resolve_release(assignment)
+    except Exception as exc:  # noqa: BLE001 - no release: the defaults of the Transformers & BERT notebook
+        print(f"warning: assignment {assignment!r} could not be loaded ({exc}); using the default rubric "
+              f"settings", file=sys.stderr)
+        return replace(RubricConfig(), assignment=Path(assignment).name), None, [], None
+    private = [str(release.dir)]
+    source = release.dir.parent.parent / "solutions" / release.config.name
+    if source.is_dir():
+        private.append(str(source.parent.parent))
+    configs = rubric_configs(release.checks)
+    if not configs:
+        print(f"warning: {release.config.name} declares no rubric check; using the default rubric settings",
+              file=sys.stderr)
+        configs = [RubricConfig()]
+    if len(configs) > 1:
+        print("warning: several rubric checks; grading the first", file=sys.stderr)
+    return replace(configs[0], assignment=release.config.name), release.config.title, private, release.config.notebook
+
+
+def existing_ids(out_dir: Path) -> dict[str, str]:
+    """Resolved notebook path -> submission id, from the results of the earlier grading run."""
+    ids = {}
+    for path in sorted(out_dir.glob("*/grading.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            ids[str(Path(data["file"]).resolve())] = path.parent.name
+        except (OSError, ValueError, KeyError):
+            continue
+    return ids
+
+
+def _names_list(items: list[str], n: int = 3) -> str:
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+def checkpoint_path(notebook: Path, sub_id: str, name: str, checkpoint_dir: Path | None) -> Path:
+    if checkpoint_dir is not None:
+        return checkpoint_dir / sub_id / name
+    return notebook.parent / name
+
+
+def cmd_rubric(args) -> int:
+    from autograder.rubric.merge import merge_check
+    from autograder.rubric.stage import RubricRun
+    from autograder.submissions import discover
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config, title, private, notebook_name = _config(args.assignment)
+    try:
+        inputs = discover(args.submissions, notebook_name, config.assignment, unpack_dir=None)
+    except ValueError as exc:
+        print(f"error: {exc} (unzip a Gradescope export first: the rubric needs the checkpoints beside the "
+              f"notebooks)", file=sys.stderr)
+        return 2
+    for problem in inputs.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    options = RubricOptions(encoder=args.encoder, imdb=args.imdb, device=args.device, precision=args.precision,
+                            cache=not args.no_cache, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+                            valid_limit=args.valid_limit, timeout=args.timeout)
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    run = RubricRun(config, options, out_dir=out, log=log)
+    known = existing_ids(out)
+    notebooks = [s.path for s in inputs.submissions]
+    ids = [known.get(str(s.path.resolve()), s.student) for s in inputs.submissions]
+    ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else None
+    checkpoints = [checkpoint_path(nb, sub_id, config.checkpoint, ckpt_dir) for nb, sub_id in zip(notebooks, ids)]
+    shared = sorted({str(c) for c in checkpoints if checkpoints.count(c) > 1})
+    if shared:
+        print(f"error: several submissions' notebooks lie in one folder, so their checkpoint would be the same file "
+              f"({_names_list(shared)}); give each submission its own folder, or --checkpoint-dir DIR holding "
+              f"DIR/<submission id>/{config.checkpoint}", file=sys.stderr)
+        return 2
+    if run.pending:
+        print(f"no CUDA on this machine: the rubric stays pending. On a machine with CUDA, with the results "
+              f"folder and the submissions copied there, run:\n  autograder rubric {args.assignment} "
+              f"{' '.join(args.submissions)} --out {args.out}\n(or add --device cpu to grade on this CPU, slowly)",
+              file=sys.stderr)
+    everyone = [str(p) for p in notebooks + checkpoints + list(inputs.roots)] + ([str(ckpt_dir)] if ckpt_dir else [])
+    for i, (nb, sub_id, ckpt) in enumerate(zip(notebooks, ids, checkpoints), start=1):
+        start = time.monotonic()
+        outcome = run.grade(nb, ckpt, hide=private + everyone)
+        merge_check(out, sub_id, outcome.check, title, str(nb))
+        details = {**outcome.details, "wall_seconds": round(time.monotonic() - start, 3),
+                   "encoder": run.encoder.source if run.encoder else None, "timings": run.timings}
+        (out / sub_id / "rubric.json").write_text(json.dumps(details, indent=1, sort_keys=True, default=str),
+                                                  encoding="utf-8")
+        if not args.quiet:
+            c = outcome.check
+            score = "pending" if c.status == "pending" else f"{c.score:g}/{c.max_score:g}"
+            first = c.message.splitlines()[0][:110] if c.message else ""
+            print(f"[{i}/{len(notebooks)}] {sub_id}: rubric {score} ({time.monotonic() - start:.1f} s) {first}",
+                  file=sys.stderr, flush=True)
+    print(f"rubric: {len(notebooks)} submission(s) merged into {out}/<submission>/results.json and {out / 'grades.csv'}")
+    return 0 if notebooks else 1

@@ -1,0 +1,49 @@
+"""Settings of the accuracy rubric: the assignment's (RubricConfig) and a grading run's (RubricOptions)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class RubricConfig:
+    """What the assignment fixes. The defaults are the Transformers & BERT notebook's (part 7)."""
+
+    name: str = "7. validation accuracy (rubric)"  # the check's name: a column of grades.csv
+    points: float = 8.0
+    part: str = "7. Sentiment classifier"
+    visibility: str = "visible"
+    assignment: str = "transformers_bert"  # how `autograder rubric` names it in messages
+    floor: float = 0.50  # accuracy that earns 0 points
+    full: float = 0.90  # accuracy that earns all points
+    model_class: str = "BERTGRUSentiment"  # (bert, hidden_dim, output_dim, n_layers, bidirectional, dropout)
+    encoder_attr: str = "bert"
+    rnn_attr: str = "rnn"  # for reading the constructor arguments off the checkpoint's GRU shapes
+    out_attr: str = "out"
+    checkpoint: str = "bert_gru_sentiment.pt"  # the notebook's CHECKPOINT, beside the notebook
+    # notebook constants giving the constructor arguments after `bert`, in order
+    constants: tuple = ("HIDDEN_DIM", "OUTPUT_DIM", "N_LAYERS", "BIDIRECTIONAL", "DROPOUT")
+    max_len: int = 256  # the notebook's MAX_LEN default
+    batch_size: int = 32  # the notebook's BATCH_SIZE default (padding per batch changes the logits)
+    bucket_batches: int = 100
+    split_seed: int = 1234  # SPLIT_SEED
+    valid_fraction: float = 0.3  # VALID_FRACTION
+
+
+@dataclass
+class RubricOptions:
+    """How one run grades: where the encoder and data come from, the device, the speed-ups."""
+
+    encoder: str | None = None  # hub id or local folder; None: $BERT_ENCODER or bert-base-uncased
+    imdb: str | None = None  # parquet file; None: $IMDB_PATH or datasets.load_dataset("imdb")
+    device: str = "auto"  # auto: CUDA or pending; "cuda"; "cpu" grades on the CPU (tests, small runs)
+    precision: str = "auto"  # auto: mixed on CUDA, fp32 on CPU; or "fp32" / "mixed"
+    cache: bool = True  # reuse the encoder's hidden states across submissions
+    cache_dir: Path | None = None  # default: <results folder>/.rubric-cache
+    valid_limit: int | None = None  # grade on the first N validation reviews only (benchmarks, smoke runs)
+    sample_batches: int = 4  # batches on which the cached path is compared with the full forward
+    transport: str = "auto"  # auto: the worker reads the cache files when it can; "pipe": always send
+    timeout: float = 1800.0  # seconds for one submission's rubric
+    threads: int | None = None  # CPU threads of the encoder and the student's worker (default: all)
+    memory_mb: int = 16384  # address-space limit of the student's worker on CPU (none with CUDA)
+    hide: list = field(default_factory=list)  # more paths the student's worker must not see

@@ -1,0 +1,507 @@
+"""The accuracy rubric (autograder.rubric): formula, pending without CUDA, the hidden-state cache
+against the full forward, refusals, merging into earlier results, the split shared with the notebook.
+
+Everything runs on the CPU with a tiny encoder built here (a 1-layer BertModel and a WordPiece
+vocabulary written by the test) and a tiny IMDB-like parquet file: no hub, no ../shared.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from autograder.judge import CheckResult
+from autograder.reports.results import SubmissionResult, gradescope_json, write_submission
+from autograder.reports.table import write_grades
+from autograder.rubric import RubricConfig, RubricOptions, rubric_check, rubric_points
+from autograder.rubric.data import eval_batches, train_valid_split
+from autograder.rubric.merge import merge_check
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("pyarrow")
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "solutions" / "transformers_bert" / "transformers_bert.ipynb"
+POSITIVE = ["good", "great", "wonderful", "superb", "fun"]
+NEGATIVE = ["bad", "awful", "boring", "poor", "dull"]
+NEUTRAL = ["the", "movie", "film", "plot", "was", "and", "a", "actors", "story", "it", "is", "of", "scene",
+           "music", "end", "very", "quite", "this", "ending"]
+CONFIG = RubricConfig(max_len=16, batch_size=8, bucket_batches=2)
+
+IMPORTS = "import torch\nimport torch.nn as nn\n"
+CONSTANTS = "HIDDEN_DIM = 12\nOUTPUT_DIM = 1\nN_LAYERS = 2\nBIDIRECTIONAL = True\nDROPOUT = 0.25\nCHECKPOINT = 'bert_gru_sentiment.pt'\n"
+MODEL = '''
+class BERTGRUSentiment(nn.Module):
+    def __init__(self, bert, hidden_dim, output_dim, n_layers, bidirectional, dropout):
+        super().__init__()
+        self.bert = bert
+        for p in self.bert.parameters():
+            p.requires_grad = False
+        self.rnn = nn.GRU(bert.config.hidden_size, hidden_dim, num_layers=n_layers, bidirectional=bidirectional,
+                          batch_first=True, dropout=0.0 if n_layers < 2 else dropout)
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(hidden_dim * 2 if bidirectional else hidden_dim, output_dim)
+
+    def forward(self, token_ids):
+        with torch.no_grad():
+            embedded = self.bert(token_ids)[0]
+        _, hidden = self.rnn(embedded)
+        if self.rnn.bidirectional:
+            hidden = torch.cat((hidden[-2], hidden[-1]), dim=-1)
+        else:
+            hidden = hidden[-1]
+        return self.out(self.dropout(hidden))
+'''
+# a model that reads the encoder with an attention mask: the cache cannot answer it, the full forward can
+MASKED_MODEL = MODEL.replace("embedded = self.bert(token_ids)[0]",
+                             "embedded = self.bert(token_ids, attention_mask=(token_ids != 0).long())[0]")
+# a model that ignores the encoder: its own embedding table
+NO_ENCODER_MODEL = MODEL.replace(
+    "        self.dropout = nn.Dropout(dropout)",
+    "        self.embedding = nn.Embedding(64, bert.config.hidden_size)\n        self.dropout = nn.Dropout(dropout)",
+).replace("embedded = self.bert(token_ids)[0]", "embedded = self.embedding(token_ids)")
+
+
+# -- fixtures: a tiny encoder, tiny data, trained students --------------------------------------------
+
+def _review(rng: random.Random, label: int) -> str:
+    words = [rng.choice(NEUTRAL) for _ in range(rng.randint(2, 10))]
+    for _ in range(rng.randint(2, 3)):
+        words.insert(rng.randrange(len(words) + 1), rng.choice(POSITIVE if label else NEGATIVE))
+    text = " ".join(words)
+    return text.replace(" and ", " and<br />", 1)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A tiny BERT encoder folder (weights + WordPiece vocab) and a tiny IMDB parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("rubric")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *POSITIVE, *NEGATIVE, *NEUTRAL, "<", ">", "/", "br", "."]
+    enc_dir = root / "tiny-bert"
+    enc_dir.mkdir()
+    (enc_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    (enc_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": 64}), encoding="utf-8")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(enc_dir)
+    assert tokenizer("the good movie")["input_ids"] == [2, vocab.index("the"), vocab.index("good"), vocab.index("movie"), 3]
+    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.BertModel(config).save_pretrained(enc_dir)
+    # another encoder of another width: a checkpoint trained on it holds "a different encoder"
+    other_dir = root / "other-bert"
+    shutil.copytree(enc_dir, other_dir)
+    torch.manual_seed(1)
+    transformers.BertModel(transformers.BertConfig(
+        vocab_size=len(vocab), hidden_size=24, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=64)).save_pretrained(other_dir)
+
+    rng = random.Random(0)
+    rows = {"orig_split": [], "label": [], "review": []}
+    for split, n in (("train", 160), ("test", 40)):
+        for i in range(n):
+            rows["orig_split"].append(split)
+            rows["label"].append(i % 2)
+            rows["review"].append(_review(rng, i % 2))
+    parquet = root / "imdb.parquet"
+    pq.write_table(pa.table(rows), parquet)
+    return {"root": root, "encoder": enc_dir, "other": other_dir, "imdb": parquet, "tokenizer": tokenizer}
+
+
+def _train(world, model_source: str, encoder_dir: Path, steps: int = 60, hidden: int = 12, seed: int = 0):
+    """Train a student model (judge-side test code) on the tiny training split; returns its state_dict."""
+    namespace: dict = {}
+    exec(IMPORTS + model_source, namespace)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and fair to a busy machine
+    try:
+        return _train_loop(world, namespace, encoder_dir, steps, hidden, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_loop(world, namespace, encoder_dir, steps, hidden, seed):
+    from autograder.rubric.data import encode_reviews, load_imdb, pad_batch
+
+    torch.manual_seed(seed)
+    bert = transformers.BertModel.from_pretrained(encoder_dir).eval()
+    model = namespace["BERTGRUSentiment"](bert, hidden, 1, 2, True, 0.25)
+    texts, labels = load_imdb(world["imdb"], splits=("train",))["train"]
+    train_idx, _ = train_valid_split(texts, labels)
+    encoded = encode_reviews(world["tokenizer"], [texts[i] for i in train_idx], CONFIG.max_len)
+    y = torch.tensor([labels[i] for i in train_idx], dtype=torch.float)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        model.train()
+        idx = torch.randperm(len(encoded), generator=g)[:16].tolist()
+        logits = model(pad_batch([encoded[i] for i in idx], 0)).squeeze(1)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y[idx])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def _submission(folder: Path, model_source: str = MODEL, state: dict | None = None, constants: str = CONSTANTS,
+                raw_checkpoint=None) -> Path:
+    """A submission folder: the notebook (imports, settings, the class) and the saved checkpoint."""
+    folder.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(IMPORTS), nbformat.v4.new_code_cell(constants),
+                nbformat.v4.new_code_cell(model_source),
+                nbformat.v4.new_code_cell("model = BERTGRUSentiment(None, 1, 1, 1, True, 0.0)  # a call: dropped")]
+    nbformat.write(nb, folder / "transformers_bert.ipynb")
+    if state is not None:
+        torch.save(state, folder / CONFIG.checkpoint)
+    elif raw_checkpoint is not None:
+        torch.save(raw_checkpoint, folder / CONFIG.checkpoint)
+    return folder / "transformers_bert.ipynb"
+
+
+@pytest.fixture(scope="module")
+def trained(world):
+    return _train(world, MODEL, world["encoder"], steps=120)
+
+
+def _run(world, **options):
+    from autograder.rubric.stage import RubricRun
+
+    opts = dict(encoder=str(world["encoder"]), imdb=str(world["imdb"]), device="cpu", threads=1,
+                cache_dir=world["root"] / "cache", timeout=300)
+    opts.update(options)
+    return RubricRun(CONFIG, RubricOptions(**opts), cuda=False)
+
+
+@pytest.fixture(scope="module")
+def run_cached(world):
+    return _run(world)
+
+
+# -- the formula ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("accuracy, points", [(0.45, 0.0), (0.5, 0.0), (0.7, 4.0), (0.9, 8.0), (0.95, 8.0)])
+def test_formula(accuracy, points):
+    assert rubric_points(accuracy) == pytest.approx(points, abs=1e-9)
+    assert rubric_points(accuracy, points=8, floor=0.5, full=0.9) == pytest.approx(points, abs=1e-9)
+
+
+def test_formula_edges():
+    assert rubric_points(float("nan")) == 0.0
+    assert rubric_points(0.8) == pytest.approx(6.0)
+    with pytest.raises(ValueError):
+        rubric_points(0.7, floor=0.9, full=0.5)
+
+
+# -- the validation split: one procedure for the notebook and the grader -------------------------------
+
+def _notebook_namespace() -> dict:
+    if not NOTEBOOK.is_file():
+        pytest.skip("the Transformers & BERT notebook is not in this checkout")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    wanted = ("def train_valid_split", "def clean_review", "class BucketBatchSampler")
+    sources = [c.source for c in nb.cells if c.cell_type == "code" and any(w in c.source for w in wanted)]
+    if not sources:
+        pytest.skip("the notebook defines none of the split helpers")
+    namespace: dict = {}
+    exec("import math, functools\nimport torch\n" + "\n".join(sources), namespace)
+    return namespace
+
+
+def test_split_and_batches_match_the_notebook():
+    ns = _notebook_namespace()
+    rng = random.Random(3)
+    texts = [" ".join(rng.choice(NEUTRAL) for _ in range(rng.randint(1, 6))) for _ in range(2000)]
+    labels = [rng.randint(0, 1) for _ in texts]
+    assert ns["train_valid_split"](texts, labels, 0.3, 1234) == train_valid_split(texts, labels, 0.3, 1234)
+    assert ns["clean_review"]("a<br />b") == "a b"
+    lengths = [rng.randint(3, 300) for _ in range(750)]
+    sampler = ns["BucketBatchSampler"](lengths, 32, shuffle=False)
+    assert list(sampler) == eval_batches(lengths, 32, 100)
+
+
+def test_split_sizes_and_order_independence():
+    rng = random.Random(5)
+    texts = [f"review {i} " + rng.choice(NEUTRAL) for i in range(25000)]
+    labels = [i % 2 for i in range(25000)]
+    train, valid = train_valid_split(texts, labels)
+    assert len(valid) == 7500 and len(train) == 17500 and not set(train) & set(valid)
+    order = list(range(25000))
+    rng.shuffle(order)  # the same reviews delivered in another order give the same validation reviews
+    _, valid2 = train_valid_split([texts[i] for i in order], [labels[i] for i in order])
+    assert sorted(texts[i] for i in valid) == sorted(texts[order[i]] for i in valid2)
+
+
+# -- pending without CUDA ------------------------------------------------------------------------------
+
+def test_pending_without_cuda(world, tmp_path):
+    from autograder.rubric.stage import RubricRun
+
+    run = RubricRun(CONFIG, RubricOptions(encoder=str(world["encoder"]), imdb=str(world["imdb"])), cuda=False)
+    assert run.pending
+    nb = _submission(tmp_path / "alice", state={"x": torch.zeros(1)})
+    outcome = run.grade(nb, nb.parent / CONFIG.checkpoint)
+    c = outcome.check
+    assert c.status == "pending" and c.score == 0.0
+    assert "pending, not failed" in c.message and "autograder rubric transformers_bert" in c.message
+    assert "CUDA" in c.message and "other points stand" in c.message
+    assert run.encoder is None  # nothing was loaded for a pending rubric
+    # in results.json a pending test carries no score at all
+    result = SubmissionResult("alice", str(nb), [CheckResult("1. other", "1", 4, 4, "passed", ""), c])
+    tests = gradescope_json(result)["tests"]
+    assert "score" not in tests[1] and tests[1]["output"].startswith("Pending")
+    assert result.score == 4 and gradescope_json(result)["score"] == 4
+
+
+def test_rubric_check_is_pending_in_grade(tmp_path):
+    """The check an assignment declares: `autograder grade`'s judge reports it pending, not failed."""
+    from autograder.config import Limits
+    from autograder.judge import Judge, Program
+    from autograder.notebook.extract import Extraction
+    from autograder.sandbox.client import WorkerSpec
+
+    fn = rubric_check(points=8, part="7. Sentiment classifier")
+    spec = fn._ag_check
+    assert spec.points == 8 and fn._ag_rubric.checkpoint == "bert_gru_sentiment.pt"
+    programs = [Program(Extraction([], []), WorkerSpec([])) for _ in range(2)]
+    try:
+        judge = Judge([spec], programs[0], Limits(), {}, cuda=False)
+        (result,) = judge.grade(programs[1])
+    finally:
+        for p in programs:
+            p.close()
+    assert result.status == "pending" and result.score == 0
+    assert "autograder rubric" in result.message and "bert_gru_sentiment.pt" in result.message
+
+
+# -- grading: the cache against the full forward -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def full_forward(world, trained, tmp_path_factory):
+    """The trained student graded without the cache: every batch through its own full forward."""
+    nb = _submission(tmp_path_factory.mktemp("full") / "bob", state=trained)
+    return _run(world, cache=False).grade(nb, nb.parent / CONFIG.checkpoint)
+
+
+def test_cache_gives_the_same_accuracy_as_the_full_forward(world, trained, tmp_path, run_cached, full_forward):
+    nb = _submission(tmp_path / "bob", state=trained)
+    cached = run_cached.grade(nb, nb.parent / CONFIG.checkpoint)
+    full = full_forward
+    for outcome in (cached, full):
+        assert outcome.check.status in ("passed", "partial"), outcome.check.message
+    assert cached.details["method"].startswith("cached encoder states")
+    assert full.details["method"] == "full forward"
+    assert cached.details["accuracy"] == full.details["accuracy"]
+    assert cached.details["correct"] == full.details["correct"]
+    assert cached.details["sample_max_difference"] < 1e-4
+    assert cached.details["n"] == 48  # round(0.3 * 160) validation reviews
+    assert cached.details["accuracy"] > 0.75  # the tiny task is learnable through the frozen encoder
+    assert cached.check.score == pytest.approx(rubric_points(cached.details["accuracy"]))
+    assert f"{cached.details['accuracy']:.2%}" in cached.check.message
+
+
+def test_mixed_precision_cache_and_file_transport(world, trained, tmp_path, full_forward):
+    """float16 storage / bfloat16 compute: same accuracy (boundary cases re-checked); the worker reads the
+    cache files itself when it can (outside /tmp, which is private to the worker)."""
+    shared = Path(tempfile.mkdtemp(prefix="ag-rubric-test-", dir="/var/tmp"))
+    try:
+        shared.chmod(0o755)
+        nb = _submission(tmp_path / "carol", state=trained)
+        mixed = _run(world, precision="mixed", cache_dir=shared).grade(nb, nb.parent / CONFIG.checkpoint)
+        full = full_forward
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert mixed.details["method"].startswith("cached encoder states (mixed)"), mixed.details
+    assert abs(mixed.details["accuracy"] - full.details["accuracy"]) <= 0.001
+    assert mixed.details["transport"] == "files"
+
+
+def test_model_the_cache_cannot_serve_falls_back_to_the_full_forward(world, tmp_path, run_cached):
+    state = _train(world, MASKED_MODEL, world["encoder"], steps=20)
+    nb = _submission(tmp_path / "dave", model_source=MASKED_MODEL, state=state)
+    cached = run_cached.grade(nb, nb.parent / CONFIG.checkpoint)
+    assert "attention mask" in cached.details["fallback"]
+    assert cached.details["method"].startswith("full forward")
+    assert "accuracy" in cached.details, cached.check.message
+
+
+def test_constructor_arguments_from_the_checkpoint_shapes(world, tmp_path, run_cached):
+    state = _train(world, MODEL, world["encoder"], steps=5, hidden=6)
+    nb = _submission(tmp_path / "erin", state=state)  # its constants say HIDDEN_DIM = 12
+    outcome = run_cached.grade(nb, nb.parent / CONFIG.checkpoint)
+    assert "accuracy" in outcome.details, outcome.check.message
+    assert outcome.details["constructor"]["hidden_dim"] == 6
+    assert "do not fit your checkpoint" in outcome.check.message
+    no_constants = _submission(tmp_path / "erin2", state=state, constants="")
+    outcome = run_cached.grade(no_constants, no_constants.parent / CONFIG.checkpoint)
+    assert outcome.details["constructor"] == {"hidden_dim": 6, "output_dim": 1, "n_layers": 2,
+                                              "bidirectional": True, "dropout": 0.0}
+
+
+# -- refusals ------------------------------------------------------------------------------------------
+
+def test_refuses_a_checkpoint_that_does_not_fit_the_class(world, trained, tmp_path, run_cached):
+    state = dict(trained)
+    state["rnn.extra_weight"] = torch.zeros(3)
+    del state["out.bias"]
+    nb = _submission(tmp_path / "frank", state=state)
+    c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and c.score == 0
+    assert "does not fit your BERTGRUSentiment" in c.message
+    assert "missing from the checkpoint: out.bias" in c.message and "rnn.extra_weight" in c.message
+
+
+def test_refuses_changed_encoder_weights(world, trained, tmp_path, run_cached):
+    state = {k: v.clone() for k, v in trained.items()}
+    state["bert.encoder.layer.0.output.dense.weight"] += 0.05 * torch.randn_like(
+        state["bert.encoder.layer.0.output.dense.weight"])
+    nb = _submission(tmp_path / "grace", state=state)
+    c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and "encoder weights in your `bert_gru_sentiment.pt` differ from the pretrained" in c.message
+    assert "encoder.layer.0.output.dense.weight" in c.message
+    # a checkpoint without the encoder's weights is graded with the grader's encoder
+    head = {k: v for k, v in trained.items() if not k.startswith("bert.")}
+    nb = _submission(tmp_path / "grace3", state=head)
+    assert run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check.status != "failed"
+
+
+def test_encoder_comparison_tolerates_half_precision_copies(trained):
+    from autograder.rubric.encoder import compare_encoder
+    from autograder.rubric.worker_side import fingerprint
+
+    encoder = {k[5:]: v for k, v in trained.items() if k.startswith("bert.")}
+    reference = {k: [list(v.shape), fingerprint(v)] for k, v in encoder.items()}
+    for dtype in (torch.float16, torch.bfloat16):  # an encoder loaded in half precision, then saved
+        copy = {k: [list(v.shape), fingerprint(v.to(dtype).float() if v.is_floating_point() else v)]
+                for k, v in encoder.items()}
+        assert compare_encoder(copy, reference) == []
+    tuned = dict(encoder)
+    name = "encoder.layer.0.attention.self.query.weight"
+    tuned[name] = tuned[name] + 1e-3 * torch.randn_like(tuned[name])  # a few fine-tuning steps' worth
+    changed = {k: [list(v.shape), fingerprint(v)] for k, v in tuned.items()}
+    assert compare_encoder(changed, reference) == [name]
+
+
+def test_refuses_a_checkpoint_trained_on_another_encoder(world, tmp_path, run_cached):
+    state = _train(world, MODEL, world["other"], steps=2)
+    nb = _submission(tmp_path / "heidi", state=state)
+    c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and "holds a different encoder than the pretrained" in c.message
+    assert "hidden size is 16" in c.message
+
+
+def test_refuses_a_model_that_does_not_use_the_encoder(world, tmp_path, run_cached):
+    state = _train(world, NO_ENCODER_MODEL, world["encoder"], steps=5)
+    nb = _submission(tmp_path / "ivan", model_source=NO_ENCODER_MODEL, state=state)
+    c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and "does not depend on the frozen encoder" in c.message
+
+
+def test_missing_unreadable_and_pickled_checkpoints(world, trained, tmp_path, run_cached):
+    nb = _submission(tmp_path / "judy")
+    c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and "no saved model" in c.message
+    (nb.parent / CONFIG.checkpoint).write_bytes(b"not a checkpoint")
+    c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and "weights_only=True" in c.message
+    nb = _submission(tmp_path / "judy2", raw_checkpoint={"epoch": 3, "note": "no tensors"})
+    c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and "not a state_dict" in c.message
+
+
+def test_notebook_without_the_class(world, trained, tmp_path, run_cached):
+    nb = _submission(tmp_path / "ken", model_source="x = 1\n", state=trained)
+    c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and "BERTGRUSentiment" in c.message
+
+
+# -- merging into earlier results ----------------------------------------------------------------------
+
+def _earlier_run(out: Path) -> list[SubmissionResult]:
+    results = []
+    for sub, scores in (("alice", (2.0, 0.0)), ("bob", (1.0, 3.0)), ("carol", (0.0, 3.0))):
+        checks = [CheckResult("1. attention", "1. Attention", 2, scores[0], "passed" if scores[0] == 2 else "partial", "m1"),
+                  CheckResult("2. mha", "2. MHA", 3, scores[1], "passed" if scores[1] == 3 else "failed", "m2\nline"),
+                  CheckResult(CONFIG.name, CONFIG.part, 8, 0.0, "pending", "pending, not failed: ...")]
+        results.append(SubmissionResult(sub, f"/subs/{sub}.ipynb", checks, ["a note"], "", 1.5))
+        write_submission(out, results[-1], "Transformers")
+    write_grades(out, results, [c.name for c in results[0].checks])
+    return results
+
+
+def test_merge_keeps_every_other_check(tmp_path):
+    out = tmp_path / "out"
+    before = _earlier_run(out)
+    table_before = (out / "grades.csv").read_text()
+    other_files = {p: p.read_bytes() for p in (out / "alice").iterdir()}
+    rubric = CheckResult(CONFIG.name, CONFIG.part, 8, 6.0, "partial", "validation accuracy 80.00% ...")
+    merged = merge_check(out, "bob", rubric)
+    after = SubmissionResult.from_dict(json.loads((out / "bob" / "grading.json").read_text()))
+    assert [c.to_dict() for c in after.checks[:2]] == [c.to_dict() for c in before[1].checks[:2]]
+    assert after.checks[2].score == 6.0 and after.checks[2].status == "partial"
+    assert after.notes == ["a note"] and after.execution_time == 1.5 and merged.score == 10.0
+    results = json.loads((out / "bob" / "results.json").read_text())
+    assert results["score"] == 10.0 and results["tests"][2]["score"] == 6.0 and "Pending" not in results["output"]
+    assert "Transformers" in (out / "bob" / "feedback.md").read_text()
+    # the other submissions' files and rows are untouched, byte for byte
+    assert {p: p.read_bytes() for p in (out / "alice").iterdir()} == other_files
+    old_rows, new_rows = (list(csv.reader(io.StringIO(t))) for t in (table_before, (out / "grades.csv").read_text()))
+    assert new_rows[0] == old_rows[0]
+    assert [r for r in new_rows if r[0] != "bob"] == [r for r in old_rows if r[0] != "bob"]
+    bob = dict(zip(new_rows[0], next(r for r in new_rows if r[0] == "bob")))
+    assert bob["1. attention"] == "1" and bob["2. mha"] == "3" and bob[CONFIG.name] == "6"
+    assert bob["total"] == "10" and bob["pending"] == "0"
+    # merging a still-pending result (no CUDA) changes nothing that counts
+    merge_check(out, "carol", CheckResult(CONFIG.name, CONFIG.part, 8, 0.0, "pending", "still pending"))
+    carol = dict(zip(new_rows[0], next(r for r in csv.reader(io.StringIO((out / "grades.csv").read_text()))
+                                        if r[0] == "carol")))
+    assert carol[CONFIG.name] == "pending" and carol["total"] == "3" and carol["pending"] == "8"
+
+
+def test_merge_adds_a_column_when_the_table_lacks_the_check(tmp_path):
+    out = tmp_path / "out"
+    results = []
+    for sub in ("a", "b"):
+        results.append(SubmissionResult(sub, f"{sub}.ipynb", [CheckResult("1. x", "", 2, 2, "passed", "")]))
+        write_submission(out, results[-1], "T")
+    write_grades(out, results, ["1. x"])
+    merge_check(out, "a", CheckResult("rubric", "", 8, 8, "passed", "ok"))
+    rows = list(csv.reader(io.StringIO((out / "grades.csv").read_text())))
+    assert rows[0] == ["submission", "1. x", "rubric", "total", "max", "pending", "error"]
+    assert rows[1][:4] == ["a", "2", "8", "10"] and rows[2][:4] == ["b", "2", "", "2"]
+
+
+def test_command_merges_into_an_earlier_run(world, trained, tmp_path, capsys):
+    from autograder.cli import main
+
+    out = tmp_path / "out"
+    nb = _submission(tmp_path / "subs" / "lena", state=trained)
+    earlier = SubmissionResult("transformers_bert", str(nb), [
+        CheckResult("1. attention", "1", 2, 2, "passed", ""),
+        CheckResult(CONFIG.name, CONFIG.part, 8, 0, "pending", "pending")])
+    write_submission(out, earlier, "Transformers")
+    write_grades(out, [earlier], ["1. attention", CONFIG.name])
+    # no CUDA and no --device cpu: stays pending, and says what to run where
+    assert main(["rubric", str(tmp_path / "no-such-assignment"), str(nb), "--out", str(out), "--quiet",
+                 "--encoder", str(world["encoder"]), "--imdb", str(world["imdb"])]) == 0
+    assert "no CUDA on this machine" in capsys.readouterr().err
+    assert json.loads((out / "transformers_bert" / "grading.json").read_text())["checks"][1]["status"] == "pending"
+    code = main(["rubric", str(tmp_path / "no-such-assignment"), str(nb), "--out", str(out), "--quiet",
+                 "--device", "cpu", "--encoder", str(world["encoder"]), "--imdb", str(world["imdb"])])
+    assert code == 0
+    graded = json.loads((out / "transformers_bert" / "grading.json").read_text())
+    assert graded["checks"][0]["score"] == 2 and graded["checks"][1]["status"] in ("passed", "partial", "failed")
+    details = json.loads((out / "transformers_bert" / "rubric.json").read_text())
+    assert details["n"] == 48 and "accuracy" in details
+    rows = list(csv.reader(io.StringIO((out / "grades.csv").read_text())))
+    assert rows[1][2] != "pending"
