@@ -505,3 +505,29 @@ def test_command_merges_into_an_earlier_run(world, trained, tmp_path, capsys):
     assert details["n"] == 48 and "accuracy" in details
     rows = list(csv.reader(io.StringIO((out / "grades.csv").read_text())))
     assert rows[1][2] != "pending"
+
+
+def test_grade_reports_the_declared_rubric_pending(tmp_path):
+    """An assignment whose hidden tests declare the rubric: `autograder grade` lists it as pending (no score
+    in results.json, `pending` in grades.csv), every other check is graded as usual."""
+    from autograder.build import build
+    from autograder.grade import GradeOptions, grade
+    from autograder.release import load_release
+
+    example = Path(__file__).parent / "example_course"
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(example / "solutions" / "vectors", source)
+    (source / "tests" / "test_rubric_part.py").write_text(
+        "from autograder.rubric import rubric_check\n\n"
+        "validation_accuracy = rubric_check(points=8, part='7. Sentiment classifier')\n", encoding="utf-8")
+    release = load_release(build(source).release)
+    (result,) = grade(release, [example / "submissions" / "student_sample.ipynb"],
+                      GradeOptions(tmp_path / "out", quiet=True, cuda=False, summary=False))
+    rubric = next(c for c in result.checks if c.name == CONFIG.name)
+    assert rubric.status == "pending" and "autograder rubric vectors <submissions>" in rubric.message
+    others = [c for c in result.checks if c.name != CONFIG.name]
+    assert others and all(c.status != "pending" for c in others)
+    tests = json.loads((tmp_path / "out" / "student_sample" / "results.json").read_text())["tests"]
+    assert "score" not in next(t for t in tests if t["name"] == CONFIG.name)
+    rows = list(csv.reader(io.StringIO((tmp_path / "out" / "grades.csv").read_text())))
+    assert dict(zip(rows[0], rows[1]))[CONFIG.name] == "pending"

@@ -121,6 +121,14 @@ def cmd_rubric(args) -> int:
               f"folder and the submissions copied there, run:\n  autograder rubric {args.assignment} "
               f"{' '.join(args.submissions)} --out {args.out}\n(or add --device cpu to grade on this CPU, slowly)",
               file=sys.stderr)
+    if not run.pending and notebooks:
+        try:  # the encoder, the validation split and the cache: once, before any submission
+            run.prepare()
+        except Exception as exc:  # noqa: BLE001 - no encoder or data: nothing can be graded
+            print(f"error: the rubric could not load its encoder or data ({type(exc).__name__}: {exc}); nothing was "
+                  f"changed. Check --encoder / $BERT_ENCODER and --imdb / $IMDB_PATH (the hub is the default).",
+                  file=sys.stderr)
+            return 2
     everyone = [str(p) for p in notebooks + checkpoints + list(inputs.roots)] + ([str(ckpt_dir)] if ckpt_dir else [])
     for i, (nb, sub_id, ckpt) in enumerate(zip(notebooks, ids, checkpoints), start=1):
         start = time.monotonic()
