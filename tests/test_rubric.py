@@ -461,6 +461,16 @@ def test_merge_keeps_every_other_check(tmp_path):
     bob = dict(zip(new_rows[0], next(r for r in new_rows if r[0] == "bob")))
     assert bob["1. attention"] == "1" and bob["2. mha"] == "3" and bob[CONFIG.name] == "6"
     assert bob["total"] == "10" and bob["pending"] == "0"
+    from autograder.reports.summary import write_summary
+    from autograder.rubric.merge import refresh_summary
+
+    write_summary(out, before, "Transformers", ["Isolation: test."])
+    refresh_summary(out)
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("# Class summary: Transformers") and "Isolation: test." in summary
+    rubric_row = next(line for line in summary.splitlines() if line.startswith(f"| {CONFIG.name} |"))
+    cells = [x.strip() for x in rubric_row.split("|")]
+    assert cells[4] == "6.00" and cells[9] == "2"  # the mean of the graded one; two still pending
     # merging a still-pending result (no CUDA) changes nothing that counts
     merge_check(out, "carol", CheckResult(CONFIG.name, CONFIG.part, 8, 0.0, "pending", "still pending"))
     carol = dict(zip(new_rows[0], next(r for r in csv.reader(io.StringIO((out / "grades.csv").read_text()))

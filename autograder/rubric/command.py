@@ -85,7 +85,7 @@ def checkpoint_path(notebook: Path, sub_id: str, name: str, checkpoint_dir: Path
 
 
 def cmd_rubric(args) -> int:
-    from autograder.rubric.merge import merge_check
+    from autograder.rubric.merge import merge_check, refresh_summary
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover
 
@@ -144,5 +144,6 @@ def cmd_rubric(args) -> int:
             first = c.message.splitlines()[0][:110] if c.message else ""
             print(f"[{i}/{len(notebooks)}] {sub_id}: rubric {score} ({time.monotonic() - start:.1f} s) {first}",
                   file=sys.stderr, flush=True)
+    refresh_summary(out, title)
     print(f"rubric: {len(notebooks)} submission(s) merged into {out}/<submission>/results.json and {out / 'grades.csv'}")
     return 0 if notebooks else 1

@@ -81,3 +81,22 @@ def update_table(out_dir: Path, result: SubmissionResult, check_name: str) -> Pa
     csv.writer(buf, lineterminator="\n").writerows([header] + rows[1:])
     write_atomic(path, buf.getvalue())
     return path
+
+
+def refresh_summary(out_dir: Path, title: str | None = None) -> Path | None:
+    """Rewrite the class summary (summary.md, summary.csv) of an earlier run from the merged results,
+    when there is one: it was written while the rubric was still pending."""
+    from autograder.reports.summary import write_summary
+
+    out_dir = Path(out_dir)
+    old = out_dir / "summary.md"
+    table = out_dir / TABLE
+    if not old.is_file() or not table.is_file():
+        return None
+    lines = old.read_text(encoding="utf-8").splitlines()
+    extra = [line for line in lines if line.startswith("Isolation:")]
+    if title is None and lines and lines[0].startswith("# Class summary: "):
+        title = lines[0][len("# Class summary: "):]
+    rows = list(csv.reader(io.StringIO(table.read_text(encoding="utf-8"))))[1:]
+    results = [r for r in (load_result(out_dir, row[0]) for row in rows if row) if r is not None]
+    return write_summary(out_dir, results, title or "", extra)
