@@ -30,7 +30,7 @@ from autograder.reports.results import write_atomic
 from autograder.testing import CheckSpec, load_test_file
 
 MANIFEST = "manifest.json"
-BUILD_FORMAT = 1
+BUILD_FORMAT = 2  # bump when the release layout or the extraction changes: old releases are rebuilt
 
 
 class BuildError(ValueError):

@@ -144,7 +144,8 @@ class Grader:
             if report:
                 for index, why in sorted(report.errors.items()):
                     unit = extraction.units[index]
-                    notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
+                    if unit.kind != "constant":  # a demo's leftover assignment; a check that needs it says so
+                        notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
         except Exception as exc:  # noqa: BLE001 - a grader bug must still leave a result row
             return self._ungraded(path, sub_id, f"internal grader error: {type(exc).__name__}: {exc}", start)
         finally:

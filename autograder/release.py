@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.build import MANIFEST, build, source_hash
+from autograder.build import BUILD_FORMAT, MANIFEST, build, source_hash
 from autograder.config import AssignmentConfig, load_config
 from autograder.notebook.extract import Extraction, Unit
 from autograder.testing import CheckSpec, load_test_file
@@ -65,8 +65,9 @@ def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool =
     release_dir = source.resolve().parent.parent / "release" / source.name
     if source.is_dir() and rebuild:
         manifest = release_dir / MANIFEST
-        current = manifest.is_file() and json.loads(manifest.read_text())["source_hash"] == \
-            source_hash(source, load_config(source))
+        built = json.loads(manifest.read_text()) if manifest.is_file() else {}
+        current = built.get("format") == BUILD_FORMAT and \
+            built.get("source_hash") == source_hash(source, load_config(source))
         if not current:
             build(source)
         return load_release(release_dir)

@@ -32,7 +32,7 @@ class Unit:
     line: int  # first line of the statement within the cell
     source: str
     names: list[str]  # names it binds
-    kind: str = "definition"  # "import" or "definition"
+    kind: str = "definition"  # "import", "definition" (def / class) or "constant" (an assignment, if, try)
 
     def to_wire(self) -> dict:
         return {"cell": self.cell, "line": self.line, "source": self.source, "names": self.names, "kind": self.kind}
@@ -163,7 +163,9 @@ def extract(nb) -> Extraction:
                 continue
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
             text = "\n".join(lines[first - 1:node.end_lineno])
-            kind = "import" if isinstance(node, (ast.Import, ast.ImportFrom)) else "definition"
+            kind = ("import" if isinstance(node, (ast.Import, ast.ImportFrom)) else
+                    "definition" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
+                    "constant")
             units.append(Unit(index, first, text, _bound_names(node), kind))
     return Extraction(units, skipped)
 
