@@ -30,7 +30,9 @@ from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult, write_atomic, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
-from autograder.sandbox.client import FORK_SERVER_FD, WorkerError, WorkerSpec, start_fork_server
+from autograder.sandbox.client import (
+    FORK_SERVER_FD, Handle, Remote, StudentError, WorkerError, WorkerSpec, preload_modules, start_fork_server,
+)
 from autograder.sandbox.isolation import Confinement, hideable, python_paths
 from autograder.submissions import Submission, submission_ids  # noqa: F401 - submission_ids is public here
 
@@ -52,6 +54,27 @@ class GradeOptions:
     progress: bool | None = None  # one updating progress line (None: when stderr is a terminal)
     summary: bool = True  # write DIR/summary.md and DIR/summary.csv, print a summary at the end
     notes: dict[str, str] = field(default_factory=dict)  # id -> a note for the student (how it was found)
+
+
+def imported_modules(units) -> list[str]:
+    """Module names the import statements among `units` import."""
+    import ast
+
+    names = []
+    for unit in units:
+        if unit.kind != "import":
+            continue
+        try:
+            tree = ast.parse(unit.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.append(node.module)
+                names += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
+    return list(dict.fromkeys(names))
 
 
 def _collapse(paths: list[str]) -> list[str]:
@@ -109,16 +132,53 @@ class Grader:
         self.reference = Program(release.reference, reference_spec, release.helpers)
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
                                   set(release.config.gpu_checks), cuda)
+        self._warm = False
 
     def close(self) -> None:
         self.reference.close()
+
+    def _reference_modules(self) -> list[str]:
+        """The modules loaded in the reference worker (trusted code only ever runs there)."""
+        worker = self.reference.worker
+        if worker.proc is None:
+            return []
+        worker.deadline = time.monotonic() + 30
+        try:
+            worker.request("helpers", "import sys as _ag_sys\n_ag_modules = sorted(_ag_sys.modules)\n",
+                           what="listing the reference's modules")
+            names = Remote(worker, Handle(1, "helpers"), "")._ag_modules
+        except (WorkerError, StudentError):
+            return []
+        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
     @property
     def isolation_status(self) -> str:
         report = self.reference.worker.report
         return report.status if report else ""
 
+    def warm_up(self) -> None:
+        """Before the first submission: grade the reference against itself (results discarded), then
+        have the fork server import every library the reference worker used. Each fresh worker then
+        starts with them loaded (seconds saved per submission with transformers), and every
+        submission, the first included, meets a reference worker and libraries in the same state."""
+        if self._warm:
+            return
+        self._warm = True
+        preload_modules(imported_modules(self.release.reference.units))
+        limits = self.release.config.limits
+        spec = WorkerSpec([u.to_wire() for u in self.release.reference.units], confinement=self.confinement,
+                          import_seconds=max(limits.import_seconds, 300))
+        program = Program(self.release.reference, spec, self.release.helpers)
+        try:
+            self.judge.grade(program)
+        except Exception:  # noqa: BLE001 - a warm-up only; real submissions meet the problem again
+            pass
+        finally:
+            program.close()
+        preload_modules(self._reference_modules())
+
     def grade_one(self, path: Path, sub_id: str) -> SubmissionResult:
+        self.warm_up()
         start = time.monotonic()
         try:
             nb, notes = read_notebook(path)

@@ -4,21 +4,28 @@
    `autograder.grade.grade` with --jobs 1 and with --jobs 2, each into a fresh results folder; wall
    clock from the call to its return (grading processes, fork servers and reference workers starting
    included), as submissions per minute.
-2. Isolation overhead: the same checks on the same submission, per submission,
-   a. graded as `grade` does it: a worker process per submission (forked from the fork server,
-      confined: namespaces, mounts, rlimits), every call to student code a message over a pipe;
-   b. in-process: the submission's definitions and the reference exec'd into modules of this
-      process, the checks called on them directly with the same seeding. No isolation at all.
-   The ratio a / b is what isolation costs per submission. (a) is taken from the --jobs 1 run.
+2. Isolation overhead, per submission, the same checks on the same submission:
+   a. isolated, as `grade` does it: a worker process per submission (forked from the fork server,
+      confined: namespaces, mounts, rlimits), every call into student code a message over a pipe.
+      Taken from the --jobs 1 run (`execution_time` of each result);
+   b. in-process, same judge: `Grader.grade_one` with the workers replaced by the worker code running
+      inside this process (`LoopbackWorker`): requests and replies still encoded and decoded exactly
+      as over the pipe, but no process, no pipe, no confinement;
+   c. in-process, direct: the definitions exec'd into a module and the checks called on it, no
+      protocol at all. Only for assignments whose checks need nothing worker-specific (keep(),
+      remote_isinstance()...); otherwise reported as n/a.
+   The ratios a / b and a / c are what isolation costs per submission.
 
     python benchmarks/throughput.py                       # the example assignment, 100 copies
-    python benchmarks/throughput.py --copies 20 --assignment solutions/transformers_bert
+    python benchmarks/throughput.py --assignment solutions/transformers_bert
 
-Every graded copy must get full marks, else the numbers mean nothing and the exit status is 1.
+Every graded copy must get every point gradable here (GPU checks pending), else the numbers mean
+nothing and the exit status is 1.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import shutil
@@ -35,15 +42,83 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from autograder.build import build  # noqa: E402
-from autograder.grade import GradeOptions, grade  # noqa: E402
+import autograder.judge  # noqa: E402
+from autograder.grade import GradeOptions, Grader, grade  # noqa: E402
 from autograder.judge import _fraction, _run_cell_check, judge_imports  # noqa: E402
 from autograder.notebook.extract import extract  # noqa: E402
 from autograder.notebook.load import read_notebook  # noqa: E402
 from autograder.release import load_release  # noqa: E402
-from autograder.sandbox.client import shutdown_fork_server  # noqa: E402
+from autograder.sandbox.client import WorkerDied, WorkerProcess, shutdown_fork_server  # noqa: E402
+from autograder.sandbox.protocol import read_message  # noqa: E402
 from autograder.testing import Fail  # noqa: E402
 
 EXAMPLE = ROOT / "tests" / "example_course" / "solutions" / "vectors"
+
+
+class _NotAProcess:
+    pid = None
+
+    @staticmethod
+    def poll():
+        return None
+
+
+class _Inbox:
+    """A stream the in-process worker writes its replies to; they queue up as parsed messages."""
+
+    def __init__(self):
+        self.buf = bytearray()
+        self.messages: list = []
+
+    def write(self, data) -> None:
+        self.buf += data
+
+    def flush(self) -> None:
+        while len(self.buf) >= 8:
+            n_head = int.from_bytes(self.buf[:8], "little")
+            if len(self.buf) < 16 + n_head:
+                return
+            n_blob = int.from_bytes(self.buf[8 + n_head:16 + n_head], "little")
+            n = 16 + n_head + n_blob
+            if len(self.buf) < n:
+                return
+            self.messages.append(read_message(io.BytesIO(bytes(self.buf[:n]))))
+            del self.buf[:n]
+
+
+class LoopbackWorker(WorkerProcess):
+    """The worker code run inside this process: the same requests and replies, encoded and decoded
+    as over the pipe, with no process, pipe or confinement. For measuring, never for grading."""
+
+    def _spawn(self) -> str:
+        from autograder.sandbox import worker as worker_module
+
+        self._inbox = _Inbox()
+        self._worker = worker_module.Worker(self._inbox)
+        self._stdin = self  # write_message(self._stdin, ...) lands in write()/flush() below
+        self._request = bytearray()
+        self.proc = _NotAProcess()
+        return "in-process (no isolation)"
+
+    def write(self, data) -> None:
+        self._request += data
+
+    def flush(self) -> None:
+        header, tensors = read_message(io.BytesIO(bytes(self._request)))
+        self._request.clear()
+        sys.modules["submission"] = self._worker.module  # each worker's own, as in its process
+        self._worker.handle(header, tensors)
+        self._inbox.flush()
+
+    def _next(self, deadline: float, doing: str):
+        if not self._inbox.messages:
+            raise WorkerDied(f"no reply while {doing}")
+        return self._inbox.messages.pop(0)
+
+    def kill(self) -> None:
+        self.proc = None
+
+    close = kill
 
 
 class InProcess:
@@ -81,6 +156,41 @@ def grade_in_process(release, notebook: Path, base: dict, ref: InProcess) -> flo
     return score
 
 
+def loopback(release, notebooks, out: Path, full: float) -> tuple[list[float], bool]:
+    """Per-submission time of Grader.grade_one with LoopbackWorker in place of worker processes."""
+    saved = autograder.judge.WorkerProcess
+    autograder.judge.WorkerProcess = LoopbackWorker
+    try:
+        grader = Grader(release, GradeOptions(out, quiet=True), notebooks)
+        grader.grade_one(notebooks[0], "warm-up")
+        times, ok = [], True
+        for i, nb in enumerate(notebooks):
+            result = grader.grade_one(nb, f"s{i}")
+            times.append(result.execution_time)
+            ok = ok and result.score == full and not result.error
+        grader.close()
+    finally:
+        autograder.judge.WorkerProcess = saved
+    return times, ok
+
+
+def direct(release, notebooks, repeats: int, full: float) -> tuple[list[float], bool]:
+    """Per-submission time of the checks called directly on exec'd modules; ok False when the
+    assignment's checks cannot run that way."""
+    base = judge_imports(release.reference)
+    try:
+        ref = InProcess(release.reference.units, release.helpers)
+        grade_in_process(release, notebooks[0], base, ref)  # warm up: imports, first calls
+        times, ok = [], True
+        for nb in (notebooks * (repeats // len(notebooks) + 1))[:repeats]:
+            start = time.perf_counter()
+            ok = ok and grade_in_process(release, nb, base, ref) >= full
+            times.append(time.perf_counter() - start)
+        return times, ok
+    except Exception:  # noqa: BLE001 - such an assignment simply has no direct baseline
+        return [], False
+
+
 def prepare(assignment: Path, work: Path, copies: int):
     source = work / "solutions" / assignment.name
     shutil.copytree(assignment, source)
@@ -103,7 +213,8 @@ def timed_grade(release, notebooks, out: Path, jobs: int):
     results = grade(release, notebooks, GradeOptions(out, quiet=True, jobs=jobs, summary=False))
     seconds = time.perf_counter() - start
     shutdown_fork_server()
-    full = all(r.score == r.max_score and not r.error for r in results)
+    gpu = {c.name for c in release.checks if c.gpu or c.name in release.config.gpu_checks}
+    full = all(not r.error and all(c.score == c.max_score for c in r.checks if c.name not in gpu) for r in results)
     per_check = [sum(c.seconds for c in r.checks) for r in results]
     return seconds, full, results, per_check
 
@@ -113,7 +224,7 @@ def main(argv=None) -> int:
     ap.add_argument("--assignment", default=str(EXAMPLE), help="solutions/<name> folder (default: the example)")
     ap.add_argument("--copies", type=int, default=100, help="copies of the correct submission (default 100)")
     ap.add_argument("--in-process-repeats", type=int, default=0,
-                    help="submissions graded in-process for (b) (default: --copies)")
+                    help="submissions for the direct in-process baseline (c) (default: --copies)")
     args = ap.parse_args(argv)
     assignment = Path(args.assignment).resolve()
     torch.set_num_threads(1)  # as the judge and the workers do
@@ -130,29 +241,30 @@ def main(argv=None) -> int:
         t2, ok2, _, _ = timed_grade(release, notebooks, work / "out-jobs2", 2)
         print(f"--jobs 2: {t2:7.1f} s  {len(notebooks) / t2 * 60:7.1f} submissions/min", flush=True)
 
-        base = judge_imports(release.reference)
-        ref = InProcess(release.reference.units, release.helpers)
-        repeats = args.in_process_repeats or len(notebooks)
-        grade_in_process(release, notebooks[0], base, ref)  # warm up: imports, first calls
-        times, scores = [], []
-        for nb in (notebooks * (repeats // len(notebooks) + 1))[:repeats]:
-            start = time.perf_counter()
-            scores.append(grade_in_process(release, nb, base, ref))
-            times.append(time.perf_counter() - start)
-        ok3 = all(s == release.max_score for s in scores)
+        full = release.max_score - sum(c.points for c in release.checks
+                                       if c.gpu or c.name in release.config.gpu_checks)
+        loopback_times, loopback_ok = loopback(release, notebooks, work / "out-loopback", full)
+        direct_times, direct_ok = direct(release, notebooks, args.in_process_repeats or len(notebooks), full)
 
-        isolated = [r.execution_time for r in results1]
-        in_process = statistics.median(times)
-        print(f"per submission, isolated (--jobs 1, median of {len(isolated)}): {statistics.median(isolated) * 1000:8.1f} ms"
-              f"   (checks alone: {statistics.median(checks1) * 1000:.1f} ms)")
-        print(f"per submission, in-process (median of {len(times)}):          {in_process * 1000:8.1f} ms")
+        isolated = statistics.median(r.execution_time for r in results1)
+        print(f"per submission, isolated (--jobs 1, median of {len(results1)}):      {isolated * 1000:9.1f} ms"
+              f"   (in its checks: {statistics.median(checks1) * 1000:.1f} ms)")
+        print(f"per submission, in-process, same judge (median of {len(loopback_times)}): "
+              f"{statistics.median(loopback_times) * 1000:9.1f} ms")
+        if direct_ok:
+            print(f"per submission, in-process, direct (median of {len(direct_times)}):    "
+                  f"{statistics.median(direct_times) * 1000:9.1f} ms")
+        else:
+            print("per submission, in-process, direct: n/a (the checks need a worker: keep(), remote_isinstance()...)")
         print("ratios, this run:")
-        print(f"  throughput --jobs 2 / --jobs 1:                 {t1 / t2:6.2f}")
-        print(f"  isolation overhead (isolated / in-process):     {statistics.median(isolated) / in_process:6.1f}")
-        print(f"  whole run --jobs 1 per submission / in-process: {t1 / len(notebooks) / in_process:6.1f}")
+        print(f"  throughput --jobs 2 / --jobs 1:                      {t1 / t2:7.2f}")
+        print(f"  isolation overhead, isolated / in-process same judge: {isolated / statistics.median(loopback_times):7.1f}")
+        if direct_ok:
+            print(f"  isolation overhead, isolated / in-process direct:     "
+                  f"{isolated / statistics.median(direct_times):7.1f}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
-        if not (ok1 and ok2 and ok3):
-            print("ERROR: a copy of the answer key did not get full marks; the timings mean nothing")
+        if not (ok1 and ok2 and loopback_ok):
+            print("ERROR: a copy of the answer key did not get every point; the timings mean nothing")
             return 1
     return 0
 

@@ -10,10 +10,10 @@ worker as a new interpreter instead.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import queue
+import re
 import select
 import signal
 import socket
@@ -27,7 +27,7 @@ import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from autograder.sandbox.isolation import Confinement
+from autograder.sandbox.isolation import SCRATCH_DIR, Confinement
 from autograder.sandbox.protocol import (
     MAX_BLOB_BYTES, MAX_HEADER_BYTES, Decoder, Encoder, Handle, ProtocolError, read_message, write_message,
 )
@@ -245,7 +245,8 @@ def start_fork_server(for_pid: int | None = None) -> tuple[socket.socket, subpro
         [sys.executable, "-m", "autograder.sandbox.client", "--fork-server", str(child_sock.fileno()),
          str(for_pid or os.getpid())],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        pass_fds=(child_sock.fileno(),), start_new_session=True, env=worker_environment(), cwd="/")
+        pass_fds=(child_sock.fileno(),), start_new_session=True, env={**worker_environment(), "HOME": SCRATCH_DIR},
+        cwd="/")
     child_sock.close()
     return parent_sock, proc
 
@@ -347,6 +348,15 @@ class _ForkServer:
                 child._exited(-signal.SIGKILL)
             return child
 
+    def preload(self, names: list[str]) -> list[str]:
+        with self.send_lock:
+            _send_frame(self.sock, {"preload": list(names)})
+            try:
+                reply = self.replies.get(timeout=START_SECONDS)
+            except queue.Empty:
+                raise OSError("the fork server did not answer") from None
+            return list(reply.get("preloaded", []))
+
     def close(self) -> None:
         """Close the channel: the server ends (and its workers with it); kill it if it is ours."""
         self.alive = False
@@ -415,12 +425,73 @@ def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
             request, fds = channel.recv(want_fds=3)
         except (EOFError, OSError, ProtocolError):
             os._exit(0)  # the judge is gone: its workers follow through their parent-death signal
+        if "preload" in request:
+            for fd in fds:
+                os.close(fd)
+            _send_frame(sock, {"preloaded": _preload([str(n) for n in request["preload"]][:5000])})
+            continue
         pid = os.fork()
         if pid == 0:
             _become_worker(request, fds, sock_fd)
         for fd in fds:
             os.close(fd)
         _send_frame(sock, {"pid": pid})
+
+
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _preload(names: list[str]) -> list[str]:
+    """In the fork server: import library modules that workers will import anyway, so that each fork
+    has them already. Only modules of the interpreter's own installation or the autograder package
+    (found there before anything is imported): never a file of a course, whose code would then be in
+    every worker's memory."""
+    import importlib
+    import importlib.util
+
+    from autograder.sandbox.isolation import python_paths
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    roots = [os.path.realpath(p) for p in python_paths() if os.path.realpath(p) != os.path.dirname(package)]
+    roots.append(os.path.realpath(package))
+
+    def allowed(location: str | None) -> bool:
+        if not location or location in ("built-in", "frozen"):
+            return True
+        real = os.path.realpath(location)
+        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
+
+    done = []
+    for name in names:
+        if name in sys.modules or not _MODULE_NAME.match(name):
+            continue
+        try:
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # each package on the way must be a library's
+                prefix = ".".join(parts[:i])
+                if prefix in sys.modules:
+                    continue
+                spec = importlib.util.find_spec(prefix)
+                if spec is None or not all(allowed(loc) for loc in [spec.origin,
+                                                                    *(spec.submodule_search_locations or [])]):
+                    raise ImportError(prefix)
+                importlib.import_module(prefix)
+            done.append(name)
+        except BaseException:  # noqa: BLE001 - a module that cannot be preloaded is imported by the worker
+            continue
+    return done
+
+
+def preload_modules(names: list[str]) -> list[str]:
+    """Have this process's fork server import these library modules (see `_preload`); returns those
+    it imported. Workers forked afterwards start with them loaded."""
+    server = _ForkServer.get()
+    if server is None or not names:
+        return []
+    try:
+        return server.preload(names)
+    except OSError:
+        return []
 
 
 def _become_worker(request: dict, fds: list[int], server_fd: int) -> None:
@@ -518,6 +589,18 @@ class LoadReport:
     status: str  # isolation status line
 
 
+class _ViewStream:
+    """read() over a memoryview, handing out slices rather than copies."""
+
+    def __init__(self, view: memoryview):
+        self.view, self.pos = view, 0
+
+    def read(self, n: int) -> memoryview:
+        chunk = self.view[self.pos:self.pos + n]
+        self.pos += len(chunk)
+        return chunk
+
+
 class _Replies:
     """The worker's replies, read in the calling thread with a deadline (no reader thread: one less
     thread hand-off per request). A reply is framed as protocol.write_message frames it; lengths
@@ -561,8 +644,10 @@ class _Replies:
             try:
                 n = self._frame_length()
                 if n is not None:
-                    frame, self.buf = bytes(self.buf[:n]), self.buf[n:]
-                    return read_message(io.BytesIO(frame))
+                    with memoryview(self.buf) as view:
+                        message = read_message(_ViewStream(view[:n]))  # one copy of the tensor data
+                    del self.buf[:n]
+                    return message
             except (ProtocolError, EOFError, ValueError) as exc:
                 return exc if isinstance(exc, (ProtocolError, EOFError)) else ProtocolError(str(exc))
             if self.closed:
