@@ -25,6 +25,7 @@ nothing and the exit status is 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import random
@@ -160,17 +161,19 @@ def loopback(release, notebooks, out: Path, full: float) -> tuple[list[float], b
     """Per-submission time of Grader.grade_one with LoopbackWorker in place of worker processes."""
     saved = autograder.judge.WorkerProcess
     autograder.judge.WorkerProcess = LoopbackWorker
-    try:
-        grader = Grader(release, GradeOptions(out, quiet=True), notebooks)
-        grader.grade_one(notebooks[0], "warm-up")
-        times, ok = [], True
-        for i, nb in enumerate(notebooks):
-            result = grader.grade_one(nb, f"s{i}")
-            times.append(result.execution_time)
-            ok = ok and result.score == full and not result.error
-        grader.close()
-    finally:
-        autograder.judge.WorkerProcess = saved
+    # what student code prints (progress bars...) would land in this process's output
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        try:
+            grader = Grader(release, GradeOptions(out, quiet=True), notebooks)
+            grader.grade_one(notebooks[0], "warm-up")
+            times, ok = [], True
+            for i, nb in enumerate(notebooks):
+                result = grader.grade_one(nb, f"s{i}")
+                times.append(result.execution_time)
+                ok = ok and result.score == full and not result.error
+            grader.close()
+        finally:
+            autograder.judge.WorkerProcess = saved
     return times, ok
 
 
