@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +113,39 @@ def test_summary_counts_the_class(batch):
     rows = list(csv.DictReader(io.StringIO((out / "summary.csv").read_text())))
     assert [r["check"] for r in rows] == [c.name for c in results[0].checks]
     assert int(next(r for r in rows if r["check"] == "normalize_test")["zero"]) == 4
+
+
+TRANSFORMERS = Path(__file__).resolve().parent.parent / "solutions" / "transformers_bert"
+
+
+@pytest.mark.skipif(not TRANSFORMERS.is_dir(), reason="no Transformers assignment")
+def test_transformers_variants_grade_identically_again(tmp_path):
+    """The Transformers answer key, its correct variants (one draws from the global generator) and a
+    sample of wrong submissions: the same scores and messages with --jobs 2 in one order and --jobs 1
+    in the opposite order."""
+    pytest.importorskip("transformers")
+    from autograder.build import build
+    from autograder.release import load_release
+    from tests.transformers_bert.bugs import BUGS
+    from tests.transformers_bert.notebooks import make_notebook
+    from tests.transformers_bert.variants import VARIANTS
+
+    source = tmp_path / "solutions" / "transformers_bert"
+    shutil.copytree(TRANSFORMERS, source)
+    release = load_release(build(source).release)
+    key = release.dir / "answer_key.ipynb"
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    subs = [key] + [make_notebook(folder / f"variant-{v.name}.ipynb", key, v.replace, v.definitions)
+                    for v in VARIANTS]
+    subs += [make_notebook(folder / f"bug-{b.name}.ipynb", key, b.replace) for b in BUGS[::4]]
+    ids = [p.stem for p in subs]
+    first = grade(release, subs, GradeOptions(tmp_path / "out1", quiet=True, jobs=2, ids=ids,
+                                              extra_private=(folder,)))
+    second = grade(release, subs[::-1], GradeOptions(tmp_path / "out2", quiet=True, jobs=1, ids=ids[::-1],
+                                                     extra_private=(folder,)))
+    shutdown_fork_server()
+    assert (tmp_path / "out1" / "grades.csv").read_bytes() == (tmp_path / "out2" / "grades.csv").read_bytes()
+    assert {r.submission: outcome(r) for r in first} == {r.submission: outcome(r) for r in second}
+    full = {r.submission: r.score for r in first}
+    assert all(full[p.stem] == full["answer_key"] for p in subs[:1 + len(VARIANTS)])
