@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from autograder.cli import main as cli_main
+from autograder.sandbox.client import shutdown_fork_server
 from autograder.submissions import discover, extract_zip, submission_ids
 
 METADATA = """---
@@ -153,6 +154,7 @@ def test_end_to_end_layouts_resume_and_regrade(example_build, tmp_path, capsys):
     assert rows["zoe"]["total"] == "0" and rows["1815"]["total"] == "11"
     assert cli_main(args[:-2] + ["--regrade", "--quiet"]) == 0  # everything again
     assert len(list(csv.DictReader((out / "grades.csv").open()))) == 4
+    shutdown_fork_server()  # the one this process started for --jobs 1
 
 
 def test_progress_bar_counts(capsys):
