@@ -176,24 +176,30 @@ def make_submissions(args, out: Path) -> list[Path]:
     return paths
 
 
-def timed_run(label: str, run, notebooks: list[Path]) -> dict:
-    times, outcomes = [], []
-    start = time.monotonic()
-    run.prepare()
-    prepare = time.monotonic() - start
+def timed_runs(runs: dict, notebooks: list[Path]) -> dict:
+    """Grade every submission with each run, interleaved (submission 1 with each run, then 2, ...), so
+    that a machine whose load drifts affects the runs alike. A run's first submission includes its
+    preparation: loading the encoder, tokenising the split and (cached run) computing the cache."""
+    report = {label: {"times": [], "accuracy": [], "methods": [], "phases": []} for label in runs}
+    for label, run in runs.items():
+        start = time.monotonic()
+        run.prepare()
+        report[label]["prepare"] = time.monotonic() - start
+        report[label]["timings"] = dict(run.timings)
     for i, nb in enumerate(notebooks):
-        t = time.monotonic()
-        outcome = run.grade(nb, nb.parent / "bert_gru_sentiment.pt")
-        seconds = time.monotonic() - t + (prepare if i == 0 else 0.0)
-        times.append(seconds)
-        outcomes.append(outcome)
-        d = outcome.details
-        print(f"  {label} submission {i + 1}: {seconds:7.1f} s  accuracy {d.get('accuracy', float('nan')):.4f}  "
-              f"{d.get('method', outcome.check.message[:100])}", flush=True)
-    return {"prepare": prepare, "times": times, "timings": dict(run.timings),
-            "accuracy": [o.details.get("accuracy") for o in outcomes],
-            "methods": [o.details.get("method") for o in outcomes],
-            "eval_seconds": [o.details.get("eval_seconds") for o in outcomes]}
+        for label, run in runs.items():
+            t = time.monotonic()
+            outcome = run.grade(nb, nb.parent / "bert_gru_sentiment.pt")
+            seconds = time.monotonic() - t + (report[label]["prepare"] if i == 0 else 0.0)
+            d = outcome.details
+            r = report[label]
+            r["times"].append(seconds)
+            r["accuracy"].append(d.get("accuracy"))
+            r["methods"].append(d.get("method"))
+            r["phases"].append(d.get("phases"))
+            print(f"  submission {i + 1} {label:12s} {seconds:7.1f} s  accuracy {d.get('accuracy', float('nan')):.4f}  "
+                  f"{d.get('method', outcome.check.message[:100])}  phases {d.get('phases')}", flush=True)
+    return report
 
 
 def cmd_grade(args) -> int:
@@ -219,15 +225,15 @@ def cmd_grade(args) -> int:
     shutil.rmtree(out / "cache", ignore_errors=True)  # time the cache's computation, not a reused one
     print(f"rubric benchmark: {len(notebooks)} submissions, device {device}, "
           f"{'all' if not limit else limit} validation reviews, max_len {args.max_len}", flush=True)
-    runs = {}
-    runs["cached"] = timed_run("cached", RubricRun(config, RubricOptions(
-        cache=True, precision=args.precision, cache_dir=out / "cache", **common), cuda=cuda), notebooks)
-    runs["naive"] = timed_run("naive ", RubricRun(config, RubricOptions(
-        cache=False, precision="fp32", cache_dir=out / "cache-naive", **common), cuda=cuda), notebooks)
+    runs = {"cached": RubricRun(config, RubricOptions(cache=True, precision=args.precision, cache_dir=out / "cache",
+                                                      **common), cuda=cuda),
+            "naive": RubricRun(config, RubricOptions(cache=False, precision="fp32", cache_dir=out / "cache-naive",
+                                                     **common), cuda=cuda)}
     if args.precision != "fp32" and device == "cuda":
         shutil.rmtree(out / "cache-fp32", ignore_errors=True)
-        runs["cached_fp32"] = timed_run("fp32  ", RubricRun(config, RubricOptions(
-            cache=True, precision="fp32", cache_dir=out / "cache-fp32", **common), cuda=cuda), notebooks)
+        runs["cached_fp32"] = RubricRun(config, RubricOptions(cache=True, precision="fp32", cache_dir=out / "cache-fp32",
+                                                              **common), cuda=cuda)
+    runs = timed_runs(runs, notebooks)
     c, n = runs["cached"]["times"], runs["naive"]["times"]
     extra_c, extra_n = c[1:] or [float("nan")], n[1:] or [float("nan")]
     report = {
@@ -235,7 +241,9 @@ def cmd_grade(args) -> int:
         "validation_reviews": limit or "all", "max_len": args.max_len, "submissions": len(notebooks), "runs": runs,
         "first_submission": {"cached": c[0], "naive": n[0]},
         "additional_submission_mean": {"cached": statistics.mean(extra_c), "naive": statistics.mean(extra_n)},
+        "additional_submission_median": {"cached": statistics.median(extra_c), "naive": statistics.median(extra_n)},
         "ratio_additional": statistics.mean(extra_n) / statistics.mean(extra_c),
+        "ratio_additional_median": statistics.median(extra_n) / statistics.median(extra_c),
         "ratio_total": sum(n) / sum(c),
         "same_accuracy": runs["cached"]["accuracy"] == runs["naive"]["accuracy"],
     }
@@ -247,8 +255,9 @@ def cmd_grade(args) -> int:
           f"and tokenising; cached includes computing the cache: {runs['cached']['timings'].get('cache_build', 0):.1f} s)")
     for i in range(1, len(c)):
         print(f"additional submission {i}: cached {c[i]:8.1f} s   naive {n[i]:8.1f} s   ratio {n[i] / c[i]:5.2f}")
-    print(f"per additional submission: naive / cached = {report['ratio_additional']:.2f}; "
-          f"all {len(c)} submissions: {report['ratio_total']:.2f}")
+    print(f"per additional submission: naive / cached = {report['ratio_additional']:.2f} (means), "
+          f"{report['ratio_additional_median']:.2f} (medians: cached {statistics.median(extra_c):.1f} s, naive "
+          f"{statistics.median(extra_n):.1f} s); all {len(c)} submissions: {report['ratio_total']:.2f}")
     print(f"same accuracy with and without the cache: {report['same_accuracy']} "
           f"({', '.join(f'{a:.4f}' for a in runs['cached']['accuracy'])})")
     if "mixed_vs_fp32_points" in report:
