@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from autograder.build import build
 from autograder.grade import GradeOptions, grade
 from autograder.release import load_release
+from autograder.rubric.check import rubric_configs
 from autograder.verify import verify
 from tests.transformers_bert.bugs import BUGS
 from tests.transformers_bert.notebooks import make_notebook
@@ -74,10 +76,14 @@ def _lost(result) -> dict[str, str]:
     return {c.name: c.message for c in result.checks if c.status != "pending" and c.score < c.max_score}
 
 
+def _rubric_names(release) -> set[str]:
+    return {config.name for config in rubric_configs(release.checks)}
+
+
 def test_every_part_has_seven_hidden_points_and_one_public_point(release):
     by_part: dict[str, float] = {}
     for c in release.checks:
-        if c.gpu or c.name in release.config.gpu_checks:
+        if c.gpu or c.name in release.config.gpu_checks or c.name in _rubric_names(release):
             continue  # the accuracy rubric (part 7) is its own stage
         part = _part_of(c)
         assert part in PARTS, f"check {c.name!r} belongs to no autograded part"
@@ -86,8 +92,15 @@ def test_every_part_has_seven_hidden_points_and_one_public_point(release):
     assert by_part == {p: HIDDEN_POINTS_PER_PART for p in PARTS}
     public = {c.name: c.points for c in release.checks if c.public}
     assert public == {name: 1 for name in PARTS.values()}
-    hidden = [c for c in release.checks if not c.public and not c.gpu]
+    hidden = [c for c in release.checks if not c.public and not c.gpu and c.name not in _rubric_names(release)]
     assert len(hidden) >= 30 and all(c.points <= 3 for c in hidden), "points are split over several named checks"
+
+
+def test_part7_declares_the_accuracy_rubric(release):
+    """The spec's rubric: 8 points in part 7, on top of the correctness checks."""
+    configs = rubric_configs(release.checks)
+    assert [(c.points, _part_of(c)) for c in configs] == [(8.0, "7")]
+    assert (configs[0].floor, configs[0].full, configs[0].checkpoint) == (0.5, 0.9, "bert_gru_sentiment.pt")
 
 
 def test_answer_key_gets_every_point(graded):
@@ -95,6 +108,17 @@ def test_answer_key_gets_every_point(graded):
     result = results["answer_key"]
     assert not result.error
     assert _lost(result) == {}
+
+
+def test_rubric_is_pending_not_failed_without_cuda(graded, release):
+    """A CPU grader reports the rubric pending, with the command that grades it, for every submission."""
+    if torch.cuda.is_available():
+        pytest.skip("with CUDA the rubric is graded, not pending")
+    (name,) = _rubric_names(release)
+    for sub_id, result in graded[0].items():
+        (rubric,) = [c for c in result.checks if c.name == name]
+        assert (rubric.status, rubric.score) == ("pending", 0.0), sub_id
+        assert "autograder rubric transformers_bert" in rubric.message, sub_id
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
@@ -140,3 +164,5 @@ def test_verify_passes(source):
     match = re.search(r"reference: ([\d.]+)/([\d.]+) \((\d+) pending\); untouched student notebook: ([\d.]+)/", summary)
     assert match, summary
     assert float(match.group(4)) == 0, summary
+    assert int(match.group(3)) == 1, summary  # the accuracy rubric, and nothing else
+    assert float(match.group(1)) == float(match.group(2)) - 8, summary

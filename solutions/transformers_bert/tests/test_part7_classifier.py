@@ -1,13 +1,15 @@
-"""Hidden checks of part 7 (correctness only): BERTGRUSentiment(bert, hidden_dim, output_dim, n_layers,
+"""Hidden checks of part 7: BERTGRUSentiment(bert, hidden_dim, output_dim, n_layers,
 bidirectional, dropout), binary_accuracy(logits, labels), train_epoch and evaluate.
 
 The encoder is a tiny randomly initialised transformers BertModel built inside the worker by helper code
 (seeded, no download). The classifier's hidden-state selection is compared with the reference's with
-identical weights. The accuracy rubric for the trained checkpoint (GPU) is a separate stage.
+identical weights. The last check declares the accuracy rubric for the trained checkpoint: it is measured on a
+GPU by `autograder rubric` and reported pending by `autograder grade` without one.
 """
 import torch
 import torch.nn.functional as F
 
+from autograder.rubric import rubric_check
 from autograder.testing import (
     Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
 )
@@ -354,3 +356,9 @@ def loops(sub, ref):
         if not any(abs(result[0] - loss) < 1e-5 and abs(result[1] - acc) < 1e-5
                    for loss, acc in (_expected_means(sub, calls, labels), _expected_means(sub, calls, labels, False))):
             raise Fail(f"{which} must return the mean loss and the mean accuracy (binary_accuracy) over the examples")
+
+
+# The accuracy rubric: 8 x clamp((acc - 0.50) / 0.40, 0, 1) on the validation split, measured by the grader from
+# the saved CHECKPOINT with the pretrained encoder. Without CUDA it is reported pending, never failed;
+# `autograder rubric transformers_bert ...` on a GPU machine adds its points (docs/rubric.md).
+validation_accuracy = rubric_check(points=8, part=PART)
