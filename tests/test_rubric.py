@@ -24,15 +24,12 @@ from autograder.reports.table import write_grades
 from autograder.rubric import RubricConfig, RubricOptions, rubric_check, rubric_points
 from autograder.rubric.data import eval_batches, train_valid_split
 from autograder.rubric.merge import merge_check
+from tests.transformers_bert.tiny_world import NEUTRAL, build_world
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("pyarrow")
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "solutions" / "transformers_bert" / "transformers_bert.ipynb"
-POSITIVE = ["good", "great", "wonderful", "superb", "fun"]
-NEGATIVE = ["bad", "awful", "boring", "poor", "dull"]
-NEUTRAL = ["the", "movie", "film", "plot", "was", "and", "a", "actors", "story", "it", "is", "of", "scene",
-           "music", "end", "very", "quite", "this", "ending"]
 CONFIG = RubricConfig(max_len=16, batch_size=8, bucket_batches=2)
 
 IMPORTS = "import torch\nimport torch.nn as nn\n"
@@ -71,51 +68,10 @@ NO_ENCODER_MODEL = MODEL.replace(
 
 # -- fixtures: a tiny encoder, tiny data, trained students --------------------------------------------
 
-def _review(rng: random.Random, label: int) -> str:
-    words = [rng.choice(NEUTRAL) for _ in range(rng.randint(2, 10))]
-    for _ in range(rng.randint(2, 3)):
-        words.insert(rng.randrange(len(words) + 1), rng.choice(POSITIVE if label else NEGATIVE))
-    text = " ".join(words)
-    return text.replace(" and ", " and<br />", 1)
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """A tiny BERT encoder folder (weights + WordPiece vocab) and a tiny IMDB parquet file."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    root = tmp_path_factory.mktemp("rubric")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *POSITIVE, *NEGATIVE, *NEUTRAL, "<", ">", "/", "br", "."]
-    enc_dir = root / "tiny-bert"
-    enc_dir.mkdir()
-    (enc_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    (enc_dir / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": 64}), encoding="utf-8")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(enc_dir)
-    assert tokenizer("the good movie")["input_ids"] == [2, vocab.index("the"), vocab.index("good"), vocab.index("movie"), 3]
-    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
-    torch.manual_seed(0)
-    transformers.BertModel(config).save_pretrained(enc_dir)
-    # another encoder of another width: a checkpoint trained on it holds "a different encoder"
-    other_dir = root / "other-bert"
-    shutil.copytree(enc_dir, other_dir)
-    torch.manual_seed(1)
-    transformers.BertModel(transformers.BertConfig(
-        vocab_size=len(vocab), hidden_size=24, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=64)).save_pretrained(other_dir)
-
-    rng = random.Random(0)
-    rows = {"orig_split": [], "label": [], "review": []}
-    for split, n in (("train", 160), ("test", 40)):
-        for i in range(n):
-            rows["orig_split"].append(split)
-            rows["label"].append(i % 2)
-            rows["review"].append(_review(rng, i % 2))
-    parquet = root / "imdb.parquet"
-    pq.write_table(pa.table(rows), parquet)
-    return {"root": root, "encoder": enc_dir, "other": other_dir, "imdb": parquet, "tokenizer": tokenizer}
+    """A tiny BERT encoder folder (weights + WordPiece vocab), another one, and a tiny IMDB parquet file."""
+    return build_world(tmp_path_factory.mktemp("rubric"))
 
 
 def _train(world, model_source: str, encoder_dir: Path, steps: int = 60, hidden: int = 12, seed: int = 0):

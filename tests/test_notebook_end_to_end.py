@@ -1,0 +1,94 @@
+"""The Transformers answer key, top to bottom in a fresh Jupyter kernel, then graded like a submission.
+
+The notebook loads its encoder and IMDB from the paths its settings read from the environment
+(BERT_ENCODER, IMDB_PATH): here a tiny encoder and an IMDB-like parquet file built by the test
+(tests/transformers_bert/tiny_world.py). Every cell runs, training included. Then the executed notebook
+and the checkpoint it saved are graded: `autograder grade` reports the rubric pending (no CUDA), and
+`autograder rubric --device cpu` loads the notebook's own checkpoint into the notebook's own class and
+measures the same validation accuracy that the notebook printed for that checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("pyarrow")
+
+from autograder.build import build  # noqa: E402
+from autograder.cli import main  # noqa: E402
+from autograder.grade import GradeOptions, grade  # noqa: E402
+from autograder.release import load_release  # noqa: E402
+from autograder.rubric.check import rubric_configs  # noqa: E402
+from tests.transformers_bert.tiny_world import build_world  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SOURCE = Path(__file__).resolve().parent.parent / "solutions" / "transformers_bert"
+EPOCH_LINE = re.compile(r"epoch (\d+): .* valid loss ([\d.]+) acc ([\d.]+)%")
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(SOURCE, root / "solutions" / "transformers_bert")
+    return load_release(build(root / "solutions" / "transformers_bert").release)
+
+
+@pytest.fixture(scope="module")
+def executed(course, tmp_path_factory):
+    """The answer key run in a fresh kernel in a student's folder: (notebook path, its stdout, world)."""
+    from nbclient import NotebookClient
+
+    world = build_world(tmp_path_factory.mktemp("world"), n_train=800, n_test=100)
+    folder = tmp_path_factory.mktemp("student")
+    nb = nbformat.read(course.dir / "answer_key.ipynb", as_version=4)
+    env = {"BERT_ENCODER": str(world["encoder"]), "IMDB_PATH": str(world["imdb"]), "TRAIN_SUBSET": "0",
+           "EPOCHS": "3", "MAX_LEN": "64", "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
+    with pytest.MonkeyPatch.context() as mp:  # the kernel inherits the environment
+        for key, value in env.items():
+            mp.setenv(key, value)
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    path = folder / "transformers_bert.ipynb"
+    nbformat.write(nb, path)
+    stdout = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                     if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    return path, stdout, world
+
+
+def test_notebook_runs_top_to_bottom_and_saves_its_checkpoint(executed):
+    path, stdout, _ = executed
+    assert (path.parent / "bert_gru_sentiment.pt").is_file()
+    assert "train:    560 reviews" in stdout and "valid:    240 reviews" in stdout  # the 70/30 split
+    epochs = EPOCH_LINE.findall(stdout)
+    assert [int(e) for e, _, _ in epochs] == [1, 2, 3]
+    assert max(float(acc) for _, _, acc in epochs) > 75, stdout  # the tiny reviews are easy: it learns
+    assert re.search(r"best checkpoint \(valid loss [\d.]+\): test loss [\d.]+ acc [\d.]+%", stdout)
+
+
+def test_executed_notebook_gets_every_point_and_the_rubric_measures_its_checkpoint(course, executed, tmp_path):
+    path, stdout, world = executed
+    out = tmp_path / "out"
+    (result,) = grade(course, [path], GradeOptions(out, quiet=True, summary=False, ids=["student"]))
+    (rubric_name,) = [c.name for c in rubric_configs(course.checks)]
+    lost = {c.name: c.message for c in result.checks if c.status != "pending" and c.score < c.max_score}
+    assert lost == {}
+    assert [c.name for c in result.checks if c.status == "pending"] == [rubric_name]
+
+    code = main(["rubric", str(course.dir), str(path), "--out", str(out), "--quiet", "--device", "cpu",
+                 "--encoder", str(world["encoder"]), "--imdb", str(world["imdb"])])
+    assert code == 0
+    details = json.loads((out / "student" / "rubric.json").read_text())
+    # the checkpoint is the epoch with the lowest validation loss; the grader measures its accuracy itself
+    best = min(EPOCH_LINE.findall(stdout), key=lambda e: float(e[1]))
+    assert details["n"] == 240
+    assert abs(100 * details["accuracy"] - float(best[2])) < 0.01, (details, best)
+    graded = json.loads((out / "student" / "grading.json").read_text())
+    (rubric,) = [c for c in graded["checks"] if c["name"] == rubric_name]
+    expected = 8 * min(max((details["accuracy"] - 0.5) / 0.4, 0.0), 1.0)
+    assert rubric["status"] != "pending" and abs(rubric["score"] - expected) < 1e-6
