@@ -27,7 +27,7 @@ from autograder.notebook.markers import (
     student_source,
 )
 from autograder.reports.results import write_atomic
-from autograder.testing import CheckSpec, load_test_file
+from autograder.testing import CheckSpec, hidden_test_files, load_test_file
 
 MANIFEST = "manifest.json"
 BUILD_FORMAT = 2  # bump when the release layout or the extraction changes: old releases are rebuilt
@@ -131,8 +131,8 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     nb_path = paths.source / config.notebook
     out = transform(_read_source_notebook(nb_path), str(nb_path))
 
-    file_checks, helpers, test_files = [], [], sorted((paths.source / "tests").glob("*.py"))
-    for test_file in test_files:
+    file_checks, helpers = [], []
+    for test_file in hidden_test_files(paths.source / "tests"):
         checks, file_helpers = load_test_file(test_file)
         for c in checks:
             c.part = c.part or test_file.stem
@@ -163,7 +163,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     write_atomic(paths.release / "reference.py", module_source(reference))
     write_atomic(paths.release / "reference.json",
                  json.dumps([u.to_wire() for u in reference.units], indent=1, sort_keys=True))
-    for test_file in test_files:
+    for test_file in sorted((paths.source / "tests").glob("*.py")):  # helper modules (_*.py) too
         _copy(test_file, paths.release / "tests" / test_file.name)
     manifest = {
         "format": BUILD_FORMAT, "config": config.to_dict(), "source_hash": source_hash(paths.source, config),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -80,13 +81,41 @@ def worker_helpers(source: str) -> str:
     return source
 
 
+def is_helper_module(path: Path) -> bool:
+    """`tests/_name.py`: code shared by the test files of one assignment, imported by them, never scanned for
+    checks. Shipped with the release like the test files (it stays on the grader's side)."""
+    return path.name.startswith("_")
+
+
+def hidden_test_files(folder: Path) -> list[Path]:
+    """The test files of an assignment's tests/ folder, in name order (helper modules left out)."""
+    return [p for p in sorted(folder.glob("*.py")) if not is_helper_module(p)]
+
+
+@contextmanager
+def _importable_helpers(folder: Path):
+    """While a test file loads, `import _name` finds folder/_name.py. The names leave sys.modules afterwards,
+    so two assignments may each have a `_common.py` (each test file keeps the module it imported)."""
+    names = {p.stem for p in folder.glob("_*.py")}
+    saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
+        for name in names:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
+
+
 def load_test_file(path: Path) -> tuple[list[CheckSpec], list[str]]:
     """Import a hidden test file (instructor code, in the judge) and list its checks in file order."""
     module_name = f"_ag_tests_{path.stem}_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    with _importable_helpers(path.parent):
+        spec.loader.exec_module(module)
     checks = [obj._ag_check for obj in vars(module).values() if hasattr(obj, "_ag_check")]
     return checks, list(getattr(module, _HELPERS_ATTR, []))
 

@@ -65,3 +65,43 @@ def test_leak_check_finds_a_solution_line_pasted_into_the_student_folder(example
     (leaky / "hints.py").write_text("# hint\n    shifted = x - x.max(dim=dim, keepdim=True).values\n")
     leaks = find_leaks(leaky, secrets)
     assert len(leaks) == 1 and "hints.py" in leaks[0]
+
+
+def _course_with_helper_module(root, fraction):
+    """The example assignment plus tests/_common.py (a helper module) and a test file that imports it."""
+    source = root / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    (source / "tests" / "_common.py").write_text(
+        "from autograder.testing import check\n\n\n"
+        f"def fraction():\n    return {fraction}\n\n\n"
+        "@check('defined in a helper module', points=5)\n"
+        "def not_collected(sub, ref):\n    return 1.0\n")
+    (source / "tests" / "test_shared.py").write_text(
+        "from _common import fraction\nfrom autograder.testing import check\n\n\n"
+        "@check('uses the helper module', points=2)\ndef uses_helper(sub, ref):\n    return fraction()\n")
+    return build(source)
+
+
+def test_helper_modules_are_shared_by_test_files_and_never_scanned_for_checks(tmp_path):
+    """tests/_name.py: shipped with the release, importable by the test files, its checks ignored; two
+    assignments with a helper module of the same name each get their own."""
+    from autograder.export.nbgrader import KernelChecks
+    from autograder.grade import GradeOptions, grade
+    from autograder.release import load_release
+
+    scores = []
+    for name, fraction in (("a", 1.0), ("b", 0.5)):
+        paths = _course_with_helper_module(tmp_path / name, fraction)
+        assert (paths.release / "tests" / "_common.py").is_file()
+        release = load_release(paths.release)
+        names = [c.name for c in release.checks]
+        assert "uses the helper module" in names and "defined in a helper module" not in names
+        (result,) = grade(release, [paths.release / "answer_key.ipynb"],
+                          GradeOptions(tmp_path / name / "out", quiet=True, summary=False))
+        scores.append(next(c.score for c in result.checks if c.name == "uses the helper module"))
+        # nbgrader's in-kernel path reads the same files
+        tests = {p.name: p.read_text() for p in sorted((paths.release / "tests").glob("*.py"))}
+        kernel = KernelChecks((paths.release / "reference.py").read_text(), tests, release.helpers)
+        assert "uses the helper module" in kernel.specs and "defined in a helper module" not in kernel.specs
+        assert kernel.score("uses the helper module", {}) == 2 * fraction
+    assert scores == [2.0, 1.0]

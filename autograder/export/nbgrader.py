@@ -202,6 +202,19 @@ def _resolve(dotted: str):
     return getattr(importlib.import_module(module), attr) if module else __builtins__[attr]
 
 
+def _local_module(name: str, text: str, filename: str):
+    """A test file or helper module run in the kernel. Values are local here, not proxies: the remote
+    helpers act on them directly."""
+    import types
+
+    module = types.ModuleType(name)
+    exec(compile(text, filename, "exec"), module.__dict__)
+    module.keep = lambda fn, *args, **kwargs: fn(*args, **kwargs)
+    module.remote_isinstance = lambda obj, dotted: isinstance(obj, _resolve(dotted))
+    module.remote_items = lambda obj: list(obj.items()) if hasattr(obj, "items") else list(obj)
+    return module
+
+
 class KernelChecks:
     """The hidden test files' checks, run in the notebook's kernel (nbgrader autograde)."""
 
@@ -212,16 +225,22 @@ class KernelChecks:
         exec(compile(reference_source, "<reference>", "exec"), self.reference.__dict__)
         self.helpers = helpers
         self.specs = {}
-        for filename, text in test_files.items():
-            module = types.ModuleType(f"_ag_kernel_{Path(filename).stem}")
-            exec(compile(text, filename, "exec"), module.__dict__)
-            # Values are local here, not proxies: the remote helpers act on them directly.
-            module.keep = lambda fn, *args, **kwargs: fn(*args, **kwargs)
-            module.remote_isinstance = lambda obj, dotted: isinstance(obj, _resolve(dotted))
-            module.remote_items = lambda obj: list(obj.items()) if hasattr(obj, "items") else list(obj)
-            for obj in vars(module).values():
-                if hasattr(obj, "_ag_check"):
-                    self.specs[obj._ag_check.name] = obj._ag_check
+        shared = {Path(f).stem: text for f, text in sorted(test_files.items()) if f.startswith("_")}
+        saved = {name: sys.modules.pop(name) for name in shared if name in sys.modules}
+        try:
+            for name, text in shared.items():  # helper modules (tests/_name.py), importable by the test files
+                sys.modules[name] = _local_module(name, text, f"{name}.py")
+            for filename, text in test_files.items():
+                if filename.startswith("_"):
+                    continue
+                module = _local_module(f"_ag_kernel_{Path(filename).stem}", text, filename)
+                for obj in vars(module).values():
+                    if hasattr(obj, "_ag_check"):
+                        self.specs[obj._ag_check.name] = obj._ag_check
+        finally:
+            for name in shared:
+                sys.modules.pop(name, None)
+            sys.modules.update(saved)
 
     def score(self, name: str, namespace: dict) -> float:
         """Points for one check (shown as the cell's result: nbgrader's partial credit); says why when short."""

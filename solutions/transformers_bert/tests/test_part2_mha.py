@@ -10,25 +10,11 @@ import math
 
 import torch
 
+from _common import close, in_layout, load_weights
 from autograder.testing import Fail, StudentError, check, expect_shape, keep
 
 PART = "2. Multi-head attention"
 LAYOUTS = ("[all q | all k | all v]", "per head [q | k | v]")
-
-
-def per_head_rows(E, H):
-    """Row order that turns qkv_proj's [all q | all k | all v] rows into per-head [q | k | v] rows."""
-    D = E // H
-    return torch.tensor([j * E + h * D + d for h in range(H) for j in range(3) for d in range(D)])
-
-
-def in_layout(state, layout, E, H):
-    """A state dict whose qkv_proj rows are rearranged for `layout` (0: as given, 1: per head)."""
-    if layout == 0:
-        return dict(state)
-    rows = per_head_rows(E, H)
-    return {k: v[rows] if k.endswith("qkv_proj.weight") or k.endswith("qkv_proj.bias") else v
-            for k, v in state.items()}
 
 
 def mha_state(E, seed):
@@ -42,24 +28,13 @@ def mha_state(E, seed):
     }
 
 
-def _close(a, b, atol=1e-4):
-    return (isinstance(a, torch.Tensor) and a.shape == b.shape and bool(torch.isfinite(a).all())
-            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
-
-
 def _build(sub, E, H, p):
     """The student's MultiHeadAttention(E, H, p), kept in the worker."""
     return keep(sub.MultiHeadAttention, E, H, p)
 
 
 def _load(sub, module, state, what):
-    try:
-        problems = sub.helpers.tb_load_state(module, state)
-    except StudentError as exc:
-        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
-    if problems:
-        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names: "
-                   + "; ".join(problems[:4]))
+    load_weights(sub, module, state, what)
 
 
 def _forward(module, x, mask):
@@ -125,7 +100,7 @@ def _student_attention(sub):
 def matches_with_own_attention(sub, got, state, x, mask, E, H, layout):
     """Right given the student's own scaled_dot_product? (part 1 mistakes are not graded again here)"""
     try:
-        return _close(got, judge_mha(state, x, mask, E, H, layout, attention=_student_attention(sub)))
+        return close(got, judge_mha(state, x, mask, E, H, layout, attention=_student_attention(sub)))
     except Exception:  # noqa: BLE001 - the student's part 1 fails or returns something unusable
         return False
 
@@ -150,7 +125,7 @@ def diagnose(got_by_layout, state_a, x, mask, E, H):
         for layout, got in enumerate(got_by_layout):
             kw = dict(kwargs)
             m = kw.pop("mask", mask)
-            if _close(got, judge_mha(in_layout(state_a, layout, E, H), x, m, E, H, layout, **kw)):
+            if close(got, judge_mha(in_layout(state_a, layout, E, H), x, m, E, H, layout, **kw)):
                 return message
     return ("the output differs from the reference's with the same weights in both accepted qkv layouts "
             f"({LAYOUTS[0]} and {LAYOUTS[1]}): check how you split qkv_proj's output into q, k, v and heads, "
@@ -172,7 +147,7 @@ def check_outputs(sub, ref, E, H, x, mask, seed):
         _load(sub, module, in_layout(state, layout, E, H), f"MultiHeadAttention({E}, {H}, 0.0)")
         got = _forward(module, x, mask)
         expect_shape(got, (B, T, E), f"MultiHeadAttention({E}, {H}, 0.0) output for an input of shape ({B}, {T}, {E})")
-        if _close(got, expected):
+        if close(got, expected):
             return
         if matches_with_own_attention(sub, got, in_layout(state, layout, E, H), x, mask, E, H, layout):
             return

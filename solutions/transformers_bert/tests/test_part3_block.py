@@ -6,11 +6,11 @@ MultiHeadAttention: inside the worker, helpers swap the block's `attn` and `ffn`
 (zero, or tanh(x W)) and its norms for identities, so the judge knows exactly what a correct block
 returns: residuals, norm order, the feed-forward network and the dropout are each checked by value.
 """
-import math
 
 import torch
 import torch.nn.functional as F
 
+from _common import block_weights, close, gen, in_layout, load_weights, normal
 from autograder.testing import Fail, StudentError, check, expect_shape, keep, worker_helpers
 
 PART = "3. Transformer encoder block"
@@ -54,36 +54,8 @@ def tb_describe_sequential(seq):
 ''')
 
 
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 def block_state(E, seed, prefix=""):
-    g = _gen(seed)
-    r = lambda *shape, s=1.0: s * torch.randn(*shape, generator=g)  # noqa: E731
-    return {
-        f"{prefix}attn.qkv_proj.weight": r(3 * E, E) / math.sqrt(E), f"{prefix}attn.qkv_proj.bias": r(3 * E, s=0.1),
-        f"{prefix}attn.o_proj.weight": r(E, E) / math.sqrt(E), f"{prefix}attn.o_proj.bias": r(E, s=0.1),
-        f"{prefix}norm1.weight": 1 + r(E, s=0.2), f"{prefix}norm1.bias": r(E, s=0.2),
-        f"{prefix}norm2.weight": 1 + r(E, s=0.2), f"{prefix}norm2.bias": r(E, s=0.2),
-        f"{prefix}ffn.0.weight": r(E, E) / math.sqrt(E), f"{prefix}ffn.0.bias": r(E, s=0.1),
-        f"{prefix}ffn.2.weight": r(E, E) / math.sqrt(E), f"{prefix}ffn.2.bias": r(E, s=0.1),
-    }
-
-
-def in_layout(state, layout, E, H):
-    """qkv_proj rows as given (layout 0: [all q | all k | all v]) or per head [q | k | v] (layout 1)."""
-    if layout == 0:
-        return dict(state)
-    D = E // H
-    rows = torch.tensor([j * E + h * D + d for h in range(H) for j in range(3) for d in range(D)])
-    return {k: v[rows] if k.endswith("qkv_proj.weight") or k.endswith("qkv_proj.bias") else v
-            for k, v in state.items()}
-
-
-def _close(a, b, atol=1e-4):
-    return (isinstance(a, torch.Tensor) and a.shape == b.shape and bool(torch.isfinite(a).all())
-            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
+    return block_weights(normal(gen(seed)), E, prefix)
 
 
 def _block(sub, E, H, p_attn, p_layer):
@@ -91,13 +63,7 @@ def _block(sub, E, H, p_attn, p_layer):
 
 
 def _load(sub, module, state, what):
-    try:
-        problems = sub.helpers.tb_load_state(module, state)
-    except StudentError as exc:
-        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
-    if problems:
-        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names "
-                   "(attn.qkv_proj, attn.o_proj, norm1, norm2, ffn.0, ffn.2): " + "; ".join(problems[:4]))
+    load_weights(sub, module, state, what, "attn.qkv_proj, attn.o_proj, norm1, norm2, ffn.0, ffn.2")
 
 
 def _probe(sub, block, **kwargs):
@@ -143,7 +109,7 @@ def _diagnose(sub, block, y, x, mask, state, E):
     ffn = lambda t, act=F.gelu: _ffn(t, state, act)  # noqa: E731
     x = x.double()
     x1 = ln1(x + a)
-    if _close(y, ln2(x1 + ffn(x1))):
+    if close(y, ln2(x1 + ffn(x1))):
         return None
     candidates = []
     c1 = ln1(a)  # LayerNorm(E + a) == LayerNorm(a): a constant added instead of x vanishes in the norm
@@ -163,7 +129,7 @@ def _diagnose(sub, block, y, x, mask, state, E):
         x1n = ln1(x + block.attn(x.float(), None).double())
         candidates.append((ln2(x1n + ffn(x1n)), "the mask is not passed to self.attn"))
     for value, message in candidates:
-        if _close(y, value):
+        if close(y, value):
             return message
     return ("the block's output differs from norm2(x' + FFN(x')), x' = norm1(x + Dropout(MHA(x, mask))), with the "
             "same weights")
@@ -172,7 +138,7 @@ def _diagnose(sub, block, y, x, mask, state, E):
 @check("block: output matches the reference with the same weights", points=2, part=PART)
 def block_output(sub, ref):
     E, H, B, T = 16, 4, 3, 6
-    g = _gen(301)
+    g = gen(301)
     x = 2 * torch.randn(B, T, E, generator=g) + 0.5
     mask = torch.zeros(B, T)
     mask[1, 4:] = 1
@@ -188,7 +154,7 @@ def block_output(sub, ref):
     for layout in (0, 1):
         _load(sub, block, in_layout(state, layout, E, H), f"TransformerBlock({E}, {H}, 0.3, 0.3)")
         y = _run(block, x, mask)
-        if _close(y, expected):
+        if close(y, expected):
             return
         diagnosis = _diagnose(sub, block, y, x, mask, in_layout(state, layout, E, H), E)
         if diagnosis is None:
@@ -199,16 +165,16 @@ def block_output(sub, ref):
 
 def _residual_problem(sub, E, H):
     """None if the block with zero sub-layers and identity norms is the identity map; else a message."""
-    g = _gen(311)
+    g = gen(311)
     x = torch.randn(2, 5, E, generator=g) + 1.0
     x_other = torch.randn(2, 5, E, generator=g) - 1.0
     block = _block(sub, E, H, 0.0, 0.0)
     block.eval()
     _probe(sub, block)  # attention and feed-forward output zeros, norms are identities
     y, y_other = _run(block, x, None), _run(block, x_other, None)
-    if _close(y, x):
+    if close(y, x):
         return None
-    if _close(y, y_other):
+    if close(y, y_other):
         return (RESIDUAL_CONSTANT + " (with both sub-layers returning zeros and identity norms the block's output "
                 "does not depend on its input)")
     return ("with both sub-layers returning zeros and identity norms the block must return its input unchanged: "
@@ -221,7 +187,7 @@ def block_residuals(sub, ref):
     problem = _residual_problem(sub, E, H)
     if problem:
         raise Fail(problem)
-    g = _gen(312)
+    g = gen(312)
     x = torch.randn(B, T, E, generator=g)
     wa, wf = torch.randn(E, E, generator=g) / 4, torch.randn(E, E, generator=g) / 4
     mask = torch.zeros(B, T)
@@ -230,14 +196,14 @@ def block_residuals(sub, ref):
     _probe(sub, block, attn_weight=wa, ffn_weight=wf)  # attention: tanh(x wa), feed-forward: tanh(x wf)
     x1 = x + torch.tanh(x @ wa)
     y = _run(block, x, mask)
-    if _close(y, x1 + torch.tanh(x1 @ wf)):
+    if close(y, x1 + torch.tanh(x1 @ wf)):
         return
-    if _close(y, x + torch.tanh(x1 @ wf)):
+    if close(y, x + torch.tanh(x1 @ wf)):
         raise Fail("the feed-forward residual adds the block input; it must add x' = norm1(x + Dropout(MHA(x)))")
-    if _close(y, x1 + torch.tanh(x @ wf)):
+    if close(y, x1 + torch.tanh(x @ wf)):
         raise Fail("the feed-forward network gets the block input; it must get x' = norm1(x + Dropout(MHA(x)))")
     _probe(sub, block, attn_weight=wa)  # feed-forward: zeros
-    if not _close(_run(block, x, mask), x1):
+    if not close(_run(block, x, mask), x1):
         raise Fail("the attention residual must compute x + Dropout(MHA(x, mask)), x being the block's input")
     raise Fail("the feed-forward residual must compute x' + FFN(x'), x' being the output of the attention part")
 
@@ -245,7 +211,7 @@ def block_residuals(sub, ref):
 @check("block: LayerNorm after each residual (post-norm)", points=1, part=PART)
 def block_post_norm(sub, ref):
     E, H, B, T = 16, 4, 2, 5
-    g = _gen(321)
+    g = gen(321)
     x = 3 * torch.randn(B, T, E, generator=g) + 1.0
     wa, wf = torch.randn(E, E, generator=g) / 4, torch.randn(E, E, generator=g) / 4
     state = block_state(E, 322)
@@ -260,14 +226,14 @@ def block_post_norm(sub, ref):
     ln1 = lambda t: _ln(t, state, "norm1", E)  # noqa: E731
     ln2 = lambda t: _ln(t, state, "norm2", E)  # noqa: E731
     x1 = ln1(xd + A(xd))
-    if _close(y, ln2(x1 + Fn(x1))):
+    if close(y, ln2(x1 + Fn(x1))):
         return
     p1 = xd + A(ln1(xd))
-    if _close(y, p1 + Fn(ln2(p1))) or _close(y, ln2(p1 + Fn(ln2(p1)))):
+    if close(y, p1 + Fn(ln2(p1))) or close(y, ln2(p1 + Fn(ln2(p1)))):
         raise Fail("this is a pre-norm block (LayerNorm before each sub-layer); the notebook's block is post-norm: "
                    "x' = norm1(x + Dropout(MHA(x))), then norm2(x' + FFN(x'))")
     s1 = ln2(xd + A(xd))
-    if _close(y, ln1(s1 + Fn(s1))):
+    if close(y, ln1(s1 + Fn(s1))):
         raise Fail("norm1 and norm2 are swapped: norm1 follows the attention, norm2 the feed-forward network")
     raise Fail("with stand-in sub-layers the block does not compute norm2(x' + FFN(x')), x' = norm1(x + MHA(x))")
 
@@ -285,7 +251,7 @@ def block_ffn(sub, ref):
     if not dropouts or layers[-1][0] != "Dropout" or abs((layers[-1][1] or 0) - p) > 1e-9:
         raise Fail("ffn must end with nn.Dropout(layer_drop_rate): TransformerBlock(16, 4, 0.1, 0.3).ffn has "
                    + ("no Dropout" if not dropouts else "no Dropout(0.3) as its last module"))
-    g = _gen(331)
+    g = gen(331)
     x = torch.randn(B, T, E, generator=g)
     state = block_state(E, 332)
     block = _block(sub, E, H, 0.0, 0.0)
@@ -294,9 +260,9 @@ def block_ffn(sub, ref):
     _probe(sub, block, ffn_weight="keep")  # attention outputs zeros, identity norms: y = x + FFN(x)
     f = _run(block, x, None) - x.double()
     tanh_gelu = lambda t: F.gelu(t, approximate="tanh")  # noqa: E731 - nn.GELU(approximate="tanh") is fine too
-    if _close(f, _ffn(x.double(), state)) or _close(f, _ffn(x.double(), state, tanh_gelu)):
+    if close(f, _ffn(x.double(), state)) or close(f, _ffn(x.double(), state, tanh_gelu)):
         return
-    if _close(f, _ffn(x.double(), state, F.relu)):
+    if close(f, _ffn(x.double(), state, F.relu)):
         raise Fail("the feed-forward network uses ReLU; the notebook's uses GELU (nn.GELU())")
     raise Fail(_residual_problem(sub, E, H) or "the feed-forward network does not compute "
                "Linear(E, E) -> GELU -> Linear(E, E) with ffn.0 and ffn.2")
@@ -305,14 +271,14 @@ def block_ffn(sub, ref):
 @check("block: dropout on the attention branch in train() only", points=1, part=PART)
 def block_dropout(sub, ref):
     E, H, B, T = 16, 4, 4, 8
-    g = _gen(341)
+    g = gen(341)
     x = torch.randn(B, T, E, generator=g)
     wa = torch.randn(E, E, generator=g)
     a = torch.tanh(x @ wa).double()
     block = _block(sub, E, H, 0.0, 0.5)  # attn_drop_rate 0: only the block's own dropout may act
     _probe(sub, block, attn_weight=wa)  # attention: tanh(x wa), feed-forward zeros, identity norms
     block.eval()
-    if not _close(_run(block, x, None) - x.double(), a):
+    if not close(_run(block, x, None) - x.double(), a):
         raise Fail(_residual_problem(sub, E, H) or "with a stand-in attention, a zero feed-forward network and "
                    "identity norms the block in eval() does not return x + MHA(x), so its dropout cannot be checked: "
                    "see the residual check (and no dropout may act in eval())")

@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from _common import block_weights, close, gen, in_layout, load_weights, normal
 from autograder.testing import (
     Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
 )
@@ -44,35 +45,12 @@ def tb_recorded_masks(model):
 ''')
 
 
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 def bert_state(n_layers, V, E, seed):
-    g = _gen(seed)
-    r = lambda *shape, s=1.0: s * torch.randn(*shape, generator=g)  # noqa: E731
+    r = normal(gen(seed))
     state = {"embedding.weight": r(V + 1, E), "head.weight": r(V, E) / math.sqrt(E), "head.bias": r(V, s=0.1)}
     for i in range(n_layers):
-        p = f"blocks.{i}."
-        state.update({
-            p + "attn.qkv_proj.weight": r(3 * E, E) / math.sqrt(E), p + "attn.qkv_proj.bias": r(3 * E, s=0.1),
-            p + "attn.o_proj.weight": r(E, E) / math.sqrt(E), p + "attn.o_proj.bias": r(E, s=0.1),
-            p + "norm1.weight": 1 + r(E, s=0.2), p + "norm1.bias": r(E, s=0.2),
-            p + "norm2.weight": 1 + r(E, s=0.2), p + "norm2.bias": r(E, s=0.2),
-            p + "ffn.0.weight": r(E, E) / math.sqrt(E), p + "ffn.0.bias": r(E, s=0.1),
-            p + "ffn.2.weight": r(E, E) / math.sqrt(E), p + "ffn.2.bias": r(E, s=0.1),
-        })
+        state.update(block_weights(r, E, prefix=f"blocks.{i}."))
     return state
-
-
-def in_layout(state, layout, E, H):
-    """qkv_proj rows as given (layout 0: [all q | all k | all v]) or per head [q | k | v] (layout 1)."""
-    if layout == 0:
-        return dict(state)
-    D = E // H
-    rows = torch.tensor([j * E + h * D + d for h in range(H) for j in range(3) for d in range(D)])
-    return {k: v[rows] if k.endswith("qkv_proj.weight") or k.endswith("qkv_proj.bias") else v
-            for k, v in state.items()}
 
 
 def positional_encoding(T, E):
@@ -85,23 +63,12 @@ def positional_encoding(T, E):
     return pe
 
 
-def _close(a, b, atol=1e-4):
-    return (isinstance(a, torch.Tensor) and a.shape == b.shape and bool(torch.isfinite(a).all())
-            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
-
-
 def _model(sub, n_layers, V, E, H, p):
     return keep(sub.SmallBERT, n_layers, V, E, H, p, p)
 
 
 def _load(sub, model, state, what):
-    try:
-        problems = sub.helpers.tb_load_state(model, state)
-    except StudentError as exc:
-        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
-    if problems:
-        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names "
-                   "(embedding, blocks.<i>.<block's names>, head): " + "; ".join(problems[:4]))
+    load_weights(sub, model, state, what, "embedding, blocks.<i>.<block's names>, head")
 
 
 def _logits(model, ids, mask, V, what="SmallBERT"):
@@ -137,7 +104,7 @@ def bert_shapes(sub, ref):
         raise Fail(f"head must be nn.Linear(embed_dim, vocab_size): weight ({V}, {E}) for V = {V}, E = {E}, "
                    f"got {tuple(getattr(head, 'shape', ()))}")
     model.eval()
-    _logits(model, _ids(_gen(501), 3, 9, V), None, V)
+    _logits(model, _ids(gen(501), 3, 9, V), None, V)
 
 
 @check("SmallBERT: blocks is an nn.Sequential of n_layers TransformerBlocks", points=1, part=PART)
@@ -165,7 +132,7 @@ def _diagnose(sub, model, got, ids, mask, state, V, E):
         out = (blocks if which is None else blocks[which])((x.float(), m))
         return _head(out[0].double(), state)
 
-    if _close(got, through(x0, mask)):
+    if close(got, through(x0, mask)):
         return None
     candidates = [
         (lambda: through(emb, mask), "the positional encoding is not added to the token embeddings"),
@@ -179,7 +146,7 @@ def _diagnose(sub, model, got, ids, mask, state, V, E):
     ]
     for value, message in candidates:
         try:
-            if _close(got, value()):
+            if close(got, value()):
                 return message
         except (StudentError, IndexError, TypeError):
             pass
@@ -189,7 +156,7 @@ def _diagnose(sub, model, got, ids, mask, state, V, E):
 @check("SmallBERT: logits match the reference with the same weights", points=2, part=PART)
 def bert_logits(sub, ref):
     n_layers, V, E, H, B, T = 2, 23, 16, 4, 3, 7
-    g = _gen(511)
+    g = gen(511)
     ids = _ids(g, B, T, V)
     mask = torch.zeros(B, T)
     mask[1, 5:] = 1
@@ -206,7 +173,7 @@ def bert_logits(sub, ref):
         st = in_layout(state, layout, E, H)
         _load(sub, model, st, f"SmallBERT({n_layers}, {V}, {E}, {H}, 0.2, 0.2)")
         got = _logits(model, ids, mask, V)
-        if _close(got, expected):
+        if close(got, expected):
             return
         diagnosis = _diagnose(sub, model, got, ids, mask, st, V, E)
         if diagnosis is None:
@@ -237,7 +204,7 @@ def _own_weights(model):
 @check("SmallBERT: positional encoding added to the token embeddings", points=1, part=PART)
 def bert_positional(sub, ref):
     n_layers, V, E, H, B, T = 1, 19, 12, 2, 2, 9
-    ids = _ids(_gen(521), B, T, V, with_mask_id=False)
+    ids = _ids(gen(521), B, T, V, with_mask_id=False)
     model = _model(sub, n_layers, V, E, H, 0.1)
     state = _own_weights(model)
     _probe(sub, model, [torch.zeros(E, E)])  # one block returning its input: head(pos_encoding(embedding(ids)))
@@ -245,11 +212,11 @@ def bert_positional(sub, ref):
     got = _logits(model, ids, None, V)
     emb = state["embedding.weight"][ids].double()
     pe = positional_encoding(T, E).double()
-    if _close(got, _head(emb + pe, state)):
+    if close(got, _head(emb + pe, state)):
         return
-    if _close(got, _head(emb, state)):
+    if close(got, _head(emb, state)):
         raise Fail("the positional encoding is not added: x = self.pos_encoding(self.embedding(token_ids))")
-    if _close(got, _head(emb * math.sqrt(E) + pe, state)):
+    if close(got, _head(emb * math.sqrt(E) + pe, state)):
         raise Fail("the token embeddings are multiplied by sqrt(E); the notebook's model adds the positional "
                    "encoding to the embeddings as they are")
     raise Fail("with its blocks removed the model does not return head(pos_encoding(embedding(ids)))")
@@ -258,7 +225,7 @@ def bert_positional(sub, ref):
 @check("SmallBERT: blocks chained in order, each gets the mask", points=1, part=PART)
 def bert_chain(sub, ref):
     n_layers, V, E, H, B, T = 3, 17, 8, 2, 2, 6
-    g = _gen(531)
+    g = gen(531)
     ids = _ids(g, B, T, V, with_mask_id=False)
     mask = torch.zeros(B, T)
     mask[1, 4:] = 1
@@ -279,10 +246,10 @@ def bert_chain(sub, ref):
         for w in weights:
             x = step(x, w.double())
         chained.append(_head(x, state))
-    if not any(_close(got, c) for c in chained):
-        if any(_close(got, _head(step(x0, weights[0].double()), state)) for x0 in inputs):
+    if not any(close(got, c) for c in chained):
+        if any(close(got, _head(step(x0, weights[0].double()), state)) for x0 in inputs):
             raise Fail("only the first block is applied: the input must go through all n_layers blocks in order")
-        if any(_close(got, _head(step(x0, weights[-1].double()), state)) for x0 in inputs):
+        if any(close(got, _head(step(x0, weights[-1].double()), state)) for x0 in inputs):
             raise Fail("each block gets the embeddings instead of the previous block's output: chain the blocks "
                        "(nn.Sequential does it: self.blocks((x, mask)))")
         raise Fail("with stand-in blocks the logits are not head(block_L(...block_1(x, mask)...))")
@@ -297,7 +264,7 @@ def bert_chain(sub, ref):
 def bert_modes(sub, ref):
     V = 20
     model = _model(sub, 2, V, 16, 2, 0.3)
-    ids = _ids(_gen(541), 4, 10, V, with_mask_id=False)
+    ids = _ids(gen(541), 4, 10, V, with_mask_id=False)
     model.eval()
     first, second = _logits(model, ids, None, V), _logits(model, ids, None, V)
     if not torch.equal(first, second):

@@ -14,6 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from _common import gen
 from autograder.testing import Fail, StudentError, check, keep, worker_helpers
 
 PART = "6. Masked-language-model pre-training"
@@ -94,14 +95,10 @@ def tb_first_mlm_loss(n_layers, vocab_size, embed_dim, n_heads, token_ids, seed)
 ''')
 
 
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 def padded_batch(seed, B, T, V, pad_id=0, min_len=None, low=1):
     """(B, T) ids uniform over the regular tokens low..V-1 except pad_id; sequence b has a random length in
     [min_len, T], then pad_id. Returns (ids, real) with real = not padding."""
-    g = _gen(seed)
+    g = gen(seed)
     ids = torch.randint(low, V, (B, T), generator=g)
     if pad_id >= low:
         ids[ids == pad_id] = (pad_id + 1 - low) % (V - low) + low  # regular tokens other than pad_id
@@ -255,7 +252,7 @@ def _as_float(loss, what):
 @check("MLM step: loss on the selected positions, one optimizer step", points=1.5, part=PART)
 def mlm_step(sub, ref):
     V, E, lr, pad_id = 12, 6, 0.5, 0
-    g = _gen(641)
+    g = gen(641)
     params = {"emb": torch.randn(V + 1, E, generator=g), "weight": torch.randn(V, E, generator=g),
               "bias": 0.1 * torch.randn(V, generator=g)}
     ids, real = padded_batch(642, 16, 10, V, pad_id=pad_id, min_len=4)
@@ -312,7 +309,7 @@ def mlm_step(sub, ref):
 @check("MLM step: first loss of a fresh SmallBERT is about ln(V)", points=0.5, part=PART)
 def mlm_first_loss(sub, ref):
     V = 100
-    ids = torch.randint(1, V, (32, 32), generator=_gen(651))
+    ids = torch.randint(1, V, (32, 32), generator=gen(651))
     try:
         loss = sub.helpers.tb_first_mlm_loss(2, V, 32, 4, ids, 0)
     except StudentError as exc:

@@ -9,6 +9,7 @@ GPU by `autograder rubric` and reported pending by `autograder grade` without on
 import torch
 import torch.nn.functional as F
 
+from _common import gen
 from autograder.rubric import rubric_check
 from autograder.testing import (
     Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
@@ -126,12 +127,8 @@ def tb_run_loops(emb, w, b, token_ids, labels, batch_size, which):
 ''')
 
 
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 def _ids(seed, B, T, V=100):
-    return torch.randint(1, V, (B, T), generator=_gen(seed))  # no id 0: nothing looks like padding
+    return torch.randint(1, V, (B, T), generator=gen(seed))  # no id 0: nothing looks like padding
 
 
 def _close(a, b, atol=1e-5):
@@ -280,7 +277,7 @@ def classifier_dropout(sub, ref):
 def accuracy(sub, ref):
     logits = torch.tensor([0.1, 0.3, 0.45, -0.2, 2.0, -3.0, 0.05, -0.4])
     labels = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
-    g = _gen(741)
+    g = gen(741)
     cases = [(logits, labels), (3 * torch.randn(1000, generator=g), torch.randint(0, 2, (1000,), generator=g).float())]
     for z, y in cases:
         got = sub.binary_accuracy(z, y)
@@ -323,7 +320,7 @@ def _expected_means(sub, calls, labels, weighted=True):
 
 @check("train_epoch and evaluate: modes, one step per batch, mean loss and accuracy", points=1, part=PART)
 def loops(sub, ref):
-    g = _gen(751)
+    g = gen(751)
     V, E, N, batch = 30, 5, 10, 4  # batches of 4, 4 and 2 examples
     emb, w, b = torch.randn(V, E, generator=g), torch.randn(E, generator=g), torch.zeros(1)
     ids, labels = torch.randint(0, V, (N, 6), generator=g), torch.randint(0, 2, (N,), generator=g).float()
