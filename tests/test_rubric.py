@@ -497,3 +497,6 @@ def test_grade_reports_the_declared_rubric_pending(tmp_path):
     assert "score" not in next(t for t in tests if t["name"] == CONFIG.name)
     rows = list(csv.reader(io.StringIO((tmp_path / "out" / "grades.csv").read_text())))
     assert dict(zip(rows[0], rows[1]))[CONFIG.name] == "pending"
+    feedback = (tmp_path / "out" / "student_sample" / "feedback.md").read_text()
+    assert f"/ {result.max_score:g}** (8 of them pending, added later)" in feedback
+    assert "- [PENDING] 7. validation accuracy (rubric) (pending)" in feedback

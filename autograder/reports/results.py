@@ -70,7 +70,10 @@ def gradescope_json(result: SubmissionResult) -> dict:
 
 def feedback_markdown(result: SubmissionResult, title: str) -> str:
     """What a student reads: score per part, each check with its message. Hidden checks are left out."""
-    lines = [f"# {title}", "", f"**Score: {result.score:g} / {result.max_score:g}**", ""]
+    headline = f"**Score: {result.score:g} / {result.max_score:g}**"
+    if result.pending:  # not lost: to be measured (the accuracy rubric on a GPU)
+        headline += f" ({sum(c.max_score for c in result.pending):g} of them pending, added later)"
+    lines = [f"# {title}", "", headline, ""]
     if result.error:
         lines += [f"> {result.error}", ""]
     for note in result.notes:
