@@ -110,8 +110,9 @@ class _SeededJudge(Judge):
 class Grader:
     """Holds the reference worker and the judge for a grading run; grades one submission at a time."""
 
-    def __init__(self, release: Release, options: GradeOptions, submissions: list[Path]):
+    def __init__(self, release: Release, options: GradeOptions, submissions: list[Path], self_grade: bool = True):
         self.release = release
+        self.self_grade = self_grade  # warm up by grading the reference against itself (see warm_up)
         self.options = options
         limits = release.config.limits
         cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
@@ -160,11 +161,15 @@ class Grader:
         """Before the first submission: grade the reference against itself (results discarded), then
         have the fork server import every library the reference worker used. Each fresh worker then
         starts with them loaded (seconds saved per submission with transformers), and every
-        submission, the first included, meets a reference worker and libraries in the same state."""
+        submission, the first included, meets a reference worker and libraries in the same state.
+        A run that grades one submission only imports the reference's imports: the self-grade would
+        cost more than it saves (scores are the same either way: tests/test_parallel_determinism.py)."""
         if self._warm:
             return
         self._warm = True
         preload_modules(imported_modules(self.release.reference.units))
+        if not self.self_grade:
+            return
         limits = self.release.config.limits
         spec = WorkerSpec([u.to_wire() for u in self.release.reference.units], confinement=self.confinement,
                           import_seconds=max(limits.import_seconds, 300))
@@ -507,7 +512,7 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
     try:
         torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
         if jobs == 1 and todo:
-            grader = Grader(release, options, paths)
+            grader = Grader(release, options, paths, self_grade=len(todo) > 1)
             try:
                 for i, path, sub_id in todo:
                     finish(i, grader.grade_one(path, sub_id))
