@@ -168,8 +168,8 @@ def make_submissions(args, out: Path) -> list[Path]:
         state = {}
         g = torch.Generator().manual_seed(k)
         for name, value in base.items():
-            if k and not name.startswith("bert.") and value.is_floating_point():
-                value = value + 0.01 * value.std().nan_to_num(0) * torch.randn(value.shape, generator=g)
+            if k and not name.startswith("bert.") and value.is_floating_point() and value.numel() > 1:
+                value = value + 0.01 * value.std() * torch.randn(value.shape, generator=g)  # 1% of its spread
             state[name] = value
         torch.save(state, folder / "bert_gru_sentiment.pt")
         paths.append(folder / Path(args.notebook).name)
