@@ -93,19 +93,28 @@ def hidden_test_files(folder: Path) -> list[Path]:
 
 
 @contextmanager
-def _importable_helpers(folder: Path):
-    """While a test file loads, `import _name` finds folder/_name.py. The names leave sys.modules afterwards,
-    so two assignments may each have a `_common.py` (each test file keeps the module it imported)."""
-    names = {p.stem for p in folder.glob("_*.py")}
+def scoped_modules(names):
+    """Inside the block, these module names are free for an assignment's helper modules; afterwards they
+    leave sys.modules and whatever held the names before is back. So two assignments may each have a
+    `_common.py` (each test file keeps the module it imported)."""
     saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
-    sys.path.insert(0, str(folder))
     try:
         yield
     finally:
-        sys.path.remove(str(folder))
         for name in names:
             sys.modules.pop(name, None)
         sys.modules.update(saved)
+
+
+@contextmanager
+def _importable_helpers(folder: Path):
+    """While a test file loads, `import _name` finds folder/_name.py."""
+    with scoped_modules({p.stem for p in folder.glob("_*.py")}):
+        sys.path.insert(0, str(folder))
+        try:
+            yield
+        finally:
+            sys.path.remove(str(folder))
 
 
 def load_test_file(path: Path) -> tuple[list[CheckSpec], list[str]]:

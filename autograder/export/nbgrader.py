@@ -221,26 +221,23 @@ class KernelChecks:
     def __init__(self, reference_source: str, test_files: dict[str, str], helpers: list[str]):
         import types
 
+        from autograder.testing import is_helper_module, scoped_modules
+
         self.reference = types.ModuleType("reference")
         exec(compile(reference_source, "<reference>", "exec"), self.reference.__dict__)
         self.helpers = helpers
         self.specs = {}
-        shared = {Path(f).stem: text for f, text in sorted(test_files.items()) if f.startswith("_")}
-        saved = {name: sys.modules.pop(name) for name in shared if name in sys.modules}
-        try:
+        shared = {Path(f).stem: text for f, text in sorted(test_files.items()) if is_helper_module(Path(f))}
+        with scoped_modules(shared):
             for name, text in shared.items():  # helper modules (tests/_name.py), importable by the test files
                 sys.modules[name] = _local_module(name, text, f"{name}.py")
             for filename, text in test_files.items():
-                if filename.startswith("_"):
+                if is_helper_module(Path(filename)):
                     continue
                 module = _local_module(f"_ag_kernel_{Path(filename).stem}", text, filename)
                 for obj in vars(module).values():
                     if hasattr(obj, "_ag_check"):
                         self.specs[obj._ag_check.name] = obj._ag_check
-        finally:
-            for name in shared:
-                sys.modules.pop(name, None)
-            sys.modules.update(saved)
 
     def score(self, name: str, namespace: dict) -> float:
         """Points for one check (shown as the cell's result: nbgrader's partial credit); says why when short."""

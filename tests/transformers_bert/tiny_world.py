@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from pathlib import Path
 
 POSITIVE = ["good", "great", "wonderful", "superb", "fun"]
@@ -65,8 +64,6 @@ def build_world(root: Path, n_train: int = 160, n_test: int = 40) -> dict:
     ids = [VOCAB.index(w) for w in ("the", "good", "movie")]
     assert tokenizer("the good movie")["input_ids"] == [2, *ids, 3]
     # another encoder of another width: a checkpoint trained on it holds "a different encoder"
-    other_dir = root / "other-bert"
-    shutil.copytree(enc_dir, other_dir)
-    save_encoder(other_dir, hidden_size=24, seed=1)
+    other_dir = save_encoder(root / "other-bert", hidden_size=24, seed=1)
     parquet = save_imdb(root / "imdb.parquet", n_train, n_test)
     return {"root": root, "encoder": enc_dir, "other": other_dir, "imdb": parquet, "tokenizer": tokenizer}

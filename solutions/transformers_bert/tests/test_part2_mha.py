@@ -33,10 +33,6 @@ def _build(sub, E, H, p):
     return keep(sub.MultiHeadAttention, E, H, p)
 
 
-def _load(sub, module, state, what):
-    load_weights(sub, module, state, what)
-
-
 def _forward(module, x, mask):
     out = module(x, mask)
     if not isinstance(out, torch.Tensor):
@@ -144,7 +140,7 @@ def check_outputs(sub, ref, E, H, x, mask, seed):
     module.eval()
     got_by_layout = []
     for layout in (0, 1):
-        _load(sub, module, in_layout(state, layout, E, H), f"MultiHeadAttention({E}, {H}, 0.0)")
+        load_weights(sub, module, in_layout(state, layout, E, H), f"MultiHeadAttention({E}, {H}, 0.0)")
         got = _forward(module, x, mask)
         expect_shape(got, (B, T, E), f"MultiHeadAttention({E}, {H}, 0.0) output for an input of shape ({B}, {T}, {E})")
         if close(got, expected):
@@ -190,7 +186,7 @@ def mha_dropout(sub, ref):
     E, H = 16, 4
     x = torch.randn(4, 8, E, generator=g)
     module = _build(sub, E, H, 0.5)
-    _load(sub, module, mha_state(E, 3), f"MultiHeadAttention({E}, {H}, 0.5)")
+    load_weights(sub, module, mha_state(E, 3), f"MultiHeadAttention({E}, {H}, 0.5)")
     module.eval()
     first, second = _forward(module, x, None), _forward(module, x, None)
     if not torch.equal(first, second):
@@ -215,7 +211,7 @@ def mha_gradients(sub, ref):
     mask = torch.zeros(B, T)
     mask[1, 3:] = 1
     module = _build(sub, E, H, 0.0)
-    _load(sub, module, mha_state(E, 5), f"MultiHeadAttention({E}, {H}, 0.0)")
+    load_weights(sub, module, mha_state(E, 5), f"MultiHeadAttention({E}, {H}, 0.0)")
     try:
         grads = sub.helpers.tb_grads(module, [x, mask], w)
     except StudentError as exc:
