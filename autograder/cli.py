@@ -49,7 +49,7 @@ def cmd_verify(args) -> int:
     source = Path(args.assignment)
     if not (source / "assignment.toml").is_file():
         source = Path("solutions") / args.assignment
-    report = verify(source)
+    report = verify(source, with_corpus=not args.no_corpus, jobs=args.jobs)
     for line in report.lines:
         print(line)
     for problem in report.problems:
@@ -77,6 +77,8 @@ def parser() -> argparse.ArgumentParser:
     g.set_defaults(run=cmd_grade)
     v = sub.add_parser("verify", help="reference gets full marks, stubs get 0, nothing leaks")
     v.add_argument("assignment", help="assignment name or solutions/<name> folder")
+    v.add_argument("--no-corpus", action="store_true", help="skip the corpus of correct and wrong submissions")
+    v.add_argument("--jobs", "-j", type=int, default=2, metavar="N", help="grading processes for the corpus")
     v.set_defaults(run=cmd_verify)
     from autograder import check, export
     from autograder.reports import html

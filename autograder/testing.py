@@ -49,6 +49,7 @@ class CheckSpec:
     public: bool = False  # the code of this check is in the student notebook
     gpu: bool = False  # needs CUDA; reported as pending on a machine without it
     timeout: float | None = None  # overrides the assignment's check_seconds
+    depends_on: tuple[str, ...] = ()  # other graded parts the checked code calls (see `check`)
 
     def describe(self) -> dict:
         return {"name": self.name, "points": self.points, "part": self.part, "visibility": self.visibility,
@@ -56,15 +57,23 @@ class CheckSpec:
 
 
 def check(name: str, points: float, part: str = "", visibility: str = "visible", gpu: bool = False,
-          timeout: float | None = None):
-    """Declare a graded check. See docs/writing-assignments.md."""
+          timeout: float | None = None, depends_on: list[str] | tuple[str, ...] = ()):
+    """Declare a graded check. See docs/writing-assignments.md.
+
+    `depends_on`: names the submission defines for other graded parts that the checked code calls (a
+    multi-head attention calls `scaled_dot_product`). When the check does not give full marks with the
+    student's own versions, it runs again with the reference answering those calls, and the better score
+    counts: a part's mistakes cost points in that part only."""
     if visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {VISIBILITIES}")
     if points < 0:
         raise ValueError("points must be >= 0")
+    if isinstance(depends_on, str) or not all(isinstance(n, str) and n.isidentifier() for n in depends_on):
+        raise ValueError("depends_on must be a list of names the submission defines")
 
     def register(fn):
-        fn._ag_check = CheckSpec(name, float(points), part, visibility, fn, gpu=gpu, timeout=timeout)
+        fn._ag_check = CheckSpec(name, float(points), part, visibility, fn, gpu=gpu, timeout=timeout,
+                                 depends_on=tuple(depends_on))
         return fn
     return register
 

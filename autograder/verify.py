@@ -3,6 +3,11 @@
 1. The reference solution (the answer key) gets every point that can be graded here.
 2. The untouched student notebook gets 0 on every check that runs into a stub.
 3. No line of solution or hidden-test text appears anywhere in assignments/<name>/.
+4. The assignment's corpus (solutions/<name>/corpus/, see autograder/corpus.py), if it has one: every
+   correct variant gets every point, every wrong submission loses the points it declares, and those
+   confined to a part lose none elsewhere.
+
+All submissions (answer key, student notebook, corpus) are graded in one batch.
 """
 from __future__ import annotations
 
@@ -12,16 +17,18 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.build import Paths, _read_source_notebook, build, transform
+from autograder import corpus as corpus_module
+from autograder.build import _read_source_notebook, build, transform
 from autograder.config import load_config
 from autograder.grade import GradeOptions, grade
-from autograder.release import load_release
+from autograder.release import Release, load_release
 
 
 @dataclass
 class VerifyReport:
     problems: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    results: dict = field(default_factory=dict)  # submission id -> SubmissionResult
 
     @property
     def ok(self) -> bool:
@@ -54,15 +61,38 @@ def find_leaks(assignment_dir: Path, secrets: set[str]) -> list[str]:
     return leaks
 
 
-def verify(source: Path, cuda: bool | None = None) -> VerifyReport:
+def corpus_notebooks(release: Release, corpus: corpus_module.Corpus, folder: Path,
+                     student: Path | None = None) -> dict[str, Path]:
+    """Write every corpus item as a notebook into `folder`: {submission id: path}."""
+    key = release.dir / "answer_key.ipynb"
+    return {sub_id: corpus_module.make_notebook(folder / f"{sub_id}.ipynb", key, item, student)
+            for sub_id, item in corpus.items()}
+
+
+def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs: int = 2, cuda=None,
+                private: tuple[Path, ...] = ()) -> dict:
+    """Grade {id: notebook} in one batch: {id: SubmissionResult}."""
+    results = grade(release, list(submissions.values()),
+                    GradeOptions(out, quiet=True, cuda=cuda, jobs=jobs, summary=False, ids=list(submissions),
+                                 extra_private=tuple(private)))
+    return dict(zip(submissions, results))
+
+
+def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, jobs: int = 2) -> VerifyReport:
     report = VerifyReport()
     paths = build(source)
     release = load_release(paths.release)
     config = release.config
+    corpus = corpus_module.load_corpus(paths.source) if with_corpus else corpus_module.Corpus([], [])
+    student = paths.assignment / config.notebook
     with tempfile.TemporaryDirectory(prefix="ag-verify-") as tmp:
-        key, student = paths.release / "answer_key.ipynb", paths.assignment / config.notebook
-        results = grade(release, [key, student], GradeOptions(Path(tmp), quiet=True, cuda=cuda))
-    ref_result, stub_result = results
+        folder = Path(tmp) / "corpus"
+        submissions = {"answer_key": release.dir / "answer_key.ipynb", "student_notebook": student,
+                       **corpus_notebooks(release, corpus, folder, student)}
+        results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if len(corpus) else 1, cuda=cuda,
+                              private=(folder,))
+    report.results = results
+    ref_result, stub_result = results["answer_key"], results["student_notebook"]
     for c in ref_result.checks:
         if c.status == "pending":
             report.lines.append(f"reference   {c.name}: pending (needs a GPU)")
@@ -76,6 +106,13 @@ def verify(source: Path, cuda: bool | None = None) -> VerifyReport:
     report.lines.append(f"reference: {ref_result.score:g}/{ref_result.max_score:g} "
                         f"({len(ref_result.pending)} pending); untouched student notebook: "
                         f"{stub_result.score:g}/{stub_result.max_score:g} ({stubbed} checks hit a stub)")
+    if len(corpus):
+        names = {c.name for c in release.checks}
+        found = [p for sub_id, item in corpus.items() for p in corpus_module.problems(item, results[sub_id], names)]
+        report.problems += [f"corpus: {p}" for p in found]
+        report.lines.append(f"corpus: {len(corpus.variants)} correct variants, {len(corpus.bugs)} wrong submissions "
+                            f"({sum(1 for b in corpus.bugs if b.confined_to)} confined to one part): "
+                            f"{len(found)} problem(s)")
     leaks = find_leaks(paths.assignment, secret_lines(paths.source))
     report.problems += [f"leak: {leak}" for leak in leaks]
     report.lines.append(f"leak check: {len(leaks)} leaked line(s) in {paths.assignment}")

@@ -126,9 +126,7 @@ def test_transformers_variants_grade_identically_again(tmp_path):
     pytest.importorskip("transformers")
     from autograder.build import build
     from autograder.release import load_release
-    from tests.transformers_bert.bugs import BUGS
-    from tests.transformers_bert.notebooks import make_notebook
-    from tests.transformers_bert.variants import VARIANTS
+    from autograder.corpus import load_corpus, make_notebook
 
     source = tmp_path / "solutions" / "transformers_bert"
     shutil.copytree(TRANSFORMERS, source)
@@ -136,9 +134,9 @@ def test_transformers_variants_grade_identically_again(tmp_path):
     key = release.dir / "answer_key.ipynb"
     folder = tmp_path / "submissions"
     folder.mkdir()
-    subs = [key] + [make_notebook(folder / f"variant-{v.name}.ipynb", key, v.replace, v.definitions)
-                    for v in VARIANTS]
-    subs += [make_notebook(folder / f"bug-{b.name}.ipynb", key, b.replace) for b in BUGS[::8]]
+    corpus = load_corpus(source)
+    subs = [key] + [make_notebook(folder / f"variant-{v.name}.ipynb", key, v) for v in corpus.variants]
+    subs += [make_notebook(folder / f"bug-{b.name}.ipynb", key, b) for b in corpus.bugs[::8] if not b.stub]
     ids = [p.stem for p in subs]
     first = grade(release, subs, GradeOptions(tmp_path / "out1", quiet=True, jobs=2, ids=ids,
                                               extra_private=(folder,)))
@@ -148,4 +146,4 @@ def test_transformers_variants_grade_identically_again(tmp_path):
     assert (tmp_path / "out1" / "grades.csv").read_bytes() == (tmp_path / "out2" / "grades.csv").read_bytes()
     assert {r.submission: outcome(r) for r in first} == {r.submission: outcome(r) for r in second}
     full = {r.submission: r.score for r in first}
-    assert all(full[p.stem] == full["answer_key"] for p in subs[:1 + len(VARIANTS)])
+    assert all(full[p.stem] == full["answer_key"] for p in subs[:1 + len(corpus.variants)])

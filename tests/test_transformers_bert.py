@@ -1,9 +1,10 @@
 """The Transformers & BERT assignment's hidden checks against correct and wrong submissions.
 
-The assignment is built from a copy of solutions/transformers_bert. The answer key, the correct
-variants (tests/transformers_bert/variants.py) and the wrong submissions (tests/transformers_bert/bugs.py)
-become notebooks and are graded in one batch: the key and every variant get every point, each bug loses
-points on the checks it names, with a message that names the mistake. `verify` runs on the same copy.
+The assignment is built from a copy of solutions/transformers_bert. The answer key and its corpus
+(solutions/transformers_bert/corpus/: correct variants and wrong submissions) become notebooks and are
+graded in one batch, as `autograder verify` grades them: the key and every variant get every point, each
+bug loses points on the checks it names, with a message that names the mistake. `verify` runs on the same
+copy.
 """
 from __future__ import annotations
 
@@ -16,20 +17,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder import corpus as corpus_module
 from autograder.build import build
 from autograder.grade import GradeOptions, grade
 from autograder.release import load_release
 from autograder.rubric.check import rubric_configs
-from autograder.verify import verify
-from tests.transformers_bert.bugs import BUGS
-from tests.transformers_bert.notebooks import make_notebook
-from tests.transformers_bert.variants import VARIANTS
+from autograder.verify import corpus_notebooks, grade_batch, verify
 
 pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.slow
 
 SOURCE = Path(__file__).resolve().parent.parent / "solutions" / "transformers_bert"
+CORPUS = corpus_module.load_corpus(SOURCE)
+VARIANTS, BUGS = CORPUS.variants, CORPUS.bugs
 HIDDEN_POINTS_PER_PART = 7  # 8 per part, 1 of them in the notebook's public test cell
 PARTS = {"1": "part1_public", "2": "part2_public", "3": "part3_public", "5": "part5_public", "6": "part6_public",
          "7": "part7_public"}
@@ -56,24 +57,17 @@ def release(source):
 
 
 @pytest.fixture(scope="module")
-def graded(release, tmp_path_factory):
-    """Answer key, variants and bugs graded in one batch: {id: SubmissionResult}, and the batch's wall time."""
+def graded(release, source, tmp_path_factory):
+    """Answer key and corpus graded in one batch: {id: SubmissionResult}, and the batch's wall time."""
     folder = tmp_path_factory.mktemp("submissions")
-    key = release.dir / "answer_key.ipynb"
-    subs = {"answer_key": key}
-    for v in VARIANTS:
-        subs[f"variant-{v.name}"] = make_notebook(folder / f"variant-{v.name}.ipynb", key, v.replace, v.definitions)
-    for b in BUGS:
-        subs[f"bug-{b.name}"] = make_notebook(folder / f"bug-{b.name}.ipynb", key, b.replace)
+    student = source.parent.parent / "assignments" / "transformers_bert" / release.config.notebook
+    subs = {"answer_key": release.dir / "answer_key.ipynb", **corpus_notebooks(release, CORPUS, folder, student)}
     start = time.monotonic()
-    results = grade(release, list(subs.values()),
-                    GradeOptions(tmp_path_factory.mktemp("out"), quiet=True, jobs=JOBS, summary=False, ids=list(subs),
-                                 extra_private=(folder,)))
-    return dict(zip(subs, results)), time.monotonic() - start
+    results = grade_batch(release, subs, tmp_path_factory.mktemp("out"), jobs=JOBS, private=(folder,))
+    return results, time.monotonic() - start
 
 
-def _lost(result) -> dict[str, str]:
-    return {c.name: c.message for c in result.checks if c.status != "pending" and c.score < c.max_score}
+_lost = corpus_module.lost_points
 
 
 def _rubric_names(release) -> set[str]:
@@ -122,22 +116,15 @@ def test_rubric_is_pending_not_failed_without_cuda(graded, release):
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
-def test_correct_variant_gets_every_point(graded, variant):
+def test_correct_variant_gets_every_point(graded, release, variant):
     result = graded[0][f"variant-{variant.name}"]
-    assert not result.error
-    assert _lost(result) == {}, f"{variant.name} ({variant.why}) lost points"
+    assert corpus_module.problems(variant, result, {c.name for c in release.checks}) == []
 
 
 @pytest.mark.parametrize("bug", BUGS, ids=[b.name for b in BUGS])
 def test_bug_loses_points_on_its_checks_with_a_message_naming_it(graded, release, bug):
     result = graded[0][f"bug-{bug.name}"]
-    assert not result.error
-    lost = _lost(result)
-    names = {c.name for c in release.checks}
-    for check, substring in bug.expect.items():
-        assert check in names, f"{bug.name}: no check named {check!r}"
-        assert check in lost, f"{bug.name} ({bug.why}) does not lose points on {check!r}"
-        assert substring in lost[check], f"{bug.name}: the message of {check!r} is {lost[check]!r}"
+    assert corpus_module.problems(bug, result, {c.name for c in release.checks}) == []
 
 
 def test_messages_show_no_tensors(graded):
@@ -168,8 +155,9 @@ def test_grading_one_submission_takes_well_under_a_minute(graded):
 
 
 def test_verify_passes(source):
-    """Reference: every point gradable here; untouched student notebook: 0; nothing leaks."""
-    report = verify(source)
+    """Reference: every point gradable here; untouched student notebook: 0; nothing leaks. (The corpus is
+    graded above, as verify grades it.)"""
+    report = verify(source, with_corpus=False)
     assert report.ok, report.problems
     summary = next(line for line in report.lines if line.startswith("reference:"))
     match = re.search(r"reference: ([\d.]+)/([\d.]+) \((\d+) pending\); untouched student notebook: ([\d.]+)/", summary)

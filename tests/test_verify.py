@@ -36,6 +36,7 @@ def test_example_assignment_verifies(source):
     report = verify(source)
     assert report.ok, report.problems
     assert any("reference: 11/11" in line for line in report.lines)
+    assert "corpus: 1 correct variants, 2 wrong submissions (2 confined to one part): 0 problem(s)" in report.lines
 
 
 @pytest.mark.slow
@@ -49,3 +50,32 @@ def test_verify_names_a_check_that_rewards_a_stub_and_one_the_reference_fails(so
     assert any("untouched student notebook gets 1 on lenient: forgives a crash" in p for p in report.problems)
     assert any("the reference gets 0/1 on wrong: expects the wrong value: normalize is wrong" in p
                for p in report.problems)
+
+
+@pytest.mark.slow
+def test_verify_grades_the_corpus_and_names_each_item_that_misbehaves(source):
+    """The example's corpus passes; a variant that is wrong, a bug that costs nothing, a bug whose message
+    differs and a bug that costs points outside its part are each named."""
+    (source / "corpus" / "extra.py").write_text('''
+from autograder.corpus import Bug, Variant
+
+VARIANTS = [Variant("not_really", replace={"return v / v.norm(dim=-1, keepdim=True)": "return v"})]
+BUGS = [
+    Bug("harmless", {"shifted = x - x.max(dim=dim, keepdim=True).values": "shifted = x - x.max()"},
+        {"softmax: rows sum to 1": "anything"}),
+    Bug("other_message", {"torch.relu(self.linear(x))": "self.linear(x)"},
+        {"tiny layer: forward with given weights": "no such words"}),
+    Bug("leaks_into_softmax", {"return v / v.norm(dim=-1, keepdim=True)": "return v / 0"},
+        {"normalize_test": ""}, confined_to="2."),
+]
+''')
+    report = verify(source)
+    assert any(line.startswith("corpus: 2 correct variants, 5 wrong submissions (3 confined to one part)")
+               for line in report.lines), report.lines
+    problems = "\n".join(report.problems)
+    assert "variant not_really" in problems and "loses points on normalize_test" in problems
+    assert "bug harmless" in problems and "does not lose points on 'softmax: rows sum to 1'" in problems
+    assert "bug other_message: the message of 'tiny layer: forward with given weights' lacks 'no such words'" in problems
+    assert "bug leaks_into_softmax" in problems and "loses points outside part '2.': normalize_test" in problems
+    assert "softmax_logsumexp" not in problems and "normalize_left_as_stub" not in problems
+    assert len(report.problems) == 4, report.problems

@@ -7,15 +7,7 @@ are drawn (and whether the generator is used), how the GRU's final states are se
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-
-@dataclass
-class Variant:
-    name: str
-    definitions: dict[str, str]  # name -> full new source of that top-level def / class
-    why: str = ""
-    replace: dict[str, str] = field(default_factory=dict)
+from autograder.corpus import Variant
 
 
 # -- part 1 -------------------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
 """Wrong submissions of the Transformers & BERT assignment: each is the answer key with text replaced.
 
-`tests/test_transformers_bert.py` builds every bug into a notebook, grades them all in one batch and
-asserts that each loses points on the checks listed in `expect`, with a message containing the given
+`autograder verify transformers_bert` (and tests/test_transformers_bert.py) builds every bug into a notebook, grades them all
+in one batch and checks that each loses points on the checks listed in `expect`, with a message containing the given
 substring. The replacements are plain text; each `old` must occur in the answer key (the build of
 solutions/transformers_bert), so a change of the notebook that makes a bug stale fails loudly.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from autograder.corpus import Bug
 
 # check names, as the hidden test files and the notebook's test cells define them
 P1_WEIGHTS = "attention: weights are softmax(q k^T / sqrt(D)) over the keys"
@@ -44,15 +44,6 @@ P7_STATES = "classifier: final forward and backward states of the top GRU layer"
 P7_DROPOUT = "classifier: dropout on the final state, GRU dropout between layers"
 P7_ACCURACY = "binary_accuracy: positive iff the logit is > 0"
 P7_LOOPS = "train_epoch and evaluate: modes, one step per batch, mean loss and accuracy"
-
-
-@dataclass
-class Bug:
-    name: str
-    replace: dict[str, str]  # old text -> new text, applied to every cell of the answer key
-    expect: dict[str, str]  # check name -> substring of the message it must fail with
-    why: str = ""  # what a student did
-    others: set[str] = field(default_factory=set)  # further checks it may cost (for the record; not asserted)
 
 
 MHA_INLINE_SQRT_E = '''        logits = q @ k.transpose(-2, -1) / math.sqrt(E)  # scaled by the model width
