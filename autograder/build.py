@@ -7,6 +7,7 @@ Outputs (byte-for-byte deterministic for a given source):
     release/<name>/reference.json   the reference's extracted definitions (what the reference worker runs)
     release/<name>/reference.py     the same as a readable module
     release/<name>/tests/*.py       hidden test files
+    release/<name>/files/<files>    the extra files again: workers see them, read-only, in their working folder
     release/<name>/manifest.json    config, checks (with notebook test cells' code), source hash
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import copy
 import hashlib
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -30,7 +31,7 @@ from autograder.reports.results import write_atomic
 from autograder.testing import CheckSpec, hidden_test_files, load_test_file
 
 MANIFEST = "manifest.json"
-BUILD_FORMAT = 2  # bump when the release layout or the extraction changes: old releases are rebuilt
+BUILD_FORMAT = 3  # bump when the release layout or the extraction changes: old releases are rebuilt
 
 
 class BuildError(ValueError):
@@ -163,6 +164,8 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     write_atomic(paths.release / "reference.py", module_source(reference))
     write_atomic(paths.release / "reference.json",
                  json.dumps([u.to_wire() for u in reference.units], indent=1, sort_keys=True))
+    for name in config.files:
+        _copy(paths.source / name, paths.release / "files" / name)
     for test_file in sorted((paths.source / "tests").glob("*.py")):  # helper modules (_*.py) too
         _copy(test_file, paths.release / "tests" / test_file.name)
     manifest = {

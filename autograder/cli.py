@@ -13,6 +13,12 @@ from autograder.release import ReleaseError
 USER_ERRORS = (BuildError, ConfigError, MarkerError, ReleaseError, FileNotFoundError)
 
 
+def _user_errors() -> tuple:
+    from autograder.grade import ConfinementUnavailable
+
+    return (*USER_ERRORS, ConfinementUnavailable)
+
+
 def cmd_build(args) -> int:
     from autograder.build import build
 
@@ -37,9 +43,11 @@ def cmd_grade(args) -> int:
     for problem in inputs.problems:
         print(f"warning: {problem}", file=sys.stderr)
     options = GradeOptions(out, quiet=args.quiet, jobs=args.jobs, regrade=args.regrade,
-                           extra_private=tuple(inputs.roots))
+                           trusted=args.trusted_submissions)
     results = grade(release, inputs.submissions, options)
     print(f"graded {len(results)} submission(s): results in {out}/<submission>/results.json, table in {out / 'grades.csv'}")
+    if any(r.ungraded for r in results):
+        return 3  # the grader could not decide some checks here: see GRADER PROBLEM on stderr
     return 0 if inputs.submissions and len(results) == len(inputs.submissions) else 1
 
 
@@ -72,6 +80,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true", help="no progress lines")
     g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="grade N submissions side by side (each still in its own worker); default 1")
+    g.add_argument("--trusted-submissions", action="store_true",
+                   help="grade even where the kernel refuses the namespaces that confine student code (only for "
+                        "submissions you trust: the worker then sees what the grader's user may read)")
     g.add_argument("--regrade", action="store_true",
                    help="grade again submissions that --out already holds results for (default: skip them)")
     g.set_defaults(run=cmd_grade)
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except USER_ERRORS as exc:
+    except _user_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -30,10 +30,11 @@ from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult, write_atomic, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
-from autograder.sandbox.client import (
-    FORK_SERVER_FD, Handle, Remote, StudentError, WorkerError, WorkerSpec, preload_modules, start_fork_server,
-)
-from autograder.sandbox.isolation import Confinement, hideable, python_paths
+from autograder.sandbox.client import StudentError, WorkerError, WorkerSpec
+from autograder.sandbox.forkserver import FORK_SERVER_FD, preload_modules, start_fork_server
+from autograder.sandbox.isolation import Confinement, probe
+from autograder.sandbox.protocol import Handle
+from autograder.sandbox.remote import Remote
 from autograder.submissions import Submission, submission_ids  # noqa: F401 - submission_ids is public here
 
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
@@ -47,7 +48,7 @@ class GradeOptions:
     out_dir: Path
     quiet: bool = False
     cuda: bool | None = None  # None: detect
-    extra_private: tuple[Path, ...] = ()  # more paths workers must not see
+    trusted: bool = False  # grade even where the kernel refuses the namespaces that confine student code
     jobs: int = 1  # grading processes side by side (1: grade in this process)
     regrade: bool = False  # grade submissions again even when DIR already holds their results
     ids: list[str] | None = None  # one id per submission (default: from the file names)
@@ -77,13 +78,14 @@ def imported_modules(units) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _collapse(paths: list[str]) -> list[str]:
-    """Drop paths inside other paths of the list."""
-    out: list[str] = []
-    for p in sorted({os.path.abspath(p) for p in paths if p}, key=lambda p: p.split("/")):
-        if not out or not p.startswith(out[-1].rstrip("/") + "/"):
-            out.append(p)
-    return out
+def confinement_for(release: Release, options: "GradeOptions", cuda: bool) -> Confinement:
+    """How every worker of a grading run is confined: the assignment's limits, its declared input files
+    (visible read-only in the working directory), CUDA's devices when it grades on a GPU."""
+    limits = release.config.limits
+    inputs = {name: str(release.dir / "files" / name) for name in release.config.files
+              if (release.dir / "files" / name).exists()}
+    return Confinement(memory_bytes=0 if cuda else limits.memory_mb * 2**20, file_bytes=limits.output_mb * 2**20,
+                       cuda=cuda, inputs=inputs, required=not options.trusted)
 
 
 def scrub(text: str) -> str:
@@ -116,27 +118,30 @@ class Grader:
         self.options = options
         limits = release.config.limits
         cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
-        private = [str(release.dir), str(options.out_dir), *map(str, submissions), *map(str, options.extra_private)]
-        source = release.dir.parent.parent / "solutions" / release.config.name
-        if source.is_dir():
-            private.append(str(source.parent.parent))  # the project holding the instructor's sources
-        cwd = Path.cwd().resolve()
-        if len(cwd.parts) > 2:  # the folder grading runs from (a course repository): not / or /home
-            private.append(str(cwd))
-        self.confinement = Confinement(
-            hide=hideable(_collapse(private), python_paths()),
-            memory_bytes=0 if cuda else limits.memory_mb * 2**20,
-            file_bytes=limits.output_mb * 2**20)
+        self.confinement = confinement_for(release, options, cuda)
         reference_spec = WorkerSpec([u.to_wire() for u in release.reference.units], label="the reference",
                                     owner="the reference's", confinement=self.confinement,
                                     import_seconds=max(limits.import_seconds, 300))
         self.reference = Program(release.reference, reference_spec, release.helpers)
+        self._reference_as_submission: Program | None = None
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
-                                  set(release.config.gpu_checks), cuda)
+                                  set(release.config.gpu_checks), cuda, self.reference_as_submission)
         self._warm = False
+
+    def reference_as_submission(self) -> Program:
+        """The reference solution as a submission: same confinement, limits and helpers as a student's."""
+        if self._reference_as_submission is None:
+            limits = self.release.config.limits
+            spec = WorkerSpec([u.to_wire() for u in self.release.reference.units], label="the reference",
+                              owner="the reference's", confinement=self.confinement,
+                              import_seconds=max(limits.import_seconds, 300))
+            self._reference_as_submission = Program(self.release.reference, spec, self.release.helpers)
+        return self._reference_as_submission
 
     def close(self) -> None:
         self.reference.close()
+        if self._reference_as_submission is not None:
+            self._reference_as_submission.close()
 
     def _reference_modules(self) -> list[str]:
         """The modules loaded in the reference worker (trusted code only ever runs there)."""
@@ -158,28 +163,28 @@ class Grader:
         return report.status if report else ""
 
     def warm_up(self) -> None:
-        """Before the first submission: grade the reference against itself (results discarded), then
-        have the fork server import every library the reference worker used. Each fresh worker then
-        starts with them loaded (seconds saved per submission with transformers), and every
-        submission, the first included, meets a reference worker and libraries in the same state.
-        A run that grades one submission only imports the reference's imports: the self-grade would
-        cost more than it saves (scores are the same either way: tests/test_parallel_determinism.py)."""
+        """Before the first submission: grade the reference against itself, keeping its verdicts (what each
+        check gives a correct notebook here, see Judge.confirm), then have the fork server import every
+        library the reference worker used. Each fresh worker then starts with them loaded (seconds saved
+        per submission with transformers), and every submission, the first included, meets a reference
+        worker and libraries in the same state. A run that grades one submission only imports the
+        reference's imports and asks for the reference's verdict on a check only when the submission
+        loses points there (scores are the same either way: tests/test_parallel_determinism.py)."""
         if self._warm:
             return
         self._warm = True
         preload_modules(imported_modules(self.release.reference.units))
         if not self.self_grade:
             return
-        limits = self.release.config.limits
-        spec = WorkerSpec([u.to_wire() for u in self.release.reference.units], confinement=self.confinement,
-                          import_seconds=max(limits.import_seconds, 300))
-        program = Program(self.release.reference, spec, self.release.helpers)
+        program = self.reference_as_submission()
         try:
-            self.judge.grade(program)
+            verdicts = self.judge.grade(program, confirm=False)
+            self.judge.reference_verdicts.update({v.name: v for v in verdicts})
         except Exception:  # noqa: BLE001 - a warm-up only; real submissions meet the problem again
             pass
         finally:
             program.close()
+            self._reference_as_submission = None
         preload_modules(self._reference_modules())
 
     def grade_one(self, path: Path, sub_id: str) -> SubmissionResult:
@@ -216,8 +221,9 @@ class Grader:
         finally:
             program.close()
         for c in checks:
-            c.message = scrub(c.message)
-        return SubmissionResult(sub_id, str(path), checks, [scrub(n) for n in notes], "", time.monotonic() - start)
+            c.message, c.grader_problem = scrub(c.message), scrub(c.grader_problem)
+        return SubmissionResult(sub_id, str(path), checks, [scrub(n) for n in notes], "", time.monotonic() - start,
+                                confinement=report.status if report else "")
 
     def _ungraded(self, path: Path, sub_id: str, why: str, start: float) -> SubmissionResult:
         checks = [CheckResult(c.name, c.part, c.points, 0.0, "failed", f"not graded: {why}", c.visibility)
@@ -290,6 +296,7 @@ class Progress:
             sys.stderr.flush()
             return
         pending = f", {len(result.pending)} pending" if result.pending else ""
+        pending += f", {len(result.ungraded)} NOT GRADED (grader problem)" if result.ungraded else ""
         error = f"  [{result.error.splitlines()[0][:80]}]" if result.error else ""
         print(f"[{self.skipped + self.done}/{self.total}] {result.submission}: {result.score:g}/{result.max_score:g}"
               f"{pending} ({result.execution_time:.1f} s){error}  ({self.counts()})", file=sys.stderr, flush=True)
@@ -311,7 +318,7 @@ GRADING_PROCESS_DIED = "the grading process died while grading this submission"
 
 
 def _serve() -> None:
-    """A grading process: first line {"release", "out_dir", "cuda", "private", "paths"}, then one
+    """A grading process: first line {"release", "out_dir", "cuda", "trusted", "paths"}, then one
     {"path", "id"} per submission; answers one line per submission: {"result", "status"}."""
     import signal
 
@@ -321,7 +328,7 @@ def _serve() -> None:
     torch.set_num_threads(1)
     setup = json.loads(sys.stdin.readline())
     options = GradeOptions(Path(setup["out_dir"]), quiet=True, cuda=setup["cuda"],
-                           extra_private=tuple(Path(p) for p in setup["private"]))
+                           trusted=setup["trusted"])
     grader = Grader(load_release(Path(setup["release"])), options, [Path(p) for p in setup["paths"]])
     try:
         for line in sys.stdin:
@@ -385,7 +392,7 @@ def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[in
     import selectors
 
     setup = {"release": str(release.dir), "out_dir": str(options.out_dir), "cuda": options.cuda,
-             "private": [str(p) for p in options.extra_private], "paths": [str(p) for p in all_paths]}
+             "trusted": options.trusted, "paths": [str(p) for p in all_paths]}
     todo = list(items)
     deaths: dict[int, int] = {}
     failed_starts = [0]  # grading processes in a row that died before grading anything
@@ -459,6 +466,39 @@ def _error_result(release: Release, path: Path, sub_id: str, why: str) -> Submis
     return SubmissionResult(sub_id, str(path), checks, [], why, 0.0)
 
 
+class ConfinementUnavailable(RuntimeError):
+    """Student code cannot be confined here (and the submissions are not declared trusted)."""
+
+
+def preflight(release: Release, options: GradeOptions) -> str:
+    """Build the workers' confinement once, with no student code, before anything is graded: returns the
+    status line; raises ConfinementUnavailable when it cannot be had."""
+    cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
+    ok, status = probe(confinement_for(release, options, cuda))
+    if not ok:
+        raise ConfinementUnavailable(f"cannot confine student code: {status}")
+    return status
+
+
+def report_grader_problems(results: list[SubmissionResult]) -> None:
+    """On stderr, whatever `quiet` says: checks that no submission could be graded on here, and why."""
+    causes: dict[str, set[str]] = {}
+    for r in results:
+        for c in r.ungraded:
+            causes.setdefault(c.name, set()).add(c.grader_problem)
+    if not causes:
+        return
+    affected = sum(1 for r in results if r.ungraded)
+    lines = [f"GRADER PROBLEM: the reference solution does not pass {len(causes)} check(s) in this grading "
+             f"environment, so {affected} submission(s) were not graded on them (marked NOT GRADED, never 0; their "
+             "grades are not final):"]
+    for name, why in sorted(causes.items()):
+        lines.append(f"  - {name}: {'; '.join(sorted(why))}")
+    lines.append("Fix the environment (a module missing, a broken install, a file the reference needs), then grade "
+                 "again with --regrade.")
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
 # -- the command ----------------------------------------------------------------------------------------
 
 def grade(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
@@ -492,6 +532,7 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
         else:
             todo.append((i, path, sub_id))
     jobs = max(1, min(options.jobs, len(todo)))
+    confinement = preflight(release, options) if todo else ""
     progress = Progress(len(paths), len(paths) - len(todo), jobs, options.quiet, options.progress)
     if progress.skipped and not options.quiet:
         print(f"{progress.skipped} submission(s) already graded in {out}: skipped (--regrade grades them again)",
@@ -507,7 +548,7 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
         write_grades(out, [r for r in results if r is not None], names)
         progress.update(result)
 
-    finish.status = ""
+    finish.status = confinement
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
@@ -526,6 +567,7 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
         progress.finish()
     final = [r for r in results if r is not None]
     write_grades(out, final, names)
+    report_grader_problems(final)
     elapsed = time.monotonic() - progress.start
     if options.summary:
         extra = [f"Isolation: {finish.status}."] if finish.status else []

@@ -8,19 +8,27 @@ from __future__ import annotations
 
 import builtins
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from autograder.config import Limits
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
-    Handle, MissingName, Remote, StudentError, WorkerDied, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
+    MissingName, StudentError, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
 )
+from autograder.sandbox.protocol import Handle
+from autograder.sandbox.remote import Remote
 from autograder.testing import CheckSpec, Fail
 
 PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
                "The instructor runs `autograder rubric` on a GPU machine and merges the points.")
+
+
+UNSCORED = ("pending", "ungraded")  # statuses without a score: neither failed nor 0
+UNGRADED = ("not graded: the grader cannot run this check correctly here ({why}). This is a problem of the "
+            "grading setup, not of your notebook: your instructor has been told and will grade it again.")
 
 
 class Pending(Exception):
@@ -34,11 +42,12 @@ class CheckResult:
     part: str
     max_score: float
     score: float
-    status: str  # passed | partial | failed | pending
+    status: str  # passed | partial | failed | pending | ungraded (see UNSCORED)
     message: str
     visibility: str = "visible"
     stub_hit: bool = False  # student code raised NotImplementedError during this check
     seconds: float = 0.0
+    grader_problem: str = ""  # ungraded: why the grader cannot decide this check in this environment
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -163,20 +172,51 @@ class Judge:
     """Runs checks for submissions against one reference program."""
 
     def __init__(self, checks: list[CheckSpec], reference: Program, limits: Limits, cell_globals: dict,
-                 gpu_checks: set[str] = frozenset(), cuda: bool | None = None):
+                 gpu_checks: set[str] = frozenset(), cuda: bool | None = None,
+                 reference_as_submission: Callable[[], Program] | None = None):
         self.checks = checks
         self.reference = reference
         self.limits = limits
         self.cell_globals = cell_globals
         self.gpu_checks = set(gpu_checks)
         self.cuda = torch.cuda.is_available() if cuda is None else cuda
+        # The reference graded as a submission, in a worker confined like the students': what every check
+        # gives a correct notebook in this environment. Asked only when a student loses points (cached).
+        self.reference_as_submission = reference_as_submission
+        self.reference_verdicts: dict[str, CheckResult] = {}
 
-    def grade(self, submission: Program) -> list[CheckResult]:
+    def grade(self, submission: Program, confirm: bool = True) -> list[CheckResult]:
+        """Every check on `submission`. With `confirm`, a check it does not pass counts only if the reference
+        passes it in this environment; otherwise it is `ungraded` (see confirm)."""
         results = []
         budget_end = time.monotonic() + self.limits.submission_seconds
         for spec in self.checks:
-            results.append(self.run_check(spec, submission, budget_end))
+            result = self.run_check(spec, submission, budget_end)
+            if confirm and result.status in ("failed", "partial"):
+                self.confirm(spec, result)
+            results.append(result)
         return results
+
+    def reference_verdict(self, spec: CheckSpec) -> CheckResult:
+        if spec.name not in self.reference_verdicts:
+            program = self.reference_as_submission()
+            self.reference_verdicts[spec.name] = self.run_check(spec, program, float("inf"))
+        return self.reference_verdicts[spec.name]
+
+    def confirm(self, spec: CheckSpec, result: CheckResult) -> None:
+        """Never silently wrong: a lost point stands only if the reference gets every point of the check here.
+        Where it does not (a module missing in the worker, a broken install, a check that cannot run), the
+        student's result becomes `ungraded`, neither failed nor 0, naming the cause."""
+        if self.reference_as_submission is None:
+            return
+        verdict = self.reference_verdict(spec)
+        if verdict.status in ("passed", "pending"):
+            return
+        first = (verdict.message.strip().splitlines() or ["no message"])[0]
+        result.grader_problem = (f"the reference solution gets {verdict.score:g}/{verdict.max_score:g} on this check "
+                                 f"here: {first}")
+        result.status, result.score = "ungraded", 0.0
+        result.message = UNGRADED.format(why=result.grader_problem)
 
     def run_check(self, spec: CheckSpec, submission: Program, budget_end: float) -> CheckResult:
         result = CheckResult(spec.name, spec.part, spec.points, 0.0, "failed", "", spec.visibility)

@@ -36,7 +36,7 @@ class Submission:
 @dataclass
 class Inputs:
     submissions: list[Submission]
-    roots: list[Path] = field(default_factory=list)  # folders holding submissions: hidden from workers
+    roots: list[Path] = field(default_factory=list)  # folders holding submissions
     layouts: list[str] = field(default_factory=list)  # what each argument was recognised as
     problems: list[str] = field(default_factory=list)  # arguments that held nothing to grade
 

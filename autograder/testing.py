@@ -7,7 +7,7 @@
         ...
 
 `sub` and `ref` are proxies to the submission and the reference, each in its own worker process
-(see autograder.sandbox.client). Checks run in the judge, which never imports student code.
+(see autograder/sandbox/). Checks run in the judge, which never imports student code.
 """
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from typing import Callable
 
 import torch
 
-from autograder.sandbox.client import (  # re-exported for test files
-    MissingName, Remote, StudentError, keep, remote_attr, remote_isinstance, remote_items, remote_type,
+from autograder.sandbox.client import MissingName, StudentError  # re-exported for test files
+from autograder.sandbox.remote import (  # re-exported for test files
+    Remote, keep, remote_attr, remote_isinstance, remote_items, remote_type,
 )
 
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")

@@ -69,12 +69,10 @@ def corpus_notebooks(release: Release, corpus: corpus_module.Corpus, folder: Pat
             for sub_id, item in corpus.items()}
 
 
-def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs: int = 2, cuda=None,
-                private: tuple[Path, ...] = ()) -> dict:
+def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs: int = 2, cuda=None) -> dict:
     """Grade {id: notebook} in one batch: {id: SubmissionResult}."""
     results = grade(release, list(submissions.values()),
-                    GradeOptions(out, quiet=True, cuda=cuda, jobs=jobs, summary=False, ids=list(submissions),
-                                 extra_private=tuple(private)))
+                    GradeOptions(out, quiet=True, cuda=cuda, jobs=jobs, summary=False, ids=list(submissions)))
     return dict(zip(submissions, results))
 
 
@@ -89,13 +87,14 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
         folder = Path(tmp) / "corpus"
         submissions = {"answer_key": release.dir / "answer_key.ipynb", "student_notebook": student,
                        **corpus_notebooks(release, corpus, folder, student)}
-        results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if len(corpus) else 1, cuda=cuda,
-                              private=(folder,))
+        results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if len(corpus) else 1, cuda=cuda)
     report.results = results
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
     for c in ref_result.checks:
         if c.status == "pending":
             report.lines.append(f"reference   {c.name}: pending (needs a GPU)")
+        elif c.status == "ungraded":  # graded as a submission, it did not pass: Judge.confirm says how
+            report.problems.append(f"{c.name}: {c.grader_problem}")
         elif c.score < c.max_score:
             report.problems.append(f"the reference gets {c.score:g}/{c.max_score:g} on {c.name}: {c.message}")
     for c in stub_result.checks:

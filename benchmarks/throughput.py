@@ -49,7 +49,8 @@ from autograder.judge import _fraction, _run_cell_check, judge_imports  # noqa: 
 from autograder.notebook.extract import extract  # noqa: E402
 from autograder.notebook.load import read_notebook  # noqa: E402
 from autograder.release import load_release  # noqa: E402
-from autograder.sandbox.client import WorkerDied, WorkerProcess, shutdown_fork_server  # noqa: E402
+from autograder.sandbox.client import WorkerDied, WorkerProcess  # noqa: E402
+from autograder.sandbox.forkserver import shutdown_fork_server  # noqa: E402
 from autograder.sandbox.protocol import read_message  # noqa: E402
 from autograder.testing import Fail  # noqa: E402
 

@@ -25,7 +25,7 @@ from autograder.cli import main as cli_main
 from autograder.grade import GradeOptions, grade
 from autograder.release import resolve_release
 from autograder.reports.results import SubmissionResult
-from autograder.sandbox.client import shutdown_fork_server
+from autograder.sandbox.forkserver import shutdown_fork_server
 from autograder.submissions import discover
 
 pytestmark = pytest.mark.slow
@@ -223,10 +223,10 @@ def corpus_run(tmp_path_factory):
                                              for p in out.glob("*/grading.json"))}
         # again, everything skipped: the run resumes
         resumed = grade(release, discover([subs], "vectors.ipynb").submissions,
-                        GradeOptions(out, quiet=True, jobs=2, extra_private=(subs,)))
+                        GradeOptions(out, quiet=True, jobs=2))
         # and graded again in the opposite order, with --regrade
         again = grade(release, list(reversed(discover([subs], "vectors.ipynb").submissions)),
-                      GradeOptions(out, quiet=True, jobs=2, regrade=True, extra_private=(subs,)))
+                      GradeOptions(out, quiet=True, jobs=2, regrade=True))
         shutdown_fork_server()
     finally:
         os.chdir(cwd)

@@ -11,7 +11,7 @@ import pytest
 
 from autograder.grade import GradeOptions, grade, scrub
 from autograder.reports.summary import summarize
-from autograder.sandbox.client import shutdown_fork_server
+from autograder.sandbox.forkserver import shutdown_fork_server
 
 pytestmark = pytest.mark.slow
 
@@ -138,10 +138,8 @@ def test_transformers_variants_grade_identically_again(tmp_path):
     subs = [key] + [make_notebook(folder / f"variant-{v.name}.ipynb", key, v) for v in corpus.variants]
     subs += [make_notebook(folder / f"bug-{b.name}.ipynb", key, b) for b in corpus.bugs[::8] if not b.stub]
     ids = [p.stem for p in subs]
-    first = grade(release, subs, GradeOptions(tmp_path / "out1", quiet=True, jobs=2, ids=ids,
-                                              extra_private=(folder,)))
-    second = grade(release, subs[::-1], GradeOptions(tmp_path / "out2", quiet=True, jobs=1, ids=ids[::-1],
-                                                     extra_private=(folder,)))
+    first = grade(release, subs, GradeOptions(tmp_path / "out1", quiet=True, jobs=2, ids=ids))
+    second = grade(release, subs[::-1], GradeOptions(tmp_path / "out2", quiet=True, jobs=1, ids=ids[::-1]))
     shutdown_fork_server()
     assert (tmp_path / "out1" / "grades.csv").read_bytes() == (tmp_path / "out2" / "grades.csv").read_bytes()
     assert {r.submission: outcome(r) for r in first} == {r.submission: outcome(r) for r in second}

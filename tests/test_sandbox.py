@@ -7,8 +7,9 @@ import torch
 
 from autograder.judge import Program
 from autograder.notebook.extract import extract
-from autograder.sandbox.client import StudentError, WorkerSpec, keep, remote_attr, remote_isinstance
-from autograder.sandbox.isolation import Confinement, hideable, python_paths
+from autograder.sandbox.client import StudentError, WorkerSpec
+from autograder.sandbox.remote import keep, remote_attr, remote_isinstance
+from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.protocol import Decoder, Encoder, Handle, ProtocolError
 
 
@@ -57,16 +58,16 @@ def private_dir(tmp_path_factory):
 
 
 def test_private_paths_are_invisible_and_the_judge_is_out_of_reach(private_dir):
-    p = program(PROBE, hide=[str(private_dir)])
+    p = program(PROBE)
     try:
         sub = p.proxy()
         assert p.start().status.startswith("isolated")
         assert sub.read(str(private_dir / "reference.py")) == "FileNotFoundError"
-        assert sub.listing(str(private_dir)) == []
+        assert sub.listing(str(private_dir)) == "FileNotFoundError"
         assert sub.parent() == 0  # its own PID namespace: the judge has no pid there
         sub.kill_parent()
         assert os.getpid() > 0 and sub.read("/proc/self/status") != ""  # judge alive, worker still answers
-        assert sub.write(str(private_dir / "results.json")) in ("OSError", "PermissionError")
+        assert sub.write(str(private_dir / "results.json")) in ("FileNotFoundError", "OSError", "PermissionError")
         assert not (private_dir / "results.json").exists()
     finally:
         p.close()
@@ -91,15 +92,26 @@ def test_remote_objects_stay_in_the_worker():
         p.close()
 
 
-def test_hideable_keeps_the_interpreter(tmp_path):
-    venv = tmp_path / "project" / ".venv"
-    (venv / "lib").mkdir(parents=True)
-    (tmp_path / "project" / "solutions").mkdir()
-    hidden = hideable([str(tmp_path / "project")], [str(venv)])
-    assert str(tmp_path / "project" / "solutions") in hidden
-    assert not any(str(venv).startswith(h) for h in hidden)
-    keep = python_paths()
-    assert all(not (h + "/").startswith(k + "/") for h in hideable(["/"], keep) for k in keep)
+def test_the_root_holds_only_what_the_worker_needs():
+    """An allowlist: the top level of the worker's root, /etc, /dev and the working directory hold what
+    rootfs.py lists, nothing else of the machine."""
+    p = program(PROBE)
+    try:
+        sub = p.proxy()
+        top = set(sub.listing("/"))
+        assert top <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys", "tmp",
+                       "root", "home", "opt", "work", "srv", "var"}, top
+        assert {"usr", "etc", "dev", "proc", "tmp"} <= top
+        assert set(sub.listing("/etc")) <= {"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives",
+                                           "nsswitch.conf", "passwd", "group", "hosts"}
+        assert "student:x:1000:1000" in sub.read("/etc/passwd") and "shadow" not in sub.listing("/etc")
+        assert set(sub.listing("/dev")) == {"null", "zero", "full", "random", "urandom", "fd", "stdin", "stdout",
+                                           "stderr", "shm"}
+        assert sub.listing("/tmp/work") == [] and sub.write("/tmp/work/x") == "written"
+        for hidden in ("/root/.bash_history", "/etc/shadow", "/var/log", "/home"):
+            assert sub.listing(hidden) in ("FileNotFoundError", "NotADirectoryError"), hidden
+    finally:
+        p.close()
 
 
 def test_protocol_round_trip_and_refusals():

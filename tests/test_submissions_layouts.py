@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autograder.cli import main as cli_main
-from autograder.sandbox.client import shutdown_fork_server
+from autograder.sandbox.forkserver import shutdown_fork_server
 from autograder.submissions import discover, extract_zip, submission_ids
 
 METADATA = """---

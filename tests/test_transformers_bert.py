@@ -63,7 +63,7 @@ def graded(release, source, tmp_path_factory):
     student = source.parent.parent / "assignments" / "transformers_bert" / release.config.notebook
     subs = {"answer_key": release.dir / "answer_key.ipynb", **corpus_notebooks(release, CORPUS, folder, student)}
     start = time.monotonic()
-    results = grade_batch(release, subs, tmp_path_factory.mktemp("out"), jobs=JOBS, private=(folder,))
+    results = grade_batch(release, subs, tmp_path_factory.mktemp("out"), jobs=JOBS)
     return results, time.monotonic() - start
 
 
@@ -138,8 +138,7 @@ def test_messages_show_no_tensors(graded):
 def test_graded_alone_as_in_the_batch(graded, release, tmp_path, sub_id):
     """A run that grades a single submission (Gradescope's case) warms up less; the result is the same."""
     batch = graded[0][sub_id]
-    (alone,) = grade(release, [Path(batch.file)], GradeOptions(tmp_path, quiet=True, summary=False, ids=[sub_id],
-                                                               extra_private=(Path(batch.file).parent,)))
+    (alone,) = grade(release, [Path(batch.file)], GradeOptions(tmp_path, quiet=True, summary=False, ids=[sub_id]))
     assert [(c.name, c.status, c.score, c.message) for c in alone.checks] == \
         [(c.name, c.status, c.score, c.message) for c in batch.checks]
     assert alone.notes == batch.notes

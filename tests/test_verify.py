@@ -48,7 +48,8 @@ def test_verify_names_a_check_that_rewards_a_stub_and_one_the_reference_fails(so
     report = verify(source)
     assert not report.ok
     assert any("untouched student notebook gets 1 on lenient: forgives a crash" in p for p in report.problems)
-    assert any("the reference gets 0/1 on wrong: expects the wrong value: normalize is wrong" in p
+    assert any("wrong: expects the wrong value: the reference solution gets 0/1 on this check here: normalize is "
+               "wrong" in p
                for p in report.problems)
 
 

@@ -308,7 +308,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
                                     f"`nbgrader generate_assignment {name}` in {course} first") from None
     with tempfile.TemporaryDirectory(prefix="ag-nbgrader-") as tmp:
         results = grade(release, submitted, GradeOptions(Path(tmp), quiet=quiet)) if submitted else []
-    scores = {}
+    scores = _Scores()
     nb_id = Path(notebook).stem
     with Gradebook(db) as gb, warnings.catch_warnings():
         warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes nbgrader's own autograde shows too
@@ -327,7 +327,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
                 if grade_id is None:
                     continue
                 g = gb.find_grade(grade_id, nb_id, name, student)
-                if check.status == "pending":
+                if check.status in ("pending", "ungraded"):  # no score yet: flagged for the instructor, never 0
                     g.auto_score, g.needs_manual_grade = None, True
                 else:
                     g.auto_score, g.needs_manual_grade = check.score, False
@@ -341,7 +341,14 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
             feedback.parent.mkdir(parents=True, exist_ok=True)
             feedback.write_text(submission_html(result, release.config.title), encoding="utf-8")
             scores[student] = result.score
+            scores.not_final |= bool(result.ungraded)
     return scores
+
+
+class _Scores(dict):
+    """student -> score; `not_final`: some check could not be graded here (see autograder.judge.Judge.confirm)."""
+
+    not_final = False
 
 
 # -- command line ----------------------------------------------------------------------------------
@@ -358,7 +365,7 @@ def cmd_grade(args) -> int:
     for student, score in sorted(scores.items()):
         print(f"{student}: {score:g}")
     print(f"{len(scores)} submission(s) graded into {Path(args.course) / 'gradebook.db'}", file=sys.stderr)
-    return 0
+    return 3 if scores.not_final else 0
 
 
 def add_parser(targets) -> None:

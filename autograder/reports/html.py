@@ -20,10 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.judge import UNSCORED
 from autograder.reports.results import SubmissionResult, write_atomic
 
-COLORS = {"passed": "#1a7f37", "partial": "#b7791f", "failed": "#c62828", "pending": "#5b6b7f"}
-LABELS = {"passed": "passed", "partial": "partial credit", "failed": "failed", "pending": "pending"}
+COLORS = {"passed": "#1a7f37", "partial": "#b7791f", "failed": "#c62828", "pending": "#5b6b7f", "ungraded": "#6f42c1"}
+LABELS = {"passed": "passed", "partial": "partial credit", "failed": "failed", "pending": "pending",
+          "ungraded": "not graded"}
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Helvetica, Arial, sans-serif;
@@ -86,12 +88,14 @@ def submission_html(result: SubmissionResult, title: str, audience: str = "stude
                     "are graded later, so they are not in the score yet.</div>")
     if result.error:
         body.append(f'<div class="note error">{_e(result.error)}</div>')
+    if result.ungraded:
+        body.append(f'<div class="note error">{_e(result.not_final_note())}</div>')
     for note in result.notes:
         body.append(f'<div class="note">{_e(note)}</div>')
     parts = _parts(result)
     rows = []
     for part, checks in parts.items():
-        got = sum(c.score for c in checks if c.status != "pending")
+        got = sum(c.score for c in checks if c.status not in UNSCORED)
         top = sum(c.max_score for c in checks)
         pend = sum(c.max_score for c in checks if c.status == "pending")
         rows.append(f"<tr><td>{_e(part)}</td><td class='num'>{_fmt(got)} / {_fmt(top)}"
@@ -106,7 +110,7 @@ def submission_html(result: SubmissionResult, title: str, audience: str = "stude
         hidden_count = len(checks) - len(shown)
         for c in shown:
             color = COLORS.get(c.status, "#59636e")
-            pts = "pending" if c.status == "pending" else f"{_fmt(c.score)} / {_fmt(c.max_score)}"
+            pts = LABELS[c.status] if c.status in UNSCORED else f"{_fmt(c.score)} / {_fmt(c.max_score)}"
             first, _, rest = c.message.partition("\n")
             block = [f'<div class="check"><div class="head"><span class="badge" style="background:{color}">'
                      f'{_e(LABELS.get(c.status, c.status))}</span><span class="name">{_e(c.name)}</span>'
@@ -189,6 +193,8 @@ def check_stats(results: list[SubmissionResult]) -> list[dict]:
         for c in r.checks:
             s = order.setdefault(c.name, {"name": c.name, "part": c.part, "points": c.max_score, "passed": 0,
                                           "partial": 0, "failed": 0, "pending": 0, "score_sum": 0.0})
+            if c.status == "ungraded":
+                continue  # decided by nobody yet: neither a pass nor a failure
             s[c.status if c.status in ("passed", "partial", "failed", "pending") else "failed"] += 1
             s["score_sum"] += c.score if c.status != "pending" else 0.0
     for s in order.values():

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.judge import CheckResult
+from autograder.judge import UNSCORED, CheckResult
 
 
 @dataclass
@@ -17,10 +17,11 @@ class SubmissionResult:
     notes: list[str] = field(default_factory=list)  # what the student should know beyond the checks
     error: str = ""  # set when the notebook could not be graded at all
     execution_time: float = 0.0
+    confinement: str = ""  # how its worker was confined (the worker's status line)
 
     @property
     def score(self) -> float:
-        return round(sum(c.score for c in self.checks if c.status != "pending"), 6)
+        return round(sum(c.score for c in self.checks if c.status not in UNSCORED), 6)
 
     @property
     def max_score(self) -> float:
@@ -30,16 +31,28 @@ class SubmissionResult:
     def pending(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status == "pending"]
 
+    @property
+    def ungraded(self) -> list[CheckResult]:
+        """Checks the grader could not decide in its environment (Judge.confirm): this grade is not final."""
+        return [c for c in self.checks if c.status == "ungraded"]
+
+    def not_final_note(self) -> str:
+        if not self.ungraded:
+            return ""
+        return (f"This grade is NOT FINAL: {len(self.ungraded)} check(s) worth {sum(c.max_score for c in self.ungraded):g} "
+                f"points could not be graded because of a problem of the grader's setup (not of this notebook): "
+                f"{self.ungraded[0].grader_problem}. The instructor will grade them again.")
+
     def to_dict(self) -> dict:
         return {"submission": self.submission, "file": self.file, "score": self.score, "max_score": self.max_score,
                 "error": self.error, "notes": self.notes, "execution_time": self.execution_time,
-                "checks": [c.to_dict() for c in self.checks]}
+                "confinement": self.confinement, "checks": [c.to_dict() for c in self.checks]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "SubmissionResult":
         checks = [CheckResult(**c) for c in data["checks"]]
         return cls(data["submission"], data["file"], checks, data.get("notes", []), data.get("error", ""),
-                   data.get("execution_time", 0.0))
+                   data.get("execution_time", 0.0), data.get("confinement", ""))
 
 
 def gradescope_json(result: SubmissionResult) -> dict:
@@ -50,13 +63,16 @@ def gradescope_json(result: SubmissionResult) -> dict:
                 "output": c.message, "extra_data": {"part": c.part, "status": c.status}}
         if c.status == "pending":
             test["output"] = "Pending: " + c.message  # no score yet: neither failed nor 0
+        elif c.status == "ungraded":
+            test["output"] = "NOT GRADED: " + c.message  # the grader's problem: no score, never 0
         else:
             test["score"] = c.score
             test["status"] = "passed" if c.status == "passed" else "failed"
         if c.part:
             test["tags"] = [c.part]
         tests.append(test)
-    summary = [f"Score: {result.score:g} / {result.max_score:g}"]
+    summary = [result.not_final_note()] if result.ungraded else []
+    summary.append(f"Score: {result.score:g} / {result.max_score:g}")
     if result.pending:
         summary.append(f"Pending: {len(result.pending)} check(s) worth "
                        f"{sum(c.max_score for c in result.pending):g} points need a GPU and will be added later.")
@@ -65,7 +81,9 @@ def gradescope_json(result: SubmissionResult) -> dict:
     summary += result.notes
     return {"score": result.score, "execution_time": round(result.execution_time, 3), "output": "\n".join(summary),
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
-            "extra_data": {"submission": result.submission, "pending_points": sum(c.max_score for c in result.pending)}}
+            "extra_data": {"submission": result.submission, "pending_points": sum(c.max_score for c in result.pending),
+                           "final": not result.ungraded and not result.error, "confinement": result.confinement,
+                           "grader_problems": sorted({c.grader_problem for c in result.ungraded})}}
 
 
 def feedback_markdown(result: SubmissionResult, title: str) -> str:
@@ -74,6 +92,8 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
     if result.pending:  # not lost: to be measured (the accuracy rubric on a GPU)
         headline += f" ({sum(c.max_score for c in result.pending):g} of them pending, added later)"
     lines = [f"# {title}", "", headline, ""]
+    if result.ungraded:
+        lines += [f"> {result.not_final_note()}", ""]
     if result.error:
         lines += [f"> {result.error}", ""]
     for note in result.notes:
@@ -87,11 +107,12 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
         shown = [c for c in checks if c.visibility != "hidden"]
         if not shown:
             continue
-        got = sum(c.score for c in checks if c.status != "pending")
+        got = sum(c.score for c in checks if c.status not in UNSCORED)
         lines += [f"## {part}: {got:g} / {sum(c.max_score for c in checks):g}", ""]
         for c in shown:
-            mark = {"passed": "PASS", "partial": "PART", "failed": "FAIL", "pending": "PENDING"}[c.status]
-            score = "pending" if c.status == "pending" else f"{c.score:g}/{c.max_score:g}"
+            mark = {"passed": "PASS", "partial": "PART", "failed": "FAIL", "pending": "PENDING",
+                    "ungraded": "NOT GRADED"}[c.status]
+            score = c.status if c.status in UNSCORED else f"{c.score:g}/{c.max_score:g}"
             lines.append(f"- [{mark}] {c.name} ({score})")
             for msg_line in c.message.splitlines():
                 lines.append(f"    {msg_line}")

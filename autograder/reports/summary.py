@@ -27,6 +27,7 @@ class CheckSummary:
     partial: int = 0
     zero: int = 0
     pending: int = 0
+    ungraded: int = 0  # the grader could not decide it (Judge.confirm)
     stub: int = 0  # lost points on a stub the student did not replace
     mean: float = 0.0
     messages: list[tuple[str, int]] = field(default_factory=list)  # most common messages of those who lost points
@@ -64,6 +65,9 @@ def summarize(results: list[SubmissionResult]) -> list[CheckSummary]:
             if c.status == "pending":
                 s.pending += 1
                 continue
+            if c.status == "ungraded":
+                s.ungraded += 1
+                continue
             if r.error:  # not graded at all: says nothing about the check
                 continue
             s.graded += 1
@@ -98,6 +102,15 @@ def summary_markdown(results: list[SubmissionResult], title: str = "", extra: li
         lines.append(f"Score: mean {sum(scores) / len(scores):.2f}, median {median:g}, "
                      f"full marks {sum(1 for s in scores if s >= max_score)}, zero {sum(1 for s in scores if s == 0)} "
                      f"(out of {max_score:g}).")
+    not_final = sorted({c.grader_problem for r in results for c in r.ungraded})
+    if not_final:
+        lines += ["", f"**Grades not final**: {sum(1 for r in results if r.ungraded)} submission(s) have checks the "
+                  "grader could not decide here (shown as ungraded, never as 0). Causes:", ""]
+        lines += [f"- {_cell(p)}" for p in not_final]
+    confinements = Counter(r.confinement for r in results if r.confinement)
+    if len(confinements) > 1:
+        lines += ["", "Confinement of the submissions' workers:", ""]
+        lines += [f"- {n} x {text}" for text, n in sorted(confinements.items())]
     lines += [*extra, "", "## Checks", "",
               "| check | part | points | mean | full | partial | zero | stub | pending | note |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]

@@ -5,6 +5,7 @@ import csv
 import io
 from pathlib import Path
 
+from autograder.judge import UNSCORED
 from autograder.reports.results import SubmissionResult, write_atomic
 
 
@@ -17,9 +18,10 @@ def grades_csv(results: list[SubmissionResult], check_names: list[str]) -> str:
         cells = []
         for name in check_names:
             c = by_name.get(name)
-            cells.append("" if c is None else "pending" if c.status == "pending" else f"{c.score:g}")
+            cells.append("" if c is None else c.status if c.status in UNSCORED else f"{c.score:g}")
+        error = r.error or (f"not final: {len(r.ungraded)} check(s) ungraded (grader problem)" if r.ungraded else "")
         writer.writerow([r.submission, *cells, f"{r.score:g}", f"{r.max_score:g}",
-                         f"{sum(c.max_score for c in r.pending):g}", r.error])
+                         f"{sum(c.max_score for c in r.pending):g}", error])
     return buf.getvalue()
 
 

@@ -37,8 +37,8 @@ def add_parser(sub) -> None:
     r.set_defaults(run=cmd_rubric)
 
 
-def _config(assignment: str) -> tuple[RubricConfig, str | None, list[str], str | None]:
-    """The assignment's rubric settings (from its hidden tests), its title, private paths and notebook name."""
+def _config(assignment: str) -> tuple[RubricConfig, str | None, str | None]:
+    """The assignment's rubric settings (from its hidden tests), its title and notebook name."""
     from autograder.release import resolve_release
     from autograder.rubric.check import rubric_configs
 
@@ -47,11 +47,7 @@ def _config(assignment: str) -> tuple[RubricConfig, str | None, list[str], str |
     except Exception as exc:  # noqa: BLE001 - no release: the defaults of the Transformers & BERT notebook
         print(f"warning: assignment {assignment!r} could not be loaded ({exc}); using the default rubric "
               f"settings", file=sys.stderr)
-        return replace(RubricConfig(), assignment=Path(assignment).name), None, [], None
-    private = [str(release.dir)]
-    source = release.dir.parent.parent / "solutions" / release.config.name
-    if source.is_dir():
-        private.append(str(source.parent.parent))
+        return replace(RubricConfig(), assignment=Path(assignment).name), None, None
     configs = rubric_configs(release.checks)
     if not configs:
         print(f"warning: {release.config.name} declares no rubric check; using the default rubric settings",
@@ -59,7 +55,7 @@ def _config(assignment: str) -> tuple[RubricConfig, str | None, list[str], str |
         configs = [RubricConfig()]
     if len(configs) > 1:
         print("warning: several rubric checks; grading the first", file=sys.stderr)
-    return replace(configs[0], assignment=release.config.name), release.config.title, private, release.config.notebook
+    return replace(configs[0], assignment=release.config.name), release.config.title, release.config.notebook
 
 
 def existing_ids(out_dir: Path) -> dict[str, str]:
@@ -91,7 +87,7 @@ def cmd_rubric(args) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    config, title, private, notebook_name = _config(args.assignment)
+    config, title, notebook_name = _config(args.assignment)
     try:
         inputs = discover(args.submissions, notebook_name, config.assignment, unpack_dir=None)
     except ValueError as exc:
@@ -129,10 +125,9 @@ def cmd_rubric(args) -> int:
                   f"changed. Check --encoder / $BERT_ENCODER and --imdb / $IMDB_PATH (the hub is the default).",
                   file=sys.stderr)
             return 2
-    everyone = [str(p) for p in notebooks + checkpoints + list(inputs.roots)] + ([str(ckpt_dir)] if ckpt_dir else [])
     for i, (nb, sub_id, ckpt) in enumerate(zip(notebooks, ids, checkpoints), start=1):
         start = time.monotonic()
-        outcome = run.grade(nb, ckpt, hide=private + everyone)
+        outcome = run.grade(nb, ckpt)
         merge_check(out, sub_id, outcome.check, title, str(nb))
         details = {**outcome.details, "wall_seconds": round(time.monotonic() - start, 3),
                    "encoder": run.encoder.source if run.encoder else None, "timings": run.timings}

@@ -1,7 +1,7 @@
 """Settings of the accuracy rubric: the assignment's (RubricConfig) and a grading run's (RubricOptions)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -46,4 +46,3 @@ class RubricOptions:
     timeout: float = 1800.0  # seconds for one submission's rubric
     threads: int | None = None  # CPU threads of the encoder and the student's worker (default: all)
     memory_mb: int = 16384  # address-space limit of the student's worker on CPU (none with CUDA)
-    hide: list = field(default_factory=list)  # more paths the student's worker must not see

@@ -30,7 +30,7 @@ import os
 import random
 import re
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -44,7 +44,7 @@ from autograder.rubric.data import ValidationSet, validation_set
 from autograder.rubric.encoder import Encoder, compare_encoder, load_encoder
 from autograder.rubric.formula import rubric_points
 from autograder.sandbox.client import MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout
-from autograder.sandbox.isolation import Confinement, hideable, python_paths
+from autograder.sandbox.isolation import Confinement
 
 HELPER_SOURCE = (Path(__file__).with_name("worker_side.py")).read_text(encoding="utf-8")
 FP32_TOLERANCE = (1e-3, 1e-3)  # (absolute, relative) agreement of cached and full logits, fp32 cache
@@ -165,7 +165,7 @@ class RubricRun:
         return sorted(chosen)
 
     # -- one submission -------------------------------------------------------------------------
-    def grade(self, notebook: Path, checkpoint: Path, hide: list = ()) -> RubricOutcome:
+    def grade(self, notebook: Path, checkpoint: Path) -> RubricOutcome:
         c = self.config
         check = CheckResult(c.name, c.part, c.points, 0.0, "failed", "", c.visibility)
         start = time.monotonic()
@@ -182,7 +182,7 @@ class RubricRun:
                 raise Refused(f"no saved model: the rubric grades `{c.checkpoint}` (the notebook's CHECKPOINT, "
                               f"saved by the training loop) handed in next to the notebook; it was not found")
             self.prepare()
-            accuracy, correct, n, notes = self._grade_in_worker(extract(nb), Path(checkpoint), hide, details)
+            accuracy, correct, n, notes = self._grade_in_worker(extract(nb), Path(checkpoint), details)
         except Refused as exc:
             check.message = str(exc)
             details["refused"] = str(exc)
@@ -210,20 +210,16 @@ class RubricRun:
         details["seconds"] = check.seconds
         return RubricOutcome(check, details)
 
-    def _confinement(self, hide: list) -> Confinement:
-        keep = python_paths() + [str(p) for p in (self.cache_root,) if p]
-        private = [str(p) for p in [*hide, *self.options.hide] if p]
-        if self.out_dir:
-            private.append(str(self.out_dir))
-        kwargs = dict(hide=hideable(private, keep), file_bytes=64 * 2**20,
-                      memory_bytes=0 if self.device.type == "cuda" else self.options.memory_mb * 2**20)
-        if self.cache_root and "expose" in {f.name for f in fields(Confinement)}:
-            kwargs["expose"] = [str(self.cache_root)]
-        return Confinement(**kwargs)
+    def _confinement(self) -> Confinement:
+        """The student's worker sees, besides what every worker sees, the encoder and the hidden-state
+        cache (both under cache_root), read-only."""
+        cuda = self.device.type == "cuda"
+        return Confinement(file_bytes=64 * 2**20, memory_bytes=0 if cuda else self.options.memory_mb * 2**20,
+                           cuda=cuda, expose=[str(self.cache_root)] if self.cache_root else [])
 
-    def _grade_in_worker(self, extraction, checkpoint: Path, hide: list, details: dict):
+    def _grade_in_worker(self, extraction, checkpoint: Path, details: dict):
         c, o = self.config, self.options
-        spec = WorkerSpec([u.to_wire() for u in extraction.units], confinement=self._confinement(hide),
+        spec = WorkerSpec([u.to_wire() for u in extraction.units], confinement=self._confinement(),
                           import_seconds=min(o.timeout, 300), threads=self.threads)
         program = Program(extraction, spec, [HELPER_SOURCE])
         deadline = time.monotonic() + o.timeout

@@ -1,6 +1,6 @@
 """The worker: the only process that runs student (or reference) code.
 
-Started by `autograder.sandbox.client.WorkerProcess` as `python -m autograder.sandbox.worker CONFIG`.
+Started by `autograder.sandbox.client.WorkerProcess` (through the fork server) as `python -m autograder.sandbox.worker CONFIG`.
 It confines itself (see isolation.py), then serves requests from the judge over a pipe: load the
 extracted definitions, get attributes, call functions, and so on. Results go back as plain data; any
 other object stays here and the judge receives a handle to it.
@@ -204,7 +204,6 @@ def main() -> None:
     fd_in, fd_out = config["fd_in"], config["fd_out"]
     torch.set_num_threads(config.get("threads", 1))
     status = confine(Confinement(**config["confinement"]))
-    os.chdir(config["scratch"])
     inp, out = os.fdopen(fd_in, "rb"), os.fdopen(fd_out, "wb")
     sys.stdin = open(os.devnull)
     worker = Worker(out)

@@ -1,0 +1,410 @@
+"""The fork server: a process that imported the worker's modules (torch included) once, so that a fresh
+worker costs a fork instead of an interpreter start and a torch import (seconds).
+
+One per judge process, started on first use or handed over by the parent process (FORK_SERVER_FD). It
+holds nothing of the judge (no release, no reference, no test code) and is started with a filtered
+environment. Each worker confines itself right after the fork (isolation.py). Set
+AUTOGRADER_FORK_SERVER=0 to start every worker as a new interpreter instead.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from autograder.sandbox.protocol import ProtocolError
+from autograder.sandbox.rootfs import SCRATCH_DIR
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_ENV_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE", "HF_HOME",
+                    "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "NVIDIA_VISIBLE_DEVICES")
+START_SECONDS = 120.0
+
+
+def worker_environment(threads: int = 1) -> dict[str, str]:
+    """The environment every worker starts with (the fork server's too)."""
+    env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
+    env.update(PYTHONPATH=_PACKAGE_ROOT, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
+               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false",
+               PYTHONWARNINGS="ignore")
+    # cuBLAS picks reduction orders per run unless its workspace is fixed (read when CUDA starts)
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8"))
+    return env
+
+
+
+_FRAME = struct.Struct("<Q")
+
+
+def _send_frame(sock: socket.socket, data: dict, fds: list[int] = ()) -> None:
+    payload = json.dumps(data).encode()
+    blob = _FRAME.pack(len(payload)) + payload
+    if fds:
+        socket.send_fds(sock, [blob], list(fds))
+    else:
+        sock.sendall(blob)
+
+
+class _Channel:
+    """Length-framed JSON messages over a stream socket, file descriptors riding along."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = b""
+        self.fds: list[int] = []
+
+    def recv(self, want_fds: int = 0) -> tuple[dict, list[int]]:
+        while True:
+            if len(self.buf) >= 8:
+                (n,) = _FRAME.unpack(self.buf[:8])
+                if len(self.buf) >= 8 + n:
+                    payload, self.buf = self.buf[8:8 + n], self.buf[8 + n:]
+                    fds, self.fds = self.fds, []
+                    return json.loads(payload), fds
+            if want_fds:
+                data, fds, _, _ = socket.recv_fds(self.sock, 65536, want_fds)
+                self.fds += fds
+            else:
+                data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("fork server channel closed")
+            self.buf += data
+
+
+class Child:
+    """A worker started by the fork server; the subset of Popen the client uses."""
+
+    def __init__(self, server: "ForkServer", pid: int):
+        self.server = server
+        self.pid = pid
+        self.returncode: int | None = None
+        self.done = threading.Event()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self.done.wait(timeout if timeout is not None else 60.0):
+            if timeout is not None:
+                raise subprocess.TimeoutExpired("worker", timeout)
+        return self.returncode
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        self.done.set()
+
+
+FORK_SERVER_FD = "AUTOGRADER_FORK_SERVER_FD"  # a fork server started for this process by its parent
+
+
+def start_fork_server(for_pid: int | None = None) -> tuple[socket.socket, subprocess.Popen]:
+    """Start a fork server; returns the socket its client talks to it on, and the process. The server
+    ends when the process that called this ends (`for_pid`: that process's pid, checked at start)."""
+    parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograder.sandbox.forkserver", "--fork-server", str(child_sock.fileno()),
+         str(for_pid or os.getpid())],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        pass_fds=(child_sock.fileno(),), start_new_session=True, env={**worker_environment(), "HOME": SCRATCH_DIR},
+        cwd="/")
+    child_sock.close()
+    return parent_sock, proc
+
+
+class ForkServer:
+    """Judge side of the fork server: one per judge process, started on first use (or handed over by
+    the parent process through FORK_SERVER_FD, already starting while this process imports)."""
+
+    _lock = threading.Lock()
+    _instance: "ForkServer | None" = None
+    _failed_at = 0.0
+
+    def __init__(self, sock: socket.socket | None = None):
+        self.proc = None
+        if sock is None:
+            sock, self.proc = start_fork_server()
+        self.sock = sock
+        self.channel = _Channel(sock)
+        self.owner = os.getpid()
+        self.children: dict[int, Child] = {}
+        self.early_exits: dict[int, int] = {}  # ended before spawn() registered them
+        self.children_lock = threading.Lock()
+        self.replies: queue.Queue = queue.Queue()
+        self.send_lock = threading.Lock()
+        self.alive = True
+        self.sock.settimeout(START_SECONDS)
+        try:
+            header, _ = self.channel.recv()
+        except (OSError, EOFError) as exc:
+            self.close()
+            raise OSError(f"the fork server did not start: {exc}") from None
+        self.sock.settimeout(None)
+        if "ready" not in header:
+            self.close()
+            raise OSError("the fork server did not start")
+        threading.Thread(target=self._read_loop, daemon=True, name="autograder-fork-server").start()
+
+    @classmethod
+    def get(cls) -> "ForkServer | None":
+        if os.environ.get("AUTOGRADER_FORK_SERVER", "1") == "0":
+            return None
+        with cls._lock:
+            inst = cls._instance
+            if inst is not None and inst.alive and inst.owner == os.getpid() and \
+                    (inst.proc is None or inst.proc.poll() is None):
+                return inst
+            if inst is not None and inst.owner == os.getpid():
+                inst.close()
+            handed = os.environ.pop(FORK_SERVER_FD, "")
+            if not handed and time.monotonic() - cls._failed_at < 30:
+                return None
+            try:
+                cls._instance = cls(socket.socket(fileno=int(handed)) if handed else None)
+            except Exception:  # noqa: BLE001 - fall back to starting interpreters
+                cls._instance = None
+                cls._failed_at = time.monotonic()
+            return cls._instance
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                header, _ = self.channel.recv()
+                if "exited" in header:
+                    pid, code = int(header["exited"]), int(header["code"])
+                    with self.children_lock:
+                        child = self.children.pop(pid, None)
+                        if child is None:
+                            self.early_exits[pid] = code
+                    if child is not None:
+                        child._exited(code)
+                else:
+                    self.replies.put(header)
+        except (EOFError, OSError, ValueError, ProtocolError):
+            pass
+        self.alive = False
+        self.replies.put({"error": "the fork server ended"})
+        with self.children_lock:
+            orphans = list(self.children.values())
+        for child in orphans:
+            child._exited(-signal.SIGKILL)  # its workers died with it (parent-death signal)
+
+    def spawn(self, config: dict, env: dict, cwd: str, fds: list[int]) -> Child:
+        with self.send_lock:
+            _send_frame(self.sock, {"config": config, "env": env, "cwd": cwd}, fds)
+            try:
+                reply = self.replies.get(timeout=START_SECONDS)
+            except queue.Empty:
+                raise OSError("the fork server did not answer") from None
+            if "pid" not in reply:
+                raise OSError(reply.get("error", "the fork server refused"))
+            child = Child(self, int(reply["pid"]))
+            with self.children_lock:
+                early = self.early_exits.pop(child.pid, None)
+                if early is None:
+                    self.children[child.pid] = child
+            if early is not None:
+                child._exited(early)
+            elif not self.alive:  # it ended between the reply and now
+                child._exited(-signal.SIGKILL)
+            return child
+
+    def preload(self, names: list[str]) -> list[str]:
+        with self.send_lock:
+            _send_frame(self.sock, {"preload": list(names)})
+            try:
+                reply = self.replies.get(timeout=START_SECONDS)
+            except queue.Empty:
+                raise OSError("the fork server did not answer") from None
+            return list(reply.get("preloaded", []))
+
+    def close(self) -> None:
+        """Close the channel: the server ends (and its workers with it); kill it if it is ours."""
+        self.alive = False
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+
+
+def shutdown_fork_server() -> None:
+    """Stop this process's fork server (it also stops by itself when this process ends). Workers it
+    started are killed with it; the next worker starts a new one."""
+    with ForkServer._lock:
+        inst, ForkServer._instance = ForkServer._instance, None
+    if inst is not None and inst.owner == os.getpid():
+        inst.close()
+
+
+def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
+    """The fork server: imports what workers need, then forks one per request."""
+    from autograder.sandbox import linux
+
+    linux.set_pdeathsig(judge_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch  # noqa: F401 - the point of the server: imported once, shared by every fork
+
+    from autograder.sandbox import worker  # noqa: F401
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        pass
+    torch.set_num_threads(1)
+    sock = socket.socket(fileno=sock_fd)
+    channel = _Channel(sock)
+    wake_r, wake_w = os.pipe()  # SIGCHLD wakes the loop: ended workers are reported at once
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    _send_frame(sock, {"ready": os.getpid()})
+    while True:
+        readable, _, _ = select.select([sock, wake_r], [], [], 1.0)
+        if wake_r in readable:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+            readable.remove(wake_r)
+        while True:  # report every worker that ended
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            _send_frame(sock, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+        if not readable:
+            continue
+        try:
+            request, fds = channel.recv(want_fds=3)
+        except (EOFError, OSError, ProtocolError):
+            os._exit(0)  # the judge is gone: its workers follow through their parent-death signal
+        if "preload" in request:
+            for fd in fds:
+                os.close(fd)
+            _send_frame(sock, {"preloaded": _preload([str(n) for n in request["preload"]][:5000])})
+            continue
+        pid = os.fork()
+        if pid == 0:
+            _become_worker(request, fds, sock_fd)
+        for fd in fds:
+            os.close(fd)
+        _send_frame(sock, {"pid": pid})
+
+
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _preload(names: list[str]) -> list[str]:
+    """In the fork server: import library modules that workers will import anyway, so that each fork
+    has them already. Only modules of the interpreter's own installation or the autograder package
+    (found there before anything is imported): never a file of a course, whose code would then be in
+    every worker's memory."""
+    import importlib
+    import importlib.util
+
+    from autograder.sandbox.rootfs import python_paths
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    roots = [os.path.realpath(p) for p in python_paths() if os.path.realpath(p) != os.path.dirname(package)]
+    roots.append(os.path.realpath(package))
+
+    def allowed(location: str | None) -> bool:
+        if not location or location in ("built-in", "frozen"):
+            return True
+        real = os.path.realpath(location)
+        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
+
+    done = []
+    for name in names:
+        if name in sys.modules or not _MODULE_NAME.match(name):
+            continue
+        try:
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # each package on the way must be a library's
+                prefix = ".".join(parts[:i])
+                if prefix in sys.modules:
+                    continue
+                spec = importlib.util.find_spec(prefix)
+                if spec is None or not all(allowed(loc) for loc in [spec.origin,
+                                                                    *(spec.submodule_search_locations or [])]):
+                    raise ImportError(prefix)
+                importlib.import_module(prefix)
+            done.append(name)
+        except BaseException:  # noqa: BLE001 - a module that cannot be preloaded is imported by the worker
+            continue
+    return done
+
+
+def preload_modules(names: list[str]) -> list[str]:
+    """Have this process's fork server import these library modules (see `_preload`); returns those
+    it imported. Workers forked afterwards start with them loaded."""
+    server = ForkServer.get()
+    if server is None or not names:
+        return []
+    try:
+        return server.preload(names)
+    except OSError:
+        return []
+
+
+def _become_worker(request: dict, fds: list[int], server_fd: int) -> None:
+    """In a child of the fork server: the same state as `python -m autograder.sandbox.worker CONFIG`."""
+    code = 1
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        r_in, w_out, log = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        keep = {0, 1, 2, r_in, w_out}
+        for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        config = request["config"]
+        config.update(fd_in=r_in, fd_out=w_out)
+        config["confinement"].update(parent_pid=os.getppid(), channel_fds=[r_in, w_out])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        sys.argv = ["autograder.sandbox.worker", json.dumps(config)]
+        from autograder.sandbox import worker
+
+        worker.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - report, then leave without running the server's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--fork-server":
+    _fork_server_main(int(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,147 @@
+"""Processes seen from outside: the machine's process table, a worker's process tree, killing it, and
+the memory monitor that bounds all processes of a worker together.
+
+Nothing here runs student code; it reads /proc and sends signals.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import weakref
+
+MONITOR_SECONDS = 0.1  # how often the memory monitor looks at the machine's free memory
+LOW_MEMORY_FRACTION = 0.08  # below this fraction of RAM available, the largest worker is stopped
+
+
+def _process_table() -> dict[int, int]:
+    """pid -> parent pid, for every process of the machine."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+            table[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return table
+
+
+def process_tree(pid: int, table: dict[int, int] | None = None) -> list[int]:
+    """`pid` and all its descendants (a worker's, with its PID namespace: everything it started)."""
+    table = _process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for child, parent in table.items():
+        children.setdefault(parent, []).append(child)
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        if p in table or p == pid:
+            out.append(p)
+            todo.extend(children.get(p, []))
+    return out
+
+
+def _memory_of(pid: int) -> int:
+    """Proportional set size (shared pages split between their users), or resident size."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _available_memory() -> tuple[int, int]:
+    total = avail = 0
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemTotal:"):
+                    total = int(line.split()[1]) * 1024
+                elif line.startswith(b"MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return total, avail
+
+
+class MemoryMonitor:
+    """One thread per judge process. RLIMIT_AS bounds each process of a worker; this bounds a
+    worker's processes together (a fork bomb whose children each allocate): every second, and at
+    once when the machine runs low on memory, a worker with more than one process whose processes
+    hold more than its memory limit is killed. When memory is low and no worker is over its limit,
+    the largest multi-process worker is killed: losing a submission is better than losing the machine."""
+
+    _lock = threading.Lock()
+    _instance: "MemoryMonitor | None" = None
+
+    def __init__(self):
+        self.workers: weakref.WeakSet = weakref.WeakSet()
+        self.owner = os.getpid()
+        threading.Thread(target=self._run, daemon=True, name="autograder-memory-monitor").start()
+
+    @classmethod
+    def watch(cls, worker) -> None:
+        with cls._lock:
+            if cls._instance is None or cls._instance.owner != os.getpid():
+                cls._instance = cls()
+            cls._instance.workers.add(worker)
+
+    def _run(self) -> None:
+        last_full = 0.0
+        while True:
+            time.sleep(MONITOR_SECONDS)
+            workers = [w for w in list(self.workers) if w.pid is not None]
+            if not workers:
+                continue
+            total, avail = _available_memory()
+            low = total > 0 and avail < LOW_MEMORY_FRACTION * total
+            if not low and time.monotonic() - last_full < 1.0:
+                continue
+            last_full = time.monotonic()
+            try:
+                self._check(workers, low)
+            except Exception:  # noqa: BLE001 - the monitor must outlive a vanished process
+                pass
+
+    @staticmethod
+    def _check(workers: list, low: bool) -> None:
+        table = _process_table()
+        usage = []
+        for w in workers:
+            tree = process_tree(w.pid, table)
+            if len(tree) <= 2:  # the worker (and the namespace's init): bounded by RLIMIT_AS
+                continue
+            used = sum(_memory_of(p) for p in tree)
+            limit = w.spec.confinement.memory_bytes
+            if limit and used > limit:
+                w.stop(f"its processes together used more than the memory limit ({limit // 2**20} MB)")
+            else:
+                usage.append((used, w))
+        if low and usage:
+            used, w = max(usage, key=lambda x: x[0])
+            w.stop("the machine ran low on memory while it ran several processes")
+
+
+
+def kill_tree(pid: int, sweep: bool = True) -> None:
+    """SIGKILL a worker, its process group and, with `sweep`, every descendant (found before any of
+    them dies, so none is re-parented away first). With namespaces, killing the worker ends its PID
+    namespace and everything in it; the sweep is for workers that run without."""
+    victims = process_tree(pid) if sweep else []
+    for target in (lambda: os.killpg(pid, signal.SIGKILL), *[lambda p=p: os.kill(p, signal.SIGKILL) for p in victims]):
+        try:
+            target()
+        except (ProcessLookupError, PermissionError):
+            pass
+

@@ -1,0 +1,84 @@
+"""Proxies for objects that live in a worker: attribute access, calls, indexing and iteration are
+requests to the worker; what comes back is plain data or another proxy."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autograder.sandbox.client import WorkerProcess
+    from autograder.sandbox.protocol import Handle
+
+class Remote:
+    """A proxy for an object in a worker. Attribute access, calls, indexing and iteration are remote
+    requests; what comes back is plain data or another Remote."""
+
+    __slots__ = ("_worker", "_handle", "_label")
+
+    def __init__(self, worker: WorkerProcess, handle: Handle, label: str):
+        object.__setattr__(self, "_worker", worker)
+        object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_label", label)
+
+    def _req(self, op, *args, what=None):
+        w = object.__getattribute__(self, "_worker")
+        return w.request(op, self, *args, what=what or self._ag_what)
+
+    @property
+    def _ag_what(self) -> str:
+        w = object.__getattribute__(self, "_worker")
+        return f"{w.spec.owner} {object.__getattribute__(self, '_label')}"
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        label = object.__getattribute__(self, "_label")
+        child = f"{label}.{name}" if label else name
+        w = object.__getattribute__(self, "_worker")
+        return w.request("getattr", self, name, what=f"{w.spec.owner} {child}", child_label=child)
+
+    def __setattr__(self, name, value):
+        self._req("setattr", name, value)
+
+    def __call__(self, *args, **kwargs):
+        return self._req("call", list(args), kwargs, False)
+
+    def __getitem__(self, key):
+        return self._req("getitem", key)
+
+    def __setitem__(self, key, value):
+        self._req("setitem", key, value)
+
+    def __len__(self):
+        return self._req("len")
+
+    def __iter__(self):
+        return iter(self._req("items"))
+
+    def __repr__(self):
+        h = object.__getattribute__(self, "_handle")
+        return f"<remote {h.type_name}: {object.__getattribute__(self, '_label')}>"
+
+
+def keep(fn: Remote, *args, **kwargs) -> Remote:
+    """Call a remote callable and keep the result in the worker (e.g. a loss to call .backward() on)."""
+    return fn._req("call", list(args), kwargs, True)
+
+
+def remote_isinstance(obj, dotted_type: str) -> bool:
+    """isinstance() evaluated in the worker, e.g. remote_isinstance(model, "torch.nn.Module")."""
+    return isinstance(obj, Remote) and bool(obj._req("isinstance", dotted_type))
+
+
+def remote_attr(obj: Remote, path: str):
+    """A dotted attribute path read in one step inside the worker, e.g. remote_attr(model, "w.grad")
+    (reading `model.w` first would copy the tensor to the judge and lose its .grad)."""
+    return obj._req("getpath", path)
+
+
+def remote_type(obj: Remote) -> dict:
+    return obj._req("type")
+
+
+def remote_items(obj: Remote) -> list:
+    return obj._req("items")
+
