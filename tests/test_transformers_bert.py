@@ -75,18 +75,21 @@ def _rubric_names(release) -> set[str]:
 
 
 def test_every_part_has_seven_hidden_points_and_one_public_point(release):
+    """Seven points per part in the hidden test files, one in the part's notebook test cell (public code that
+    students run; some of these cells also have a hidden section)."""
     by_part: dict[str, float] = {}
     for c in release.checks:
         if c.gpu or c.name in release.config.gpu_checks or c.name in _rubric_names(release):
             continue  # the accuracy rubric (part 7) is its own stage
         part = _part_of(c)
         assert part in PARTS, f"check {c.name!r} belongs to no autograded part"
-        if not c.public:
+        if not c.source:
             by_part[part] = by_part.get(part, 0) + c.points
     assert by_part == {p: HIDDEN_POINTS_PER_PART for p in PARTS}
-    public = {c.name: c.points for c in release.checks if c.public}
-    assert public == {name: 1 for name in PARTS.values()}
-    hidden = [c for c in release.checks if not c.public and not c.gpu and c.name not in _rubric_names(release)]
+    cells = {c.name: c.points for c in release.checks if c.source}
+    assert cells == {name: 1 for name in PARTS.values()}
+    assert {c.name for c in release.checks if c.public} <= set(PARTS.values())
+    hidden = [c for c in release.checks if not c.source and not c.gpu and c.name not in _rubric_names(release)]
     assert len(hidden) >= 30 and all(c.points <= 3 for c in hidden), "points are split over several named checks"
 
 

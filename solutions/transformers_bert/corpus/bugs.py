@@ -55,6 +55,32 @@ MHA_INLINE_SQRT_E = '''        logits = q @ k.transpose(-2, -1) / math.sqrt(E)  
         values = attention @ v  # (B, H, T, D)
 '''
 
+# -- garbage that a check comparing a function with itself would reward ----------------------------------
+SDP_Q_Q = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):
+    return q, q
+'''
+
+SDP_ZEROS = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):
+    B, H, T, D = q.shape
+    return torch.zeros_like(v), torch.zeros(B, H, T, T)
+'''
+
+SDP_UNIFORM = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):
+    B, H, T, D = q.shape
+    attention = torch.ones(B, H, T, T)
+    if mask is not None:
+        attention = attention.masked_fill(mask.bool()[:, None, None, :], 0.0)
+    attention = attention / attention.sum(-1, keepdim=True)  # uniform over the real keys, whatever q and k
+    if attn_drop_rate > 0:
+        attention = F.dropout(attention, p=attn_drop_rate)
+    return attention @ v, attention
+'''
+
+SDP_IDENTITY = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):
+    B, H, T, D = q.shape
+    return v, torch.eye(T).expand(B, H, T, T)
+'''
+
 BUGS: list[Bug] = [
     # -- part 1 ---------------------------------------------------------------------------------
     Bug("no_scaling",
@@ -256,4 +282,82 @@ BUGS: list[Bug] = [
         {"    model.eval()\n    total_loss, total_correct, total_n = 0.0, 0.0, 0\n    with torch.no_grad():":
          "    total_loss, total_correct, total_n = 0.0, 0.0, 0\n    with torch.no_grad():"},
         {P7_LOOPS: "eval() mode"}, "evaluate forgets model.eval()"),
+    Bug("train_epoch_no_zero_grad",
+        {"        loss = criterion(logits, labels)\n        optimizer.zero_grad()\n":
+         "        loss = criterion(logits, labels)\n"},
+        {P7_LOOPS: "each batch's own gradient"}, "gradients accumulate over the epoch"),
+ # -- garbage: consistent with itself, computing nothing (checks must not pay for it) ----------------
+    Bug("sdp_returns_q_q", definitions={"scaled_dot_product": SDP_Q_Q},
+        expect={P1_WEIGHTS: "", P1_VALUES: "", P1_MASK: "", P1_BOOL: "not softmax weights", P1_DROPOUT: "exact",
+                "part1_public": ""}, why="returns (q, q)"),
+    Bug("sdp_returns_zeros", definitions={"scaled_dot_product": SDP_ZEROS},
+        expect={P1_WEIGHTS: "", P1_VALUES: "not softmax weights", P1_MASK: "", P1_BOOL: "not softmax weights",
+                P1_DROPOUT: "exact", "part1_public": ""}, why="zero values and zero weights"),
+    Bug("sdp_uniform_weights", definitions={"scaled_dot_product": SDP_UNIFORM},
+        expect={P1_WEIGHTS: "", P1_VALUES: "do not depend on the queries", P1_MASK: "do not depend on the queries",
+                P1_BOOL: "do not depend on the queries", P1_DROPOUT: "do not depend on the queries"},
+        why="uniform weights over the real keys, with a correct mask and dropout, never looking at q and k"),
+    Bug("sdp_identity_weights", definitions={"scaled_dot_product": SDP_IDENTITY},
+        expect={P1_WEIGHTS: "", P1_VALUES: "do not depend on the queries", P1_MASK: "",
+                P1_BOOL: "do not depend on the queries", P1_DROPOUT: "do not depend on the queries"},
+        why="returns v with identity weights"),
+    Bug("mha_skips_attention_sdp_identity",
+        definitions={"scaled_dot_product": SDP_IDENTITY},
+        replace={"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)":
+                 "values = v  # (B, H, T, D)"},
+        expect={P2_OUTPUT: "", P2_MASK: ""},
+        why="MHA without attention: matches its own scaled_dot_product only because that one returns v"),
+    Bug("mha_returns_zeros", replace={
+            "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
+            "        return torch.zeros_like(embedding)\n        B, T, E = embedding.shape\n"
+            "        H, D = self.n_heads, self.head_dim\n"},
+        expect={"part2_public": "computed from its input", P2_DROPOUT: "same output for a different input",
+                P2_OUTPUT: "", P2_GRADS: ""}, why="MHA returns zeros"),
+    Bug("mha_returns_input", replace={
+            "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
+            "        return embedding\n        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n"},
+        expect={"part2_public": "must not return its input", P2_DROPOUT: "returns its input unchanged",
+                P2_OUTPUT: ""}, why="MHA returns its input"),
+    Bug("block_skips_attention_mha_zeros", replace={
+            "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
+            "        return torch.zeros_like(embedding)\n        B, T, E = embedding.shape\n"
+            "        H, D = self.n_heads, self.head_dim\n",
+            "x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))": "x = self.norm1(embedding)"},
+        expect={P3_OUTPUT: "see part 2", P3_RESIDUAL: ""},
+        why="a block without attention matches its own MHA only because that one returns zeros"),
+    Bug("bert_skips_blocks_identity_blocks", replace={
+            "        x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))  # (B, T, E)\n"
+            "        x = self.norm2(x + self.ffn(x))  # (B, T, E)\n": "        x = embedding\n",
+            "x, _ = self.blocks((x, mask))  # (B, T, E)": "x = x  # blocks skipped"},
+        expect={P5_LOGITS: "see part 3", P5_CHAIN: ""},
+        why="a model without blocks matches its own blocks only because they return their input"),
+    Bug("bert_returns_zeros", replace={
+            "        x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)\n":
+            "        return torch.zeros(*token_ids.shape, self.vocab_size)\n"},
+        expect={"part5_public": "computed from the token ids", P5_SHAPES: "same logits for other token ids",
+                P5_BLOCKS: "same logits for other token ids", P5_MODES: "same for other token ids", P5_LOGITS: ""},
+        why="SmallBERT returns zero logits of the right shape"),
+    Bug("mask_inputs_returns_input_as_labels",
+        {"    shape, device = token_ids.shape, token_ids.device\n":
+         "    return token_ids.clone(), token_ids.clone()\n    shape, device = token_ids.shape, token_ids.device\n"},
+        {P6_LABELS: "selected every real token", P6_PADDING: "", P6_RATE: ""}, "returns (token_ids, token_ids)"),
+    Bug("mask_inputs_selects_nothing",
+        {"    shape, device = token_ids.shape, token_ids.device\n":
+         "    return token_ids.clone(), torch.full_like(token_ids, -100)\n"
+         "    shape, device = token_ids.shape, token_ids.device\n"},
+        {P6_LABELS: "selected no token", P6_PADDING: "no real token was selected", P6_RATE: ""},
+        "returns the batch unchanged with every label -100"),
+    Bug("mlm_step_returns_a_constant",
+        {"    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, generator=generator)\n"
+         "    padding_mask":
+         "    return math.log(vocab_size)\n"
+         "    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, generator=generator)\n"
+         "    padding_mask"},
+        {P6_FIRST_LOSS: "did not change the model's parameters", P6_STEP: ""}, "returns ln(V) and trains nothing"),
+    Bug("classifier_ignores_its_input",
+        {"return self.out(self.dropout(hidden))  # (B, output_dim)":
+         "return self.out(self.dropout(torch.zeros_like(hidden)))  # (B, output_dim)"},
+        {P7_SHAPES: "same logits for other token ids", P7_DROPOUT: "same for other token ids",
+         "part7_public": "computed from the token ids", P7_STATES: ""},
+        "the output layer reads zeros: the logits are its bias"),
 ]

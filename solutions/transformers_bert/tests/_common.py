@@ -65,3 +65,52 @@ def load_weights(sub, module, state, what, names=""):
     if problems:
         raise Fail(f"the grader could not load weights into your {what} by the documented attribute names"
                    + (f" ({names})" if names else "") + ": " + "; ".join(problems[:4]))
+
+
+# -- substance: consistency checks only pay on top of a real computation -----------------------------------
+
+def attention_problem(values, attention, v):
+    """Why (values, attention) from scaled_dot_product is not attention at all, or None: NaN, weights that are
+    not a softmax (rows over the keys, or columns, summing to 1), or values that are not attention @ v."""
+    if not all(isinstance(t, torch.Tensor) for t in (values, attention)):
+        return "it does not return a tuple of tensors (values, attention)"
+    if not (bool(torch.isfinite(values).all()) and bool(torch.isfinite(attention).all())):
+        return "the values or attention weights contain NaN or inf"
+    attention, values = attention.double(), values.double()
+    ones = lambda t: torch.allclose(t, torch.ones_like(t), atol=1e-4)  # noqa: E731
+    if attention.dim() != 4 or bool((attention < 0).any()) or not (ones(attention.sum(-1)) or ones(attention.sum(-2))):
+        return "the attention weights are not softmax weights (non-negative, each row summing to 1 over the keys)"
+    if values.shape != (*attention.shape[:-1], v.shape[-1]) or not close(values, attention @ v.double()):
+        return "the values are not the attention weights applied to v (attention @ v)"
+    return None
+
+
+def own_attention_problem(sub):
+    """Why the student's own scaled_dot_product cannot stand in for attention (raises, NaN, not a softmax of
+    q k^T, weights that ignore the queries), or None. Part 2 accepts 'right given your own part 1' only then."""
+    g = gen(97)
+    q, k, v, q_other = (torch.randn(2, 2, 5, 4, generator=g) for _ in range(4))
+    mask = torch.zeros(2, 5)
+    mask[1, 3:] = 1
+    try:
+        values, attention = sub.scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=mask)
+        _, attention_other = sub.scaled_dot_product(q_other, k, v, attn_drop_rate=0.0, mask=mask)
+    except Exception:  # noqa: BLE001 - raises, or does not return a pair
+        return "raises or does not return (values, attention)"
+    problem = attention_problem(values, attention, v)
+    if problem is None and close(attention_other, attention.double(), atol=1e-6):
+        problem = "the attention weights do not depend on the queries"
+    return problem
+
+
+def output_problem(out, out_other, x):
+    """Why a module's output is not a computation on its input, or None: NaN, the input itself, or an output
+    that stays the same for another input (zeros, a constant). out_other is the output for another input."""
+    if not isinstance(out, torch.Tensor) or not bool(torch.isfinite(out).all()):
+        return "returns NaN or inf"
+    if out.shape == x.shape and torch.allclose(out.double(), x.double(), atol=1e-6):
+        return "returns its input unchanged"
+    if isinstance(out_other, torch.Tensor) and out_other.shape == out.shape and torch.allclose(
+            out.double(), out_other.double(), atol=1e-6):
+        return "returns the same output for a different input"
+    return None

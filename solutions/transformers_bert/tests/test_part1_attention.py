@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from _common import attention_problem
 from autograder.testing import Fail, StudentError, check, expect_shape, worker_helpers
 
 PART = "1. Scaled dot-product attention"
@@ -88,6 +89,8 @@ def _softmax_weights(q, k, scale, dim=-1, mask=None, fill=float("-inf"), mask_qu
 def _diagnose_weights(attention, q, k):
     """A message naming the mistake the student's weights match, or a generic one."""
     B, H, T, D = q.shape
+    if not torch.isfinite(attention).all():
+        return "the attention weights contain NaN or inf"
     variants = [
         (math.sqrt(D), -2, "the softmax runs over the wrong axis: each row (one query) must sum to 1 over the "
                            "keys, i.e. softmax over the last axis"),
@@ -102,6 +105,24 @@ def _diagnose_weights(attention, q, k):
     if not torch.allclose(attention.sum(-1), torch.ones_like(attention.sum(-1)), atol=1e-4):
         return "the rows of the attention matrix do not sum to 1: apply the softmax over the last (key) axis"
     return "the attention weights differ from softmax(q k^T / sqrt(D)) over the keys"
+
+
+def _ignores_queries(sub, q, k, v, attention, **kwargs):
+    """True if the weights stay the same for other queries (uniform, identity or constant 'attention')."""
+    other = torch.randn(q.shape, generator=torch.Generator().manual_seed(99))
+    _, attention2 = _sdp(sub, other, k, v, **kwargs)
+    return attention2.shape == attention.shape and torch.allclose(attention2, attention, atol=1e-6)
+
+
+def _require_attention(sub, q, k, v, values, attention, what, **kwargs):
+    """Fail unless (values, attention) is attention computed from q and k. Checks of one property (masking,
+    bool masks, dropout) pass only on top of this: a function consistent with itself but computing nothing
+    (zeros, NaN, (q, q), identity weights returning v) earns nothing."""
+    problem = attention_problem(values, attention, v)
+    if problem is None and _ignores_queries(sub, q, k, v, attention, **kwargs):
+        problem = "the attention weights do not depend on the queries q: they must be softmax(q k^T / sqrt(D))"
+    if problem:
+        raise Fail(f"{what}: {problem}")
 
 
 @check("attention: weights are softmax(q k^T / sqrt(D)) over the keys", points=2, part=PART)
@@ -124,6 +145,8 @@ def attention_values(sub, ref):
     expect_shape(attention, (2, 2, 5, 5), "attention for q, k, v of shape (2, 2, 5, 4)")
     if not _close(values, attention @ v.double()):  # the student's own weights: part of the weights check
         raise Fail("values must be the attention weights applied to v: attention @ v, shape (B, H, T, D)")
+    # consistent garbage (zero weights and zero values, NaN, identity weights returning v) earns nothing
+    _require_attention(sub, q, k, v, values, attention, "without a mask", attn_drop_rate=0.0)
 
 
 def _masked_from_unmasked(attention, mask):
@@ -145,6 +168,8 @@ def _check_mask(sub, ref, mask, what):
     if expected is not None and _close(attention, expected) or _close(attention, reference):
         if not _close(values, attention @ v.double()):
             raise Fail(f"with a {what} the values differ from attention @ v")
+        # masking weights that ignore q and k (e.g. uniform over the real keys) is not attention
+        _require_attention(sub, q, k, v, values, attention, f"with a {what}", attn_drop_rate=0.0, mask=mask)
         return
     pad = mask.bool()[:, None, None, :].expand_as(attention)
     finite_rows = torch.isfinite(attention).all(-1, keepdim=True).expand_as(attention)
@@ -188,6 +213,9 @@ def attention_bool_mask(sub, ref):
         if not (a.shape == b.shape and torch.allclose(a, b, atol=1e-6, equal_nan=True)):
             raise Fail(f"a bool mask (True = padding) gives other {name} than the same mask as 0/1 floats: "
                        "the docstring allows both")
+    # the same result both ways only counts if it is attention: (q, q), NaN or zeros are the same both ways too
+    _require_attention(sub, q, k, v, *with_bool, "with a bool mask (True = padding)", attn_drop_rate=0.0,
+                       mask=mask.bool())
 
 
 @check("attention: dropout on the weights at rate p, exact at rate 0", points=1, part=PART)
@@ -199,6 +227,9 @@ def attention_dropout(sub, ref):
     if (exact.shape != (4, 4, 16, 16) or not torch.equal(exact, exact0)
             or not _close(exact.sum(-1), torch.ones(4, 4, 16))):
         raise Fail("with attn_drop_rate=0 (the default) the attention must be exact: no dropout, rows summing to 1")
+    if _ignores_queries(sub, q, k, v, exact):  # dropout on weights that are not attention earns nothing
+        raise Fail("with attn_drop_rate=0 the attention weights do not depend on the queries q: they must be "
+                   "softmax(q k^T / sqrt(D))")
     values, attention = _sdp(sub, q, k, v, attn_drop_rate=p)
     expect_shape(attention, (4, 4, 16, 16), "attention with attn_drop_rate=0.25")
     dropped = attention == 0

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from _common import close, in_layout, load_weights
+from _common import close, in_layout, load_weights, output_problem, own_attention_problem
 from autograder.testing import Fail, StudentError, check, expect_shape, keep
 
 PART = "2. Multi-head attention"
@@ -94,11 +94,15 @@ def _student_attention(sub):
 
 
 def matches_with_own_attention(sub, got, state, x, mask, E, H, layout):
-    """Right given the student's own scaled_dot_product? (part 1 mistakes are not graded again here)"""
+    """Right given the student's own scaled_dot_product? (part 1 mistakes are not graded again here). Only
+    if that scaled_dot_product computes attention at all: with one that returns (v, ...) or a constant, a
+    module that skips the attention would match it."""
     try:
-        return close(got, judge_mha(state, x, mask, E, H, layout, attention=_student_attention(sub)))
+        if not close(got, judge_mha(state, x, mask, E, H, layout, attention=_student_attention(sub))):
+            return False
     except Exception:  # noqa: BLE001 - the student's part 1 fails or returns something unusable
         return False
+    return own_attention_problem(sub) is None
 
 
 def diagnose(got_by_layout, state_a, x, mask, E, H):
@@ -189,6 +193,10 @@ def mha_dropout(sub, ref):
     load_weights(sub, module, mha_state(E, 3), f"MultiHeadAttention({E}, {H}, 0.5)")
     module.eval()
     first, second = _forward(module, x, None), _forward(module, x, None)
+    # determinism and dropout only count for an output that is computed from the input
+    problem = output_problem(first, _forward(module, torch.randn(4, 8, E, generator=g), None), x)
+    if problem:
+        raise Fail(f"MultiHeadAttention({E}, {H}, 0.5) in eval() {problem}, so its dropout cannot be checked")
     if not torch.equal(first, second):
         raise Fail("in eval() two calls with the same input gave different outputs: apply attention dropout only "
                    "when self.training is True")
@@ -198,7 +206,10 @@ def mha_dropout(sub, ref):
     # if the same weights are dropped in both: probability 2^-1024.
     if torch.equal(third, fourth) or torch.allclose(third, first, atol=1e-6):
         if not _own_attention_drops(sub):
-            return  # the student's scaled_dot_product ignores attn_drop_rate: graded in part 1
+            # not a pass: a module that never passes the rate on would hide behind it (part 1 grades the rate)
+            raise Fail("in train() mode with attn_drop_rate=0.5 the output is deterministic, and your "
+                       "scaled_dot_product drops no weight at attn_drop_rate=0.5 (see part 1), so the module's "
+                       "attention dropout cannot be checked")
         raise Fail("in train() mode with attn_drop_rate=0.5 the output is deterministic: pass attn_drop_rate "
                    "to scaled_dot_product while self.training is True")
 

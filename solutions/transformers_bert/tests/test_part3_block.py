@@ -10,7 +10,7 @@ returns: residuals, norm order, the feed-forward network and the dropout are eac
 import torch
 import torch.nn.functional as F
 
-from _common import block_weights, close, gen, in_layout, load_weights, normal
+from _common import block_weights, close, gen, in_layout, load_weights, normal, output_problem
 from autograder.testing import Fail, StudentError, check, expect_shape, keep, worker_helpers
 
 PART = "3. Transformer encoder block"
@@ -107,6 +107,12 @@ def _diagnose(sub, block, y, x, mask, state, E):
     ln1 = lambda t: _ln(t, state, "norm1", E)  # noqa: E731
     ln2 = lambda t: _ln(t, state, "norm2", E)  # noqa: E731
     ffn = lambda t, act=F.gelu: _ffn(t, state, act)  # noqa: E731
+    # "right given your own MultiHeadAttention" only counts if that attention computes something: with one
+    # that returns zeros or its input, a block that skips the attention would match it
+    attn_problem = output_problem(a, block.attn(x + torch.randn(x.shape, generator=gen(303)), mask), x)
+    if attn_problem:
+        return (f"the block's attention (your MultiHeadAttention, with these weights) {attn_problem}, so the "
+                "block cannot be checked with it: see part 2")
     x = x.double()
     x1 = ln1(x + a)
     if close(y, ln2(x1 + ffn(x1))):
@@ -245,6 +251,8 @@ def block_ffn(sub, ref):
     try:
         layers = sub.helpers.tb_describe_sequential(keep(sub.TransformerBlock, E, H, 0.1, p).ffn)
     except StudentError as exc:
+        if exc.stub:
+            raise Fail(exc.describe()) from None
         raise Fail(f"ffn must be an nn.Sequential(Linear(E, E), GELU(), Linear(E, E), Dropout(layer_drop_rate)): "
                    f"{exc.type}: {exc.message}") from None
     dropouts = [layer for layer in layers if layer[0] == "Dropout"]

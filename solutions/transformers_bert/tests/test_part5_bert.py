@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from _common import block_weights, close, gen, in_layout, load_weights, normal
+from _common import block_weights, close, gen, in_layout, load_weights, normal, output_problem
 from autograder.testing import (
     Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
 )
@@ -76,6 +76,8 @@ def _logits(model, ids, mask, V, what="SmallBERT"):
     if not isinstance(out, torch.Tensor):
         raise Fail(f"{what}.forward must return the logits tensor (B, T, V), got {type(out).__name__}")
     expect_shape(out, (*ids.shape, V), f"{what} logits for token ids of shape {tuple(ids.shape)}")
+    if not bool(torch.isfinite(out).all()):
+        raise Fail(f"{what} logits for token ids of shape {tuple(ids.shape)} contain NaN or inf")
     return out.double()
 
 
@@ -91,6 +93,15 @@ def _head(x, state):
     return x.double() @ state["head.weight"].double().T + state["head.bias"].double()
 
 
+def _computed_logits(model, V, what="SmallBERT"):
+    """Logits in eval() for two batches of ids: the structure checks count only for a model that computes
+    finite logits from its input (not NaN, not zeros or another constant)."""
+    model.eval()
+    first = _logits(model, _ids(gen(501), 3, 9, V), None, V, what)
+    if torch.allclose(first, _logits(model, _ids(gen(503), 3, 9, V), None, V, what), atol=1e-6):
+        raise Fail(f"{what} in eval() gives the same logits for other token ids: compute them from the input")
+
+
 @check("SmallBERT: embedding has V + 1 rows, head predicts V tokens", points=1, part=PART)
 def bert_shapes(sub, ref):
     V, E = 37, 24
@@ -103,8 +114,7 @@ def bert_shapes(sub, ref):
     if not isinstance(head, torch.Tensor) or tuple(head.shape) != (V, E):
         raise Fail(f"head must be nn.Linear(embed_dim, vocab_size): weight ({V}, {E}) for V = {V}, E = {E}, "
                    f"got {tuple(getattr(head, 'shape', ()))}")
-    model.eval()
-    _logits(model, _ids(gen(501), 3, 9, V), None, V)
+    _computed_logits(model, V)
 
 
 @check("SmallBERT: blocks is an nn.Sequential of n_layers TransformerBlocks", points=1, part=PART)
@@ -120,6 +130,7 @@ def bert_blocks(sub, ref):
             raise Fail(f"blocks[{i}] is not a TransformerBlock")
     if not remote_isinstance(model.pos_encoding, "submission.PositionalEncoding"):
         raise Fail("pos_encoding must be PositionalEncoding(embed_dim, layer_drop_rate)")
+    _computed_logits(model, 20)  # the right structure counts when it computes logits
 
 
 def _diagnose(sub, model, got, ids, mask, state, V, E):
@@ -133,7 +144,14 @@ def _diagnose(sub, model, got, ids, mask, state, V, E):
         return _head(out[0].double(), state)
 
     if close(got, through(x0, mask)):
-        return None
+        # "right given your own blocks" only counts if the blocks compute something: with blocks that return
+        # their input or a constant, a model that skips them would match
+        other = (x0 + torch.randn(x0.shape, generator=gen(513))).float()
+        problem = output_problem(blocks((x0.float(), mask))[0], blocks((other, mask))[0], x0)
+        if problem is None:
+            return None
+        return (f"your blocks (TransformerBlock, with these weights) {problem}, so the model cannot be checked "
+                "with them: see part 3")
     candidates = [
         (lambda: through(emb, mask), "the positional encoding is not added to the token embeddings"),
         (lambda: through(emb * math.sqrt(E) + positional_encoding(ids.shape[1], E), mask),
@@ -269,6 +287,8 @@ def bert_modes(sub, ref):
     first, second = _logits(model, ids, None, V), _logits(model, ids, None, V)
     if not torch.equal(first, second):
         raise Fail("in eval() two calls with the same input gave different logits")
+    if torch.allclose(first, _logits(model, _ids(gen(542), 4, 10, V, with_mask_id=False), None, V), atol=1e-6):
+        raise Fail("in eval() the logits are the same for other token ids: they must be computed from the input")
     model.train()
     third, fourth = _logits(model, ids, None, V), _logits(model, ids, None, V)
     # Dropout with p = 0.3 on 4 x 10 x 16 values in each of several places: two identical train() outputs

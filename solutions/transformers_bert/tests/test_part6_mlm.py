@@ -89,9 +89,11 @@ def tb_first_mlm_loss(n_layers, vocab_size, embed_dim, n_heads, token_ids, seed)
     model = submission.SmallBERT(n_layers, vocab_size, embed_dim, n_heads, 0.1, 0.1)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    before = [p.detach().clone() for p in model.parameters()]
     loss = submission.mlm_train_step(model, token_ids, optimizer, 0.15, vocab_size, vocab_size, 0,
                                      generator=torch.Generator().manual_seed(seed))
-    return loss.detach() if isinstance(loss, torch.Tensor) else loss
+    changed = any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
+    return {"loss": loss.detach() if isinstance(loss, torch.Tensor) else loss, "changed": changed}
 ''')
 
 
@@ -141,6 +143,11 @@ def mlm_labels(sub, ref):
     _invariants(ids, masked, labels, "mask_inputs(ids, 0.15, ...)")
     if (labels != -100).sum() == 0:
         raise Fail("mask_inputs(ids, 0.15, ...) selected no token at all (every label is -100)")
+    # labels everywhere (e.g. the input returned as its own labels) pass the invariants and label nothing
+    # in particular. 15% of 5,000+ real tokens: selecting them all has probability 0.15^5000.
+    if (labels[ids != 0] != -100).all():
+        raise Fail("mask_inputs(ids, 0.15, ...) selected every real token: select each non-padding token with "
+                   "probability mask_rate, and label only those")
     if not sub.helpers.tb_mask_inputs_leaves_input(ids, 0.15, V, V, 0):
         raise Fail("mask_inputs modified the token_ids tensor it was given: corrupt a copy (token_ids.clone())")
 
@@ -158,6 +165,11 @@ def mlm_padding(sub, ref):
             if (masked[~real] != pad_id).any():
                 raise Fail(f"{what}: padding positions were changed: padding is never selected")
             _invariants(ids, masked, labels, what)
+            # selecting nothing at all would keep padding safe trivially. 1,500+ real tokens at rate 0.15:
+            # none selected has probability below 1e-100.
+            if not (labels[real] != -100).any():
+                raise Fail(f"{what}: no real token was selected (every label is -100), so the padding rule cannot "
+                           "be checked: select each non-padding token with probability mask_rate")
 
 
 def _big_sample(sub, mask_rate, only_mask=False, V=100):
@@ -311,11 +323,17 @@ def mlm_first_loss(sub, ref):
     V = 100
     ids = torch.randint(1, V, (32, 32), generator=gen(651))
     try:
-        loss = sub.helpers.tb_first_mlm_loss(2, V, 32, 4, ids, 0)
+        run = sub.helpers.tb_first_mlm_loss(2, V, 32, 4, ids, 0)
     except StudentError as exc:
-        raise Fail("a first mlm_train_step on SmallBERT(2, 100, 32, 4, 0.1, 0.1) with AdamW failed: "
-                   f"{exc.type}: {exc.message}") from None
-    loss = _as_float(loss, "mlm_train_step")
+        what = "a first mlm_train_step on SmallBERT(2, 100, 32, 4, 0.1, 0.1) with AdamW"
+        if exc.stub:
+            where = f" ({exc.trace[-1]})" if exc.trace else ""
+            raise Fail(f"{what} failed: not implemented yet (it raised NotImplementedError){where}") from None
+        raise Fail(f"{what} failed: {exc.type}: {exc.message}") from None
+    loss = _as_float(run["loss"], "mlm_train_step")
+    if not run["changed"]:  # a loss that comes with no step is not a training step (e.g. a constant returned)
+        raise Fail("a first mlm_train_step on SmallBERT(2, 100, 32, 4, 0.1, 0.1) with AdamW did not change the "
+                   "model's parameters: call loss.backward() and optimizer.step()")
     # A fresh model's predictions are close to uniform: the loss starts near ln(100) = 4.61 (a little
     # above, as its logits are not exactly equal).
     if not math.isfinite(loss) or not (math.log(V) - 0.5 < loss < math.log(V) + 1.0):

@@ -123,7 +123,8 @@ def tb_run_loops(emb, w, b, token_ids, labels, batch_size, which):
     changed = any(not torch.equal(before[n], p.detach()) for n, p in model.named_parameters())
     if isinstance(result, (tuple, list)):
         result = [float(x) if isinstance(x, torch.Tensor) and x.numel() == 1 else x for x in result]
-    return {"result": result, "calls": model.calls, "steps": optimizer.steps, "changed": changed}
+    return {"result": result, "calls": model.calls, "steps": optimizer.steps, "changed": changed,
+            "params": {n: p.detach().clone() for n, p in model.named_parameters()}}
 ''')
 
 
@@ -154,6 +155,8 @@ def _logits(clf, ids, output_dim, what):
     if not isinstance(out, torch.Tensor):
         raise Fail(f"{what}.forward must return a logits tensor, got {type(out).__name__}")
     expect_shape(out, (ids.shape[0], output_dim), f"{what} logits for token ids of shape {tuple(ids.shape)}")
+    if not bool(torch.isfinite(out).all()):
+        raise Fail(f"{what} logits for token ids of shape {tuple(ids.shape)} contain NaN or inf")
     return out.double()
 
 
@@ -168,7 +171,10 @@ def classifier_shapes(sub, ref):
             raise Fail(f"with an encoder of hidden size {hidden_size}, rnn must be nn.GRU(bert.config.hidden_size, "
                        "hidden_dim, ...): read the size from the encoder's config")
         clf.eval()
-        _logits(clf, ids, output_dim, what)
+        logits = _logits(clf, ids, output_dim, what)
+        # the shape counts for logits computed from the input (not, say, out(zeros))
+        if _close(logits, _logits(clf, _ids(702, 3, 9), output_dim, what)):
+            raise Fail(f"{what} in eval() gives the same logits for other token ids: compute them from the input")
 
 
 @check("classifier: the encoder is frozen and gets no gradient", points=1.5, part=PART)
@@ -265,8 +271,14 @@ def classifier_dropout(sub, ref):
     if abs(remote_attr(clf, "rnn.dropout") - 0.3) > 1e-9 or not remote_attr(clf, "rnn.batch_first"):
         raise Fail("with n_layers=2 the GRU must be nn.GRU(..., batch_first=True, dropout=dropout): dropout between "
                    "its layers, batches first")
-    sub.helpers.tb_zero_dropout(clf)  # the grader's stand-in dropout outputs zeros
     clf.eval()
+    # reading the dropout's output only counts if what goes into it comes from the input: a model that
+    # feeds the output layer zeros would pass the stand-in test below
+    first, other = (_logits(clf, _ids(seed, 3, 7), 1, "BERTGRUSentiment") for seed in (731, 732))
+    if _close(first, other):
+        raise Fail("in eval() the logits are the same for other token ids: out(self.dropout(final hidden state)) "
+                   "must be computed from the input")
+    sub.helpers.tb_zero_dropout(clf)  # the grader's stand-in dropout outputs zeros
     got = _logits(clf, _ids(731, 3, 7), 1, "BERTGRUSentiment")
     if not _close(got, remote_attr(clf, "out.bias").double().expand_as(got)):
         raise Fail("the output layer must read self.dropout(final hidden state): out(self.dropout(hidden))")
@@ -317,6 +329,17 @@ def _expected_means(sub, calls, labels, weighted=True):
     return sum(losses) / len(losses), sum(accs) / len(accs)
 
 
+def _sgd_replay(emb, w, b, ids, labels, batch, lr=0.1):
+    """The bag model's parameters after train_epoch's SGD steps, one per batch on that batch's mean loss."""
+    p = {"emb": emb.double().clone(), "w": w.double().clone(), "b": b.double().clone()}
+    for start in range(0, len(ids), batch):
+        leaves = {k: v.clone().requires_grad_(True) for k, v in p.items()}
+        z = leaves["emb"][ids[start:start + batch]].mean(1) @ leaves["w"] + leaves["b"]
+        F.binary_cross_entropy_with_logits(z, labels[start:start + batch].double()).backward()
+        p = {k: (leaves[k] - lr * leaves[k].grad).detach() for k in p}
+    return p
+
+
 @check("train_epoch and evaluate: modes, one step per batch, mean loss and accuracy", points=1, part=PART)
 def loops(sub, ref):
     g = gen(751)
@@ -327,6 +350,9 @@ def loops(sub, ref):
         try:
             run = sub.helpers.tb_run_loops(emb, w, b, ids, labels, batch, which)
         except StudentError as exc:
+            if exc.stub:
+                raise Fail(f"your {which} ran into code that is not implemented yet (raise NotImplementedError)"
+                           + (f" ({exc.trace[-1]})" if exc.trace else "")) from None
             raise Fail(f"your {which} raised {exc.type}: {exc.message} (on a DataLoader of (token_ids, labels) "
                        "batches)" + ("\n    " + "\n    ".join(exc.trace) if exc.trace else "")) from None
         calls = run["calls"]
@@ -348,6 +374,11 @@ def loops(sub, ref):
                 raise Fail("train_epoch must put the model in train() mode")
             if run["steps"] != 3 or not run["changed"]:
                 raise Fail(f"train_epoch must take one optimizer step per batch ({run['steps']} steps for 3 batches)")
+            # three steps are not enough: each must follow that batch's gradient alone
+            expected = _sgd_replay(emb, w, b, ids, labels, batch)
+            if not all(close(run["params"][k], expected[k], atol=1e-5) for k in expected):
+                raise Fail("train_epoch's optimizer steps do not follow each batch's own gradient: call "
+                           "optimizer.zero_grad() in every batch, before loss.backward() (or right after step())")
         # the notebook asks for means over the examples; a mean of batch means is accepted too
         if not any(abs(result[0] - loss) < 1e-5 and abs(result[1] - acc) < 1e-5
                    for loss, acc in (_expected_means(sub, calls, labels), _expected_means(sub, calls, labels, False))):

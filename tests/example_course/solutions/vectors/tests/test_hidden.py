@@ -23,6 +23,13 @@ def softmax_sums_to_one(sub, ref):
     expect_shape(p, (4, 6), "softmax(x) for x of shape (4, 6)")
     if not torch.allclose(p.sum(-1), torch.ones(4), atol=1e-5):
         raise Fail("softmax rows do not sum to 1")
+    # rows summing to 1 only count for a softmax: positive, and a larger logit gets a larger probability
+    # (uniform rows, or x / x.sum(), sum to 1 as well). Pairs of logits closer than 1e-3 are left out.
+    dx, dp = x[:, :, None] - x[:, None, :], p[:, :, None] - p[:, None, :]
+    apart = dx.abs() > 1e-3
+    if not bool((p > 0).all()) or not torch.equal(torch.sign(dp[apart]), torch.sign(dx[apart])):
+        raise Fail("softmax rows sum to 1 but are not a softmax: every probability must be positive, and a larger "
+                   "logit must get a larger probability")
 
 
 @check("softmax: values along every dim", points=3, part="2. Softmax")
