@@ -31,7 +31,7 @@ from autograder.reports.results import write_atomic
 from autograder.testing import CheckSpec, hidden_test_files, load_test_file
 
 MANIFEST = "manifest.json"
-BUILD_FORMAT = 3  # bump when the release layout or the extraction changes: old releases are rebuilt
+BUILD_FORMAT = 4  # bump when the release layout or the extraction changes: old releases are rebuilt
 
 
 class BuildError(ValueError):
@@ -102,10 +102,13 @@ def transform(nb: nbformat.NotebookNode, where: str) -> Transformed:
             points = meta.get("points")
             if not isinstance(points, (int, float)) or points < 0:
                 raise MarkerError(f"{loc}: test cell {grade_id!r} needs nbgrader 'points' >= 0")
+            depends_on = meta.get("depends_on", [])
+            if not isinstance(depends_on, list) or not all(isinstance(n, str) and n.isidentifier() for n in depends_on):
+                raise MarkerError(f"{loc}: nbgrader 'depends_on' must be a list of names the notebook defines")
             checks.append(CheckSpec(
                 name=grade_id, points=float(points), part=str(meta.get("part", "")),
                 visibility=str(meta.get("visibility", "visible")),
-                source=solution_source(cell, regions, keep_hidden=True), public=True))
+                source=solution_source(cell, regions, keep_hidden=True), public=True, depends_on=tuple(depends_on)))
             if any(r.kind == HIDDEN for r in regions):
                 checks[-1].public = False
     return Transformed(student, key, checks, secrets, public)

@@ -124,6 +124,7 @@ class Grader:
                                     import_seconds=max(limits.import_seconds, 300))
         self.reference = Program(release.reference, reference_spec, release.helpers)
         self._reference_as_submission: Program | None = None
+        self.names_read = release.names_read_from_submissions()
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
                                   set(release.config.gpu_checks), cuda, self.reference_as_submission)
         self._warm = False
@@ -194,7 +195,7 @@ class Grader:
             nb, notes = read_notebook(path)
         except NotebookError as exc:
             return self._ungraded(path, sub_id, str(exc), start)
-        extraction = extract(nb)
+        extraction = extract(nb, self.names_read)
         notes += [f"cell {s.cell} was not graded: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
         limits = self.release.config.limits
         spec = WorkerSpec([u.to_wire() for u in extraction.units], confinement=self.confinement,
@@ -214,7 +215,7 @@ class Grader:
             if report:
                 for index, why in sorted(report.errors.items()):
                     unit = extraction.units[index]
-                    if unit.kind != "constant":  # a demo's leftover assignment; a check that needs it says so
+                    if unit.kind not in ("constant", "assignment"):  # a check that needs it says so itself
                         notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
         except Exception as exc:  # noqa: BLE001 - a grader bug must still leave a result row
             return self._ungraded(path, sub_id, f"internal grader error: {type(exc).__name__}: {exc}", start)

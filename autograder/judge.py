@@ -59,6 +59,8 @@ class Program:
     def __init__(self, extraction: Extraction, spec: WorkerSpec, helpers: list[str] = ()):
         self.extraction = extraction
         self.worker = WorkerProcess(spec)
+        self.worker.explain_name = self.explain_unbound
+        self._hints: dict[str, str] | None = None
         self.helpers = list(helpers)
         self._helpers_loaded_in = None
 
@@ -77,14 +79,26 @@ class Program:
     def proxy(self) -> "ProgramProxy":
         return ProgramProxy(self)
 
-    def explain_missing(self, name: str) -> str:
-        owner = self.worker.spec.owner
+    def explain_unbound(self, name: str) -> str | None:
+        """Why a global the notebook binds is not there for its functions (a NameError), or None."""
+        failed = self._failed_binding(name)
+        if failed:
+            return failed
+        if self._hints is None:
+            self._hints = self.extraction.unbound_hints()
+        return self._hints.get(name)
+
+    def _failed_binding(self, name: str) -> str | None:
         report = self.worker.report
         for index, unit in enumerate(self.extraction.units):
             if name in unit.names and report and index in report.errors:
                 return (f"`{name}` is not available: cell {unit.cell} (line {unit.line}) failed when the grader "
                         f"ran it: {report.errors[index]}")
-        return self.extraction.where_defined(name) or f"{owner} notebook does not define `{name}`"
+        return None
+
+    def explain_missing(self, name: str) -> str:
+        owner = self.worker.spec.owner
+        return self.explain_unbound(name) or f"{owner} notebook does not define `{name}`"
 
     def close(self) -> None:
         self.worker.kill()
@@ -228,9 +242,14 @@ class Judge:
                               "time budget in earlier checks")
             return result
         start = time.monotonic()
-        timeout = spec.timeout or self.limits.check_seconds
         try:
-            fraction, message = self._execute(spec, submission, min(start + timeout, budget_end), timeout)
+            fraction, message, stub = self._attempt(spec, submission, budget_end)
+            if fraction < 1 and spec.depends_on and time.monotonic() < budget_end:
+                # the student's other parts may be what failed it: again, the reference answering for them.
+                # The better run counts; on a tie the second, whose message is about this part alone.
+                again = self._attempt(spec, submission, budget_end, substitute=True)
+                if again[0] >= fraction:
+                    fraction, message, stub = again
         except Pending as exc:
             result.status, result.message = "pending", str(exc) or PENDING_GPU
             return result
@@ -239,17 +258,43 @@ class Judge:
         result.score = round(fraction * spec.points, 6)
         result.status = "passed" if fraction >= 1 else "partial" if fraction > 0 else "failed"
         result.message = message
-        result.stub_hit = self._after_check(submission)
-        self._after_check(self.reference)
+        result.stub_hit = stub
         return result
 
-    def _execute(self, spec: CheckSpec, submission: Program, deadline: float, timeout: float) -> tuple[float, str]:
+    def _attempt(self, spec: CheckSpec, submission: Program, budget_end: float,
+                 substitute: bool = False) -> tuple[float, str, bool]:
+        """One run of the check: (fraction, message, whether student code hit a stub). With `substitute`, the
+        names of spec.depends_on are stand-ins in the student's worker, answered by the reference."""
+        timeout = spec.timeout or self.limits.check_seconds
+        deadline = min(time.monotonic() + timeout, budget_end)
+        prepare = (lambda: self._substitute(spec, submission)) if substitute else None
+        try:
+            fraction, message = self._execute(spec, submission, deadline, timeout, prepare)
+        finally:
+            submission.worker.callbacks = None
+            stub = self._after_check(submission)
+            self._after_check(self.reference)
+        if substitute and fraction < 1:
+            message += (f"\n(graded with the reference's {', '.join(spec.depends_on)} in place of yours, so that "
+                        "only this part counts here)")
+        return fraction, message, stub
+
+    def _substitute(self, spec: CheckSpec, submission: Program) -> None:
+        from autograder.substitution import ReferenceAnswers
+
+        submission.worker.callbacks = ReferenceAnswers(self.reference, spec.depends_on)
+        submission.worker.request("substitute", list(spec.depends_on), what="preparing the check")
+
+    def _execute(self, spec: CheckSpec, submission: Program, deadline: float, timeout: float,
+                 prepare: Callable[[], None] | None = None) -> tuple[float, str]:
         sub, ref = submission.proxy(), self.reference.proxy()
         try:
             for program in (submission, self.reference):
                 program.worker.deadline = deadline if program is submission else time.monotonic() + max(timeout, 300)
                 program.start()
                 program.worker.request("seed", 0, what="seeding")
+            if prepare is not None:
+                prepare()
             torch.manual_seed(0)
             if spec.fn is not None:
                 value = spec.fn(sub, ref)

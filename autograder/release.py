@@ -27,6 +27,24 @@ class Release:
     def max_score(self) -> float:
         return sum(c.points for c in self.checks)
 
+    def names_read_from_submissions(self) -> set[str]:
+        """Names the checks read from a submission: every name a notebook test cell uses, and every `sub.NAME`
+        of the hidden test files. Extraction runs the assignments that bind them (notebook/extract.py)."""
+        import ast
+
+        def parse(source: str):
+            try:
+                return ast.walk(ast.parse(source))
+            except SyntaxError:
+                return []
+
+        names = {node.id for c in self.checks if c.fn is None for node in parse(c.source)
+                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        for path in sorted((self.dir / "tests").glob("*.py")):
+            names |= {node.attr for node in parse(path.read_text(encoding="utf-8"))
+                      if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sub"}
+        return names
+
 
 def load_release(release_dir: Path) -> Release:
     manifest_path = release_dir / MANIFEST
@@ -46,7 +64,8 @@ def load_release(release_dir: Path) -> Release:
                 raise ReleaseError(f"{release_dir}: check {c['name']!r} is gone from tests/{c['file']}; rebuild")
             spec.part = c["part"]
         else:
-            spec = CheckSpec(c["name"], c["points"], c["part"], c["visibility"], None, c["source"], c["public"])
+            spec = CheckSpec(c["name"], c["points"], c["part"], c["visibility"], None, c["source"], c["public"],
+                             depends_on=tuple(c.get("depends_on", ())))
         spec.gpu = c["gpu"]
         spec.timeout = c.get("timeout")
         checks.append(spec)

@@ -54,7 +54,7 @@ class CheckSpec:
 
     def describe(self) -> dict:
         return {"name": self.name, "points": self.points, "part": self.part, "visibility": self.visibility,
-                "public": self.public, "gpu": self.gpu}
+                "public": self.public, "gpu": self.gpu, "depends_on": list(self.depends_on)}
 
 
 def check(name: str, points: float, part: str = "", visibility: str = "visible", gpu: bool = False,

@@ -50,7 +50,7 @@ def main(argv=None) -> int:
                                       [i for _, i in items if isinstance(i, corpus_module.Bug)])
         subs = corpus_notebooks(release, subset, folder, student)
         start = time.monotonic()
-        results = grade_batch(release, subs, Path(tmp) / "out", jobs=args.jobs, private=(folder,))
+        results = grade_batch(release, subs, Path(tmp) / "out", jobs=args.jobs)
         wall = time.monotonic() - start
     names = {c.name for c in release.checks}
     parts = sorted({part_key(c.part) for c in release.checks if c.part}, key=lambda p: (len(p), p))

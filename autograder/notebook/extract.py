@@ -1,14 +1,21 @@
-"""Turn a notebook into the definitions the grader loads: imports, functions, classes, constants.
+"""Turn a notebook into the definitions the grader loads: imports, functions, classes, constants, and
+the assignments those need.
 
-Only top-level statements that define something are kept; calls, loops and demos are dropped, and
-so are cells tagged `skip-grading` and the notebook's test cells (the grader runs the instructor's
-copies of those). Each kept statement becomes a `Unit` that the worker runs on its own, so one
-failing definition does not take the others with it.
+Kept: top-level imports, functions, classes and simple constant assignments, and every other top-level
+assignment that a kept statement uses, directly or through other such assignments (a module-level
+`loss_fn = nn.CrossEntropyLoss(...)` read inside a function; `model = ...` and `history = train(...)`
+that nothing uses are not run). Calls, loops and demos are dropped, and so are cells tagged
+`skip-grading` and the notebook's test cells (the grader runs the instructor's copies of those). Each
+kept statement becomes a `Unit` that the worker runs on its own (with its own time limit), so one
+failing definition does not take the others with it. Every top-level binding that is not run is
+remembered (`NotRun`), so that a NameError in a student's function can say where the name was bound
+and why the grader did not run that line.
 """
 from __future__ import annotations
 
 import ast
 import re
+import symtable
 from dataclasses import dataclass, field
 
 SKIP_TAG = "skip-grading"
@@ -32,7 +39,8 @@ class Unit:
     line: int  # first line of the statement within the cell
     source: str
     names: list[str]  # names it binds
-    kind: str = "definition"  # "import", "definition" (def / class) or "constant" (an assignment, if, try)
+    kind: str = "definition"  # "import", "definition" (def / class), "constant" (a simple assignment, if, try)
+    #                           or "assignment" (any other assignment that a kept statement uses)
 
     def to_wire(self) -> dict:
         return {"cell": self.cell, "line": self.line, "source": self.source, "names": self.names, "kind": self.kind}
@@ -46,9 +54,23 @@ class Skipped:
 
 
 @dataclass
+class NotRun:
+    """A top-level statement binding names that the grader does not run."""
+
+    cell: int
+    line: int
+    names: list[str]
+    reason: str
+
+    def explain(self, name: str) -> str:
+        return f"`{name}` is bound in cell {self.cell}, line {self.line}, which the grader did not run: {self.reason}"
+
+
+@dataclass
 class Extraction:
     units: list[Unit]
     skipped: list[Skipped]
+    not_run: list[NotRun] = field(default_factory=list)
 
     def where_defined(self, name: str) -> str | None:
         """Why NAME is not available, if some cell tried to define it."""
@@ -56,6 +78,20 @@ class Extraction:
             if name in s.names:
                 return f"`{name}` is defined in cell {s.cell}, which the grader skipped: {s.reason}"
         return None
+
+    def unbound_hints(self) -> dict[str, str]:
+        """name -> why it is not bound in the grader, for names that a statement of the notebook the grader
+        did not run binds (shown with a NameError a student's function meets)."""
+        bound = {n for u in self.units for n in u.names}
+        hints: dict[str, str] = {}
+        for s in self.skipped:
+            for name in s.names:
+                hints.setdefault(name, f"`{name}` is defined in cell {s.cell}, which the grader skipped: {s.reason}")
+        for n in self.not_run:
+            for name in n.names:
+                if name not in bound:
+                    hints.setdefault(name, n.explain(name))
+        return hints
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -106,19 +142,23 @@ def _keep(node: ast.stmt) -> bool:
 
 
 def _bound_names(node: ast.stmt) -> list[str]:
-    names = []
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is node:
-            names.append(sub.name)
-        elif isinstance(sub, ast.alias):
-            names.append((sub.asname or sub.name).split(".")[0])
+    """The global names a top-level statement binds (not the local names of the functions it defines)."""
+    names: set[str] = set()
+    todo = [node]
+    while todo:
+        sub = todo.pop()
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(sub.name)
+            todo.extend(sub.decorator_list)
+            continue
+        if isinstance(sub, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue  # their own scopes
+        if isinstance(sub, ast.alias):
+            names.add((sub.asname or sub.name).split(".")[0])
         elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-            names.append(sub.id)
-    if isinstance(node, ast.If | ast.Try):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.append(child.name)
-    return sorted(set(names))
+            names.add(sub.id)
+        todo.extend(ast.iter_child_nodes(sub))
+    return sorted(names)
 
 
 def strip_ipython(source: str) -> str:
@@ -135,8 +175,90 @@ def is_test_cell(cell) -> bool:
     return bool(nb.get("grade")) and not nb.get("solution")
 
 
-def extract(nb) -> Extraction:
-    units, skipped = [], []
+_NOT_RUN = {
+    ast.For: "a `for` loop at the top level of a cell is never run by the grader",
+    ast.AsyncFor: "a loop at the top level of a cell is never run by the grader",
+    ast.While: "a `while` loop at the top level of a cell is never run by the grader",
+    ast.With: "a `with` block at the top level of a cell is never run by the grader",
+    ast.AsyncWith: "a `with` block at the top level of a cell is never run by the grader",
+}
+UNUSED = ("the grader runs definitions, imports, constants and the assignments they use; no function or class "
+          "of the notebook uses this name")
+
+
+def _assigned_names(node: ast.stmt) -> list[str]:
+    """Plain names a top-level assignment binds (`x = ...`, `x, y = ...`, `x += ...`, `x: T = ...`)."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    names = []
+    for target in targets:
+        names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    return names
+
+
+def _mutated_name(node: ast.stmt) -> str | None:
+    """`x` for `x[...] = ...` or `x.attr = ...` (a statement that changes an object a name holds)."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if len(targets) == 1 and isinstance(targets[0], (ast.Subscript, ast.Attribute)):
+            base = targets[0]
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                return base.id
+    return None
+
+
+def _loaded_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def global_references(source: str) -> set[str]:
+    """Names a statement reads from the module's globals when it runs or when what it defines is called:
+    the free names of its functions and classes (Python's own scoping, through symtable) and those it
+    reads at the top level (decorators, default values, base classes, the value of an assignment)."""
+    try:
+        table = symtable.symtable(source, "<unit>", "exec")
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    found: set[str] = set()
+
+    def visit(t: symtable.SymbolTable) -> None:
+        for sym in t.get_symbols():
+            if sym.is_referenced() and (t.get_type() == "module" or sym.is_global()):
+                found.add(sym.get_name())
+        for child in t.get_children():
+            visit(child)
+
+    visit(table)
+    return found
+
+
+def _top_level_bindings(source: str) -> list[str]:
+    """Every name the top-level statements of a cell bind (definitions, imports, assignments, loop targets)."""
+    try:
+        tree = ast.parse(strip_ipython(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names: set[str] = set()
+    for node in tree.body:
+        names.update(_bound_names(node))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return sorted(names)
+
+
+@dataclass
+class _Statement:
+    cell: int
+    line: int
+    source: str
+    node: ast.stmt
+    unit: Unit | None  # kept as it is (definitions, imports, constants)
+
+
+def _statements(nb, skipped: list[Skipped], not_run: list[NotRun]) -> list[_Statement]:
+    """Every top-level statement of the code cells the grader reads, in notebook order."""
+    out = []
     for index, cell in enumerate(nb.get("cells", []), start=1):
         if cell.get("cell_type") != "code":
             continue
@@ -144,7 +266,7 @@ def extract(nb) -> Extraction:
         source = "".join(source) if isinstance(source, list) else str(source)
         names = _DEF_NAME.findall(source)
         if SKIP_TAG in (cell.get("metadata", {}).get("tags") or []):
-            skipped.append(Skipped(index, f"it is tagged {SKIP_TAG}", names))
+            skipped.append(Skipped(index, f"it is tagged {SKIP_TAG}", _top_level_bindings(source) or names))
             continue
         if is_test_cell(cell):
             continue
@@ -159,15 +281,58 @@ def extract(nb) -> Extraction:
             continue
         lines = code.splitlines()
         for node in tree.body:
-            if isinstance(node, ast.Pass) or not _keep(node):
+            if isinstance(node, ast.Pass):
                 continue
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
             text = "\n".join(lines[first - 1:node.end_lineno])
-            kind = ("import" if isinstance(node, (ast.Import, ast.ImportFrom)) else
-                    "definition" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
-                    "constant")
-            units.append(Unit(index, first, text, _bound_names(node), kind))
-    return Extraction(units, skipped)
+            unit = None
+            if _keep(node):
+                kind = ("import" if isinstance(node, (ast.Import, ast.ImportFrom)) else
+                        "definition" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
+                        "constant")
+                unit = Unit(index, first, text, _bound_names(node), kind)
+            elif type(node) in _NOT_RUN:
+                bound = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
+                if bound:
+                    not_run.append(NotRun(index, first, bound, _NOT_RUN[type(node)]))
+            out.append(_Statement(index, first, text, node, unit))
+    return out
+
+
+def extract(nb, uses=()) -> Extraction:
+    """`uses`: names the grader itself reads from the submission (its checks' `sub.NAME`), needed too."""
+    skipped: list[Skipped] = []
+    not_run: list[NotRun] = []
+    statements = _statements(nb, skipped, not_run)
+    needed: set[str] = set(uses)
+    for st in statements:
+        if st.unit is not None:
+            needed |= global_references(st.source)
+    # Assignments that kept statements use, directly or through one another: run them too.
+    candidates = [st for st in statements if st.unit is None
+                  and isinstance(st.node, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
+    chosen: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for i, st in enumerate(candidates):
+            binds = _assigned_names(st.node) + [n for n in [_mutated_name(st.node)] if n]
+            if i not in chosen and needed.intersection(binds):
+                chosen.add(i)
+                needed |= _loaded_names(st.node)
+                changed = True
+    units = []
+    for st in statements:
+        if st.unit is not None:
+            units.append(st.unit)
+    for i, st in enumerate(candidates):
+        names = sorted(set(_assigned_names(st.node)))
+        if i in chosen:
+            units.append(Unit(st.cell, st.line, st.source, names, "assignment"))
+        elif names:
+            not_run.append(NotRun(st.cell, st.line, names, UNUSED))
+    units.sort(key=lambda u: (u.cell, u.line))
+    return Extraction(units, skipped, not_run)
 
 
 def module_source(extraction: Extraction) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import struct
@@ -39,21 +40,29 @@ class WorkerDied(WorkerError):
     pass
 
 
+_UNBOUND = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
+
+
 class StudentError(Exception):
     """Code in the worker raised. Carries the student-facing description only."""
 
-    def __init__(self, what: str, info: dict):
+    def __init__(self, what: str, info: dict, explain_name=None):
         self.what = what
         self.type = str(info.get("type", "Exception"))
         self.message = str(info.get("message", ""))
         self.trace = [str(x) for x in info.get("traceback", [])][:8]
         self.stub = bool(info.get("stub"))
+        # a NameError for a global the notebook binds in a statement the grader did not run: where, and why
+        found = _UNBOUND.search(self.message) if self.type == "NameError" and explain_name else None
+        self.hint = (explain_name(found.group(1)) or "") if found else ""
         super().__init__(self.describe())
 
     def describe(self) -> str:
         if self.stub:
             return f"{self.what} is not implemented yet (it raised NotImplementedError)"
         text = f"{self.what} raised {self.type}: {self.message}".rstrip(": ")
+        if self.hint:
+            text += f" ({self.hint})"
         if self.trace:
             text += "\n    " + "\n    ".join(self.trace)
         return text
@@ -184,6 +193,9 @@ class WorkerProcess:
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._stopped_because = ""
         self._isolated = False  # the worker runs in its own PID namespace: killing it ends all it started
+        # Answers the calls of the worker's stand-ins (kind, payload) -> value; None: it may make none
+        self.callbacks = None
+        self.explain_name = None  # name -> why the notebook's binding of it is not there (or None)
 
     @property
     def pid(self) -> int | None:
@@ -318,8 +330,9 @@ class WorkerProcess:
             try:
                 while True:
                     header, _ = self._next(deadline, "loading definitions")
-                    if "progress" in header:
+                    if "progress" in header:  # each statement gets the whole time limit
                         current = int(header["progress"])
+                        deadline = time.monotonic() + self.spec.import_seconds
                         continue
                     break
             except WorkerTimeout:
@@ -345,21 +358,45 @@ class WorkerProcess:
     # -- requests -----------------------------------------------------------------------------
     def request(self, op: str, *args, what: str = "", child_label: str | None = None):
         self.ensure_started()
-        enc = Encoder(on_unknown=self._encode_remote)
+        enc = Encoder(on_unknown=self._encode_remote, generators_by_value=True)
         header = {"op": op, "args": enc.encode(list(args))}
-        try:
-            write_message(self._stdin, header, enc.tensors)
-        except (BrokenPipeError, OSError):
-            raise self._death(f"receiving a call to {what or op}") from None
+        self._send(header, enc.tensors, f"receiving a call to {what or op}")
         reply, tensors = self._next(self.deadline, f"{what or op}")
+        while "callback" in reply:  # a stand-in asks for the reference's answer first (standins.py)
+            self._answer(reply["callback"], tensors, what or op)
+            reply, tensors = self._next(self.deadline, f"{what or op}")
         if "error" in reply:
-            raise StudentError(what or op, reply["error"] if isinstance(reply["error"], dict) else {})
+            raise StudentError(what or op, reply["error"] if isinstance(reply["error"], dict) else {},
+                               self.explain_name)
         if "ok" not in reply:
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected reply")
         try:
             return Decoder(tensors, lambda h: Remote(self, h, child_label or h.type_name)).decode(reply["ok"])
         except ProtocolError as exc:
             raise WorkerDied(f"{what or op} returned data the grader cannot read: {exc}") from None
+
+    def _send(self, header: dict, tensors: dict, doing: str) -> None:
+        try:
+            write_message(self._stdin, header, tensors)
+        except (BrokenPipeError, OSError):
+            raise self._death(doing) from None
+
+    def _answer(self, callback, tensors: dict, doing: str) -> None:
+        """Answer a stand-in's call with `self.callbacks`; what goes wrong goes back as an error, which the
+        student's code meets as an exception (the check then fails like any other)."""
+        if self.callbacks is None or not isinstance(callback, dict):
+            self.kill()
+            raise WorkerDied(f"the process running {self.spec.label} sent an unexpected call while {doing}")
+        try:
+            payload = Decoder(tensors, _no_handles).decode(callback.get("payload"))
+            value = self.callbacks(str(callback.get("kind")), payload)
+            enc = Encoder(on_unknown=_not_plain, generators_by_value=True)
+            reply = {"callback_ok": enc.encode(value)}
+        except StudentError as exc:
+            reply, enc = {"callback_error": f"the reference could not answer: {exc.describe()}"}, None
+        except (WorkerError, ProtocolError, TypeError, ValueError, AttributeError) as exc:
+            reply, enc = {"callback_error": f"the reference could not answer: {exc}"}, None
+        self._send(reply, enc.tensors if enc else {}, doing)
 
     def _encode_remote(self, obj):
         if isinstance(obj, Remote):
@@ -372,4 +409,8 @@ class WorkerProcess:
 
 def _no_handles(handle: Handle):
     raise ProtocolError("unexpected object handle")
+
+
+def _not_plain(obj):
+    raise TypeError(f"a {type(obj).__name__} cannot be sent to another worker")
 

@@ -51,9 +51,10 @@ class Encoder:
     Handle, the judge refuses it (the judge sends only plain data and handles it received).
     """
 
-    def __init__(self, on_unknown):
+    def __init__(self, on_unknown, generators_by_value: bool = False):
         self.tensors: dict[str, torch.Tensor] = {}
         self.on_unknown = on_unknown
+        self.generators_by_value = generators_by_value  # a torch.Generator travels as its state (else: a handle)
 
     def encode(self, obj: Any, depth: int = 0) -> Any:
         if depth > 64:
@@ -74,6 +75,8 @@ class Encoder:
             return {"__device__": str(obj)}
         if isinstance(obj, torch.Size):
             return {"__tuple__": [int(d) for d in obj]}
+        if isinstance(obj, torch.Generator) and self.generators_by_value:
+            return {"__generator__": self._tensor(obj.get_state()), "device": str(obj.device)}
         if type(obj) is tuple:
             return {"__tuple__": [self.encode(x, depth + 1) for x in obj]}
         if type(obj) is list:
@@ -157,6 +160,13 @@ class Decoder:
             return dtype
         if "__device__" in data:
             return torch.device(str(data["__device__"]))
+        if "__generator__" in data:
+            try:
+                generator = torch.Generator(device=str(data.get("device", "cpu")))
+                generator.set_state(self.decode(data["__generator__"], depth + 1))
+            except (RuntimeError, TypeError, ValueError) as exc:
+                raise ProtocolError(f"malformed generator in message: {exc}") from None
+            return generator
         raise ProtocolError("unknown tagged value in message")
 
     def _key(self, k, depth):

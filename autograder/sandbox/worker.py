@@ -17,6 +17,7 @@ import types
 
 import torch
 
+from autograder.sandbox import standins
 from autograder.sandbox.isolation import Confinement, confine
 from autograder.sandbox.protocol import Decoder, Encoder, Handle, read_message, write_message
 
@@ -46,9 +47,19 @@ def student_traceback(exc: BaseException) -> list[str]:
     return lines[-8:]
 
 
+def _refuse(obj):
+    raise TypeError(f"a {type(obj).__name__} is not plain data")
+
+
+class JudgeRefused(RuntimeError):
+    """The judge could not answer a stand-in's call (the reference raised, or the call cannot be sent)."""
+
+
 class Worker:
-    def __init__(self, out_stream):
+    def __init__(self, out_stream, in_stream=None):
         self.out = out_stream
+        self.inp = in_stream
+        self.substituted: dict[str, object] = {}  # global name -> the submission's own object (see op_substitute)
         self.module = types.ModuleType(MODULE_NAME)
         sys.modules[MODULE_NAME] = self.module
         self.helpers = types.ModuleType("helpers")
@@ -190,9 +201,42 @@ class Worker:
         return hasattr(target, name), False
 
     def op_reset(self):
-        """Forget every object handed out (the judge does this after each check)."""
+        """Forget every object handed out and put back what stand-ins replaced (the judge does this after
+        each check)."""
         self.objects = {0: self.module, 1: self.helpers}
+        standins.restore(self.module, self.substituted)
+        self.substituted = {}
         return None, False
+
+    # -- parts answered by the reference (checks with depends_on; see standins.py) -------------------------
+    def op_substitute(self, names):
+        """Replace these definitions of the submission by stand-ins answered through the judge."""
+        replaced = standins.substitute(self.module, [str(n) for n in names], self.ask_judge)
+        for name, original in replaced.items():
+            self.substituted.setdefault(name, original)
+        return sorted(replaced), False
+
+    def ask_judge(self, kind: str, payload: dict):
+        """A stand-in's call: sent to the judge, answered by the reference's worker."""
+        enc = Encoder(on_unknown=_refuse, generators_by_value=True)
+        try:
+            data = enc.encode(payload)
+        except TypeError as exc:
+            raise JudgeRefused(f"this call cannot be sent to the reference: {exc}") from None
+        write_message(self.out, {"callback": {"kind": kind, "payload": data}}, enc.tensors)
+        header, tensors = read_message(self.inp)
+        if "callback_error" in header:
+            raise JudgeRefused(safe_str(header["callback_error"], 500))
+        return Decoder(tensors, _refuse).decode(header.get("callback_ok"))
+
+    def op_answer_forward(self, target, args, kwargs, params, training):
+        return standins.answer_forward(target, args, kwargs, params, training), False
+
+    def op_answer_backward(self, target, args, kwargs, params, training, rng, grad_outputs, needs):
+        return standins.answer_backward(target, args, kwargs, params, training, rng, grad_outputs, needs), False
+
+    def op_describe_module(self, module):
+        return standins.describe_module(module), False
 
     def op_helpers(self, source):
         exec(compile(source, "<helpers>", "exec"), self.helpers.__dict__)
@@ -206,7 +250,7 @@ def main() -> None:
     status = confine(Confinement(**config["confinement"]))
     inp, out = os.fdopen(fd_in, "rb"), os.fdopen(fd_out, "wb")
     sys.stdin = open(os.devnull)
-    worker = Worker(out)
+    worker = Worker(out, inp)
     write_message(out, {"ready": status, "pid": os.getpid()})
     while True:
         try:

@@ -185,6 +185,18 @@ BUGS: list[Bug] = [
         {"x, _ = self.blocks((x, mask))": "x, _ = self.blocks((x, None))"},
         {P5_CHAIN: "did not get the padding mask", P5_LOGITS: "mask does not reach the blocks"}, "drops the mask"),
  # -- part 6 ---------------------------------------------------------------------------------
+    Bug("loss_defined_in_the_demo_cell",
+        {"    loss = nn.CrossEntropyLoss(ignore_index=-100)(logits.reshape(-1, vocab_size), labels.reshape(-1))":
+         "    loss = loss_fn(logits.reshape(-1, vocab_size), labels.reshape(-1))",
+         "mlm_model.train()\n": "mlm_model.train()\nloss_fn = nn.CrossEntropyLoss(ignore_index=-100)\n"},
+        {P6_STEP: "`loss_fn` is defined in cell 33, which the grader skipped: it is tagged skip-grading"},
+        "the loss object is created in the training demo cell, which the grader never runs"),
+    Bug("loss_defined_in_a_loop",
+        {"    loss = nn.CrossEntropyLoss(ignore_index=-100)(logits.reshape(-1, vocab_size), labels.reshape(-1))":
+         "    loss = loss_fn(logits.reshape(-1, vocab_size), labels.reshape(-1))"},
+        {P6_STEP: "which the grader did not run: a `for` loop at the top level of a cell is never run"},
+        "the loss object is created in a loop over settings", append=[
+            "for loss_fn in [nn.CrossEntropyLoss(ignore_index=-100)]:\n    pass\n"]),
     Bug("labels_on_padding",
         {"    selected &= token_ids != pad_id  # padding is never selected\n"
          "    labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))  # (B, T)\n":

@@ -13,6 +13,8 @@ import torch
 from _common import close, in_layout, load_weights, output_problem, own_attention_problem
 from autograder.testing import Fail, StudentError, check, expect_shape, keep
 
+# The student's code checked here calls these parts; where they fail it, the reference answers for them
+DEPENDS_ON = ["scaled_dot_product"]
 PART = "2. Multi-head attention"
 LAYOUTS = ("[all q | all k | all v]", "per head [q | k | v]")
 
@@ -156,14 +158,14 @@ def check_outputs(sub, ref, E, H, x, mask, seed):
                f"padding mask: " + diagnose(got_by_layout, state, x, mask, E, H))
 
 
-@check("MHA: output matches the reference with the same weights", points=3, part=PART)
+@check("MHA: output matches the reference with the same weights", points=3, part=PART, depends_on=DEPENDS_ON)
 def mha_output(sub, ref):
     g = torch.Generator().manual_seed(201)
     for E, H, B, T in ((16, 4, 2, 5), (12, 3, 3, 4), (8, 1, 1, 3)):
         check_outputs(sub, ref, E, H, torch.randn(B, T, E, generator=g), None, seed=E * 10 + H)
 
 
-@check("MHA: the padding mask hides padded positions", points=2, part=PART)
+@check("MHA: the padding mask hides padded positions", points=2, part=PART, depends_on=DEPENDS_ON)
 def mha_mask(sub, ref):
     g = torch.Generator().manual_seed(202)
     E, H, B, T = 16, 4, 3, 6
@@ -184,7 +186,7 @@ def _own_attention_drops(sub):
         return True
 
 
-@check("MHA: attention dropout in train() only", points=1, part=PART)
+@check("MHA: attention dropout in train() only", points=1, part=PART, depends_on=DEPENDS_ON)
 def mha_dropout(sub, ref):
     g = torch.Generator().manual_seed(203)
     E, H = 16, 4
@@ -214,7 +216,7 @@ def mha_dropout(sub, ref):
                    "to scaled_dot_product while self.training is True")
 
 
-@check("MHA: gradients reach qkv_proj and o_proj", points=1, part=PART)
+@check("MHA: gradients reach qkv_proj and o_proj", points=1, part=PART, depends_on=DEPENDS_ON)
 def mha_gradients(sub, ref):
     g = torch.Generator().manual_seed(204)
     E, H, B, T = 8, 2, 2, 5

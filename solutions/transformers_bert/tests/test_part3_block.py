@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from _common import block_weights, close, gen, in_layout, load_weights, normal, output_problem
 from autograder.testing import Fail, StudentError, check, expect_shape, keep, worker_helpers
 
+# The student's code checked here calls these parts; where they fail it, the reference answers for them
+DEPENDS_ON = ["MultiHeadAttention"]
 PART = "3. Transformer encoder block"
 
 worker_helpers('''
@@ -141,7 +143,7 @@ def _diagnose(sub, block, y, x, mask, state, E):
             "same weights")
 
 
-@check("block: output matches the reference with the same weights", points=2, part=PART)
+@check("block: output matches the reference with the same weights", points=2, part=PART, depends_on=DEPENDS_ON)
 def block_output(sub, ref):
     E, H, B, T = 16, 4, 3, 6
     g = gen(301)
@@ -187,7 +189,7 @@ def _residual_problem(sub, E, H):
             "each residual adds the sub-layer's input to its output")
 
 
-@check("block: residuals add the block input", points=2, part=PART)
+@check("block: residuals add the block input", points=2, part=PART, depends_on=DEPENDS_ON)
 def block_residuals(sub, ref):
     E, H, B, T = 16, 4, 2, 5
     problem = _residual_problem(sub, E, H)
@@ -214,7 +216,7 @@ def block_residuals(sub, ref):
     raise Fail("the feed-forward residual must compute x' + FFN(x'), x' being the output of the attention part")
 
 
-@check("block: LayerNorm after each residual (post-norm)", points=1, part=PART)
+@check("block: LayerNorm after each residual (post-norm)", points=1, part=PART, depends_on=DEPENDS_ON)
 def block_post_norm(sub, ref):
     E, H, B, T = 16, 4, 2, 5
     g = gen(321)
@@ -244,7 +246,7 @@ def block_post_norm(sub, ref):
     raise Fail("with stand-in sub-layers the block does not compute norm2(x' + FFN(x')), x' = norm1(x + MHA(x))")
 
 
-@check("block: feed-forward is Linear -> GELU -> Linear -> Dropout", points=1, part=PART)
+@check("block: feed-forward is Linear -> GELU -> Linear -> Dropout", points=1, part=PART, depends_on=DEPENDS_ON)
 def block_ffn(sub, ref):
     E, H, B, T = 16, 4, 2, 5
     p = 0.3
@@ -276,7 +278,7 @@ def block_ffn(sub, ref):
                "Linear(E, E) -> GELU -> Linear(E, E) with ffn.0 and ffn.2")
 
 
-@check("block: dropout on the attention branch in train() only", points=1, part=PART)
+@check("block: dropout on the attention branch in train() only", points=1, part=PART, depends_on=DEPENDS_ON)
 def block_dropout(sub, ref):
     E, H, B, T = 16, 4, 4, 8
     g = gen(341)

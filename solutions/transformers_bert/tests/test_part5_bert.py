@@ -14,6 +14,8 @@ from autograder.testing import (
     Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
 )
 
+# The student's code checked here calls these parts; where they fail it, the reference answers for them
+DEPENDS_ON = ["TransformerBlock"]
 PART = "5. Small BERT"
 
 worker_helpers('''
@@ -102,7 +104,7 @@ def _computed_logits(model, V, what="SmallBERT"):
         raise Fail(f"{what} in eval() gives the same logits for other token ids: compute them from the input")
 
 
-@check("SmallBERT: embedding has V + 1 rows, head predicts V tokens", points=1, part=PART)
+@check("SmallBERT: embedding has V + 1 rows, head predicts V tokens", points=1, part=PART, depends_on=DEPENDS_ON)
 def bert_shapes(sub, ref):
     V, E = 37, 24
     model = _model(sub, 2, V, E, 3, 0.1)
@@ -117,7 +119,7 @@ def bert_shapes(sub, ref):
     _computed_logits(model, V)
 
 
-@check("SmallBERT: blocks is an nn.Sequential of n_layers TransformerBlocks", points=1, part=PART)
+@check("SmallBERT: blocks is an nn.Sequential of n_layers TransformerBlocks", points=1, part=PART, depends_on=DEPENDS_ON)
 def bert_blocks(sub, ref):
     model = _model(sub, 3, 20, 16, 2, 0.1)
     blocks = model.blocks
@@ -171,7 +173,7 @@ def _diagnose(sub, model, got, ids, mask, state, V, E):
     return "the logits differ from head(blocks(pos_encoding(embedding(ids)), mask)) with the same weights"
 
 
-@check("SmallBERT: logits match the reference with the same weights", points=2, part=PART)
+@check("SmallBERT: logits match the reference with the same weights", points=2, part=PART, depends_on=DEPENDS_ON)
 def bert_logits(sub, ref):
     n_layers, V, E, H, B, T = 2, 23, 16, 4, 3, 7
     g = gen(511)
@@ -219,7 +221,7 @@ def _own_weights(model):
     return state
 
 
-@check("SmallBERT: positional encoding added to the token embeddings", points=1, part=PART)
+@check("SmallBERT: positional encoding added to the token embeddings", points=1, part=PART, depends_on=DEPENDS_ON)
 def bert_positional(sub, ref):
     n_layers, V, E, H, B, T = 1, 19, 12, 2, 2, 9
     ids = _ids(gen(521), B, T, V, with_mask_id=False)
@@ -240,7 +242,7 @@ def bert_positional(sub, ref):
     raise Fail("with its blocks removed the model does not return head(pos_encoding(embedding(ids)))")
 
 
-@check("SmallBERT: blocks chained in order, each gets the mask", points=1, part=PART)
+@check("SmallBERT: blocks chained in order, each gets the mask", points=1, part=PART, depends_on=DEPENDS_ON)
 def bert_chain(sub, ref):
     n_layers, V, E, H, B, T = 3, 17, 8, 2, 2, 6
     g = gen(531)
@@ -278,7 +280,7 @@ def bert_chain(sub, ref):
             raise Fail(f"block {i} did not get the padding mask given to forward: pass (x, mask) to the blocks")
 
 
-@check("SmallBERT: deterministic in eval(), dropout in train(), mask optional", points=1, part=PART)
+@check("SmallBERT: deterministic in eval(), dropout in train(), mask optional", points=1, part=PART, depends_on=DEPENDS_ON)
 def bert_modes(sub, ref):
     V = 20
     model = _model(sub, 2, V, 16, 2, 0.3)

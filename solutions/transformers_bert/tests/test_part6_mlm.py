@@ -261,7 +261,8 @@ def _as_float(loss, what):
     raise Fail(f"{what} must return the loss as a Python float (loss.item()), got {type(loss).__name__}")
 
 
-@check("MLM step: loss on the selected positions, one optimizer step", points=1.5, part=PART)
+@check("MLM step: loss on the selected positions, one optimizer step", points=1.5, part=PART,
+       depends_on=["mask_inputs"])
 def mlm_step(sub, ref):
     V, E, lr, pad_id = 12, 6, 0.5, 0
     g = gen(641)
@@ -318,7 +319,8 @@ def mlm_step(sub, ref):
         before = after
 
 
-@check("MLM step: first loss of a fresh SmallBERT is about ln(V)", points=0.5, part=PART)
+@check("MLM step: first loss of a fresh SmallBERT is about ln(V)", points=0.5, part=PART,
+       depends_on=["mask_inputs", "SmallBERT"])
 def mlm_first_loss(sub, ref):
     V = 100
     ids = torch.randint(1, V, (32, 32), generator=gen(651))

@@ -340,7 +340,8 @@ def _sgd_replay(emb, w, b, ids, labels, batch, lr=0.1):
     return p
 
 
-@check("train_epoch and evaluate: modes, one step per batch, mean loss and accuracy", points=1, part=PART)
+@check("train_epoch and evaluate: modes, one step per batch, mean loss and accuracy", points=1, part=PART,
+       depends_on=["binary_accuracy"])
 def loops(sub, ref):
     g = gen(751)
     V, E, N, batch = 30, 5, 10, 4  # batches of 4, 4 and 2 examples

@@ -1,0 +1,262 @@
+"""Stand-ins: parts of a submission that another part calls, answered by the reference through the judge.
+
+When a check declared with `depends_on` is run again with the reference answering (docs/writing-
+assignments.md), the student's worker replaces each named definition of the submission (and every other
+global bound to the same object) by a stand-in from here. A call to a stand-in travels to the judge,
+which asks the reference's worker and sends the answer back: the reference's code never runs in the
+student's process.
+
+- A function stand-in sends its arguments and returns the reference's result. A torch.Generator among
+  the arguments travels by value, and its state advances here as it did in the reference's call.
+- A class stand-in is an nn.Module built by the reference's worker, which sends back its parameters,
+  buffers and plain attributes: the stand-in holds them here under the same names (so state_dict loading,
+  optimizers, .train() and .eval() act on them) and sends their current values with every forward.
+- Gradients: when an input or a parameter requires grad, the call runs as a torch.autograd.Function whose
+  backward asks the reference's worker to recompute the call from the same random state (the same dropout
+  masks) and to return the gradients.
+
+The other side, in the reference's worker, is `Answers`: forward, backward and describing a module.
+"""
+from __future__ import annotations
+
+import types
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+AskJudge = Callable[[str, dict], object]  # (kind, payload) -> the judge's answer
+
+
+# -- tensors inside nested arguments --------------------------------------------------------------------
+
+def tensors_in(obj) -> list[torch.Tensor]:
+    """The tensors of a nested value (tuples, lists, dicts), in a fixed traversal order."""
+    out: list[torch.Tensor] = []
+    _map(obj, lambda t: out.append(t) or t)
+    return out
+
+
+def replace_tensors(obj, new: list):
+    """`obj` with its tensors replaced, in traversal order, by `new`."""
+    it = iter(new)
+    return _map(obj, lambda t: next(it))
+
+
+def _map(obj, fn):
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, tuple):
+        return tuple(_map(x, fn) for x in obj)
+    if isinstance(obj, list):
+        return [_map(x, fn) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _map(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def generators_in(obj) -> list[torch.Generator]:
+    out: list[torch.Generator] = []
+
+    def visit(x):
+        if isinstance(x, torch.Generator):
+            out.append(x)
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                visit(y)
+        elif isinstance(x, dict):
+            for y in x.values():
+                visit(y)
+    visit(obj)
+    return out
+
+
+# -- the student's side ---------------------------------------------------------------------------------
+
+class _Call:
+    """What one call to a stand-in is: its target, arguments and (for a module) parameters and mode."""
+
+    def __init__(self, target, args, kwargs, params: dict | None, training: bool):
+        self.target, self.args, self.kwargs, self.params, self.training = target, args, kwargs, params, training
+        self.out_structure = None  # the output with its tensors, from the forward reply
+
+    def payload(self) -> dict:
+        return {"target": self.target, "args": list(self.args), "kwargs": dict(self.kwargs),
+                "params": self.params, "training": self.training}
+
+
+class _RemoteFunction(torch.autograd.Function):
+    """A call answered by the judge, differentiable: backward asks for the gradients."""
+
+    @staticmethod
+    def forward(ctx, ask: AskJudge, call: _Call, *inputs):
+        reply = ask("forward", call.payload())
+        ctx.ask, ctx.call, ctx.rng = ask, call, reply["rng"]
+        ctx.save_for_backward(*inputs)
+        _advance_generators(call, reply)
+        call.out_structure = reply["output"]
+        outputs = tensors_in(reply["output"])
+        ctx.mark_non_differentiable(*[t for t in outputs if not t.is_floating_point()])
+        ctx.n_outputs = len(outputs)
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        inputs = ctx.saved_tensors
+        needs = [bool(n) for n in ctx.needs_input_grad[2:]]
+        payload = {**ctx.call.payload(), "rng": ctx.rng, "needs": needs,
+                   "grad_outputs": [None if g is None else g.contiguous() for g in grad_outputs]}
+        grads = ctx.ask("backward", payload)
+        if not isinstance(grads, list) or len(grads) != len(inputs):
+            raise RuntimeError("the reference's gradients could not be read")
+        return (None, None, *[g if need else None for g, need in zip(grads, needs)])
+
+
+def _advance_generators(call: _Call, reply: dict) -> None:
+    for generator, state in zip(generators_in([call.args, call.kwargs]), reply.get("generators", [])):
+        generator.set_state(state)
+
+
+def call_remote(ask: AskJudge, target, args, kwargs, params: dict | None = None, training: bool = False):
+    """Call `target` (a name, or a module token) in the reference's worker; differentiable if needed."""
+    call = _Call(target, args, kwargs, params, training)
+    inputs = tensors_in([list(args), dict(kwargs), params or {}])
+    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        outputs = _RemoteFunction.apply(ask, call, *inputs)
+        return replace_tensors(call.out_structure, list(outputs))
+    reply = ask("forward", call.payload())
+    _advance_generators(call, reply)
+    return reply["output"]
+
+
+def function_standin(ask: AskJudge, name: str, original) -> Callable:
+    def standin(*args, **kwargs):
+        return call_remote(ask, name, args, kwargs)
+
+    standin.__name__ = standin.__qualname__ = name
+    standin.__doc__ = getattr(original, "__doc__", None)
+    standin.__module__ = "submission"
+    return standin
+
+
+class StandInModule(nn.Module):
+    """Base of class stand-ins; `_ag_name` and `_ag_ask` are set on each subclass."""
+
+    _ag_name = ""
+    _ag_ask: AskJudge | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        ask = type(self)._ag_ask
+        built = ask("construct", {"name": type(self)._ag_name, "args": list(args), "kwargs": dict(kwargs)})
+        object.__setattr__(self, "_ag_token", built["token"])
+        for name, value in built["attributes"].items():
+            setattr(self, name, value)
+        for name, value in built["tensors"].items():
+            owner, leaf = self._owner(name)
+            if name in built["parameters"]:
+                owner.register_parameter(leaf, nn.Parameter(value, requires_grad=built["parameters"][name]))
+            else:
+                owner.register_buffer(leaf, value)
+        self.train(built["training"])
+
+    def _owner(self, dotted: str) -> tuple[nn.Module, str]:
+        """The (plain) submodule holding `dotted`'s last name, created on the way."""
+        module, *path = [self] + dotted.split(".")
+        for name in path[:-1]:
+            child = module._modules.get(name)
+            if child is None:
+                child = nn.Module()
+                module.add_module(name, child)
+            module = child
+        return module, path[-1]
+
+    def forward(self, *args, **kwargs):
+        tensors = dict(self.named_parameters())
+        tensors.update(self.named_buffers())
+        return call_remote(type(self)._ag_ask, self._ag_token, args, kwargs, tensors, self.training)
+
+
+def class_standin(ask: AskJudge, name: str, original) -> type:
+    return type(name, (StandInModule,), {"_ag_name": name, "_ag_ask": staticmethod(ask), "__module__": "submission",
+                                         "__qualname__": name, "__doc__": getattr(original, "__doc__", None)})
+
+
+def substitute(module: types.ModuleType, names: list[str], ask: AskJudge) -> dict[str, object]:
+    """Replace each named definition of `module` (and every global bound to the same object) by a stand-in.
+    Returns {global name: original} for `restore`."""
+    replaced: dict[str, object] = {}
+    for name in names:
+        original = module.__dict__.get(name)
+        if original is None or not callable(original):
+            continue
+        if isinstance(original, type):
+            if not issubclass(original, nn.Module):
+                continue  # only modules can be stood in for: their state lives here, their computation there
+            standin = class_standin(ask, name, original)
+        else:
+            standin = function_standin(ask, name, original)
+        for key, value in list(module.__dict__.items()):
+            if value is original:
+                replaced.setdefault(key, original)
+                module.__dict__[key] = standin
+    return replaced
+
+
+def restore(module: types.ModuleType, replaced: dict[str, object]) -> None:
+    module.__dict__.update(replaced)
+
+
+# -- the reference's side -------------------------------------------------------------------------------
+
+def _invoke(target, args, kwargs, params: dict | None, training: bool):
+    if params is None:
+        return target(*args, **kwargs)
+    target.train(training)
+    return torch.func.functional_call(target, params, tuple(args), dict(kwargs))
+
+
+def answer_forward(target, args, kwargs, params, training) -> dict:
+    """Run a call for a student's stand-in; with the random state it started from (for the backward) and the
+    final state of every generator among the arguments."""
+    rng = torch.get_rng_state()
+    with torch.no_grad():
+        output = _invoke(target, args, kwargs, params, training)
+    return {"output": output, "rng": rng,
+            "generators": [g.get_state() for g in generators_in([args, kwargs])]}
+
+
+def answer_backward(target, args, kwargs, params, training, rng, grad_outputs, needs) -> list:
+    """The gradients of the call's outputs (weighted by grad_outputs) with respect to each input tensor that
+    `needs` one, recomputed from the random state the forward started from."""
+    saved = torch.get_rng_state()
+    torch.set_rng_state(rng)
+    try:
+        is_module = params is not None
+        structure = [list(args), dict(kwargs), params or {}]
+        leaves = [t.detach().requires_grad_(bool(need) and t.is_floating_point())
+                  for t, need in zip(tensors_in(structure), needs)]
+        args, kwargs, params = replace_tensors(structure, leaves)
+        with torch.enable_grad():
+            output = _invoke(target, args, kwargs, params if is_module else None, training)
+        outs = tensors_in(output)
+        pairs = [(o, g) for o, g in zip(outs, grad_outputs) if g is not None and o.requires_grad]
+        wanted = [t for t in leaves if t.requires_grad]
+        found = torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True) \
+            if pairs and wanted else [None] * len(wanted)
+        grads = iter(found)
+        return [next(grads) if t.requires_grad else None for t in leaves]
+    finally:
+        torch.set_rng_state(saved)
+
+
+def describe_module(module: nn.Module) -> dict:
+    """What a class stand-in needs of a module built by the reference: parameters (and whether they train),
+    buffers, plain attributes, mode."""
+    parameters = dict(module.named_parameters())
+    tensors = {name: t.detach() for name, t in parameters.items()}
+    tensors.update({name: t.detach() for name, t in module.named_buffers()})
+    plain = (int, float, bool, str, type(None))
+    attributes = {k: v for k, v in vars(module).items() if not k.startswith("_") and isinstance(v, plain)}
+    return {"tensors": tensors, "parameters": {n: p.requires_grad for n, p in parameters.items()},
+            "attributes": attributes, "training": module.training}
