@@ -155,7 +155,10 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         from autograder.student import add_student_cells
         add_student_cells(out.student, config.student, config.title)
         add_student_cells(out.answer_key, config.student, config.title, public_from=out.student)
-    reference = extract(out.answer_key)
+    from autograder.release import names_read
+
+    test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
+    reference = extract(out.answer_key, names_read([c.source for c in out.cell_checks], test_sources))
     _write_notebook(paths.assignment / config.notebook, out.student)
     for name in config.files:
         _copy(paths.source / name, paths.assignment / name)

@@ -28,22 +28,27 @@ class Release:
         return sum(c.points for c in self.checks)
 
     def names_read_from_submissions(self) -> set[str]:
-        """Names the checks read from a submission: every name a notebook test cell uses, and every `sub.NAME`
-        of the hidden test files. Extraction runs the assignments that bind them (notebook/extract.py)."""
-        import ast
+        """Names the checks read from a submission (see `names_read`)."""
+        return names_read([c.source for c in self.checks if c.fn is None],
+                          [p.read_text(encoding="utf-8") for p in sorted((self.dir / "tests").glob("*.py"))])
 
-        def parse(source: str):
-            try:
-                return ast.walk(ast.parse(source))
-            except SyntaxError:
-                return []
 
-        names = {node.id for c in self.checks if c.fn is None for node in parse(c.source)
-                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
-        for path in sorted((self.dir / "tests").glob("*.py")):
-            names |= {node.attr for node in parse(path.read_text(encoding="utf-8"))
-                      if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sub"}
-        return names
+def names_read(cell_sources: list[str], test_sources: list[str]) -> set[str]:
+    """Names checks read from a submission: every name a notebook test cell uses, and every `sub.NAME` of the
+    hidden test files. Extraction runs the assignments that bind them (notebook/extract.py)."""
+    import ast
+
+    def walk(source: str):
+        try:
+            return ast.walk(ast.parse(source))
+        except SyntaxError:
+            return []
+
+    names = {node.id for source in cell_sources for node in walk(source)
+             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    names |= {node.attr for source in test_sources for node in walk(source)
+              if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sub"}
+    return names
 
 
 def load_release(release_dir: Path) -> Release:

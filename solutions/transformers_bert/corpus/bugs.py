@@ -335,13 +335,13 @@ BUGS: list[Bug] = [
             "        return torch.zeros_like(embedding)\n        B, T, E = embedding.shape\n"
             "        H, D = self.n_heads, self.head_dim\n",
             "x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))": "x = self.norm1(embedding)"},
-        expect={P3_OUTPUT: "see part 2", P3_RESIDUAL: ""},
+        expect={P3_OUTPUT: "the attention branch is missing", P3_RESIDUAL: ""},
         why="a block without attention matches its own MHA only because that one returns zeros"),
     Bug("bert_skips_blocks_identity_blocks", replace={
             "        x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))  # (B, T, E)\n"
             "        x = self.norm2(x + self.ffn(x))  # (B, T, E)\n": "        x = embedding\n",
             "x, _ = self.blocks((x, mask))  # (B, T, E)": "x = x  # blocks skipped"},
-        expect={P5_LOGITS: "see part 3", P5_CHAIN: ""},
+        expect={P5_LOGITS: "the blocks are not applied", P5_CHAIN: ""},
         why="a model without blocks matches its own blocks only because they return their input"),
     Bug("bert_returns_zeros", replace={
             "        x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)\n":

@@ -124,6 +124,9 @@ def _diagnose(sub, block, y, x, mask, state, E):
     candidates += [(ln2(c1 + ffn(c1)), RESIDUAL_CONSTANT),
                    (ln2(ffn(x1)), "the feed-forward residual adds a constant, not its input x' (norm1's output)")]
     candidates.append((ln2(x1 + ffn(x1, act=F.relu)), "the feed-forward network uses ReLU; it must use GELU"))
+    x1a = ln1(x)
+    candidates.append((ln2(x1a + ffn(x1a)), "the attention branch is missing: x' = norm1(x + Dropout(MHA(x, mask))) "
+                                            "adds the attention's output to the block input"))
     candidates.append((ln2(x + ffn(x1)), "the feed-forward residual adds the block input; it must add x', "
                                          "the output of norm1 (x = norm2(x' + FFN(x')))"))
     x1s = _ln(x + a, state, "norm2", E)
