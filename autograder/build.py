@@ -9,6 +9,7 @@ Outputs (byte-for-byte deterministic for a given source):
     release/<name>/tests/*.py       hidden test files
     release/<name>/files/<files>    the extra files again: workers see them, read-only, in their working folder
     release/<name>/manifest.json    config, checks (with notebook test cells' code), source hash
+    release/<name>/recording.*      the reference as recorded in this environment (autograder/recording.py)
 """
 from __future__ import annotations
 
@@ -18,8 +19,6 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-
-import nbformat
 
 from autograder.config import AssignmentConfig, load_config
 from autograder.notebook.extract import extract, module_source
@@ -54,8 +53,8 @@ class Paths:
 
 @dataclass
 class Transformed:
-    student: nbformat.NotebookNode
-    answer_key: nbformat.NotebookNode
+    student: dict  # nbformat NotebookNodes (nbformat is imported where notebooks are read and written)
+    answer_key: dict
     cell_checks: list[CheckSpec]
     secrets: list[str]  # lines inside solution / hidden regions
     public: list[str]  # every source line outside solution and hidden regions (computed from the source)
@@ -77,7 +76,7 @@ def _clean(cell) -> None:
         cell["execution_count"] = None
 
 
-def transform(nb: nbformat.NotebookNode, where: str) -> Transformed:
+def transform(nb, where: str) -> Transformed:
     """Check every marker, then derive the student notebook, the answer key and the test-cell checks."""
     student, key = copy.deepcopy(nb), copy.deepcopy(nb)
     checks, secrets, public, seen_ids = [], [], [], {}
@@ -115,10 +114,14 @@ def transform(nb: nbformat.NotebookNode, where: str) -> Transformed:
 
 
 def _write_notebook(path: Path, nb) -> None:
+    import nbformat  # only here and below: its import costs a second that grading runs do not pay
+
     write_atomic(path, nbformat.writes(nb, version=4) + "\n")
 
 
-def _read_source_notebook(path: Path) -> nbformat.NotebookNode:
+def _read_source_notebook(path: Path):
+    import nbformat
+
     try:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
@@ -129,7 +132,10 @@ def _read_source_notebook(path: Path) -> nbformat.NotebookNode:
         raise BuildError(f"{path}: not a valid notebook: {exc}") from None
 
 
-def build(source: Path, assignments_root: Path | None = None, release_root: Path | None = None) -> Paths:
+def build(source: Path, assignments_root: Path | None = None, release_root: Path | None = None,
+          record: bool = True, log=None) -> Paths:
+    """`record`: also record the reference (autograder/recording.py), so that grading runs in this environment
+    need no reference worker; `log(line)` hears how that went."""
     paths = Paths.for_source(Path(source), assignments_root, release_root)
     config = load_config(paths.source)
     nb_path = paths.source / config.notebook
@@ -180,6 +186,12 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout} for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    if record:
+        from autograder.recording import record_release
+
+        _, line = record_release(paths.release)
+        if log is not None:
+            log(line)
     return paths
 
 

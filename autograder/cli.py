@@ -5,26 +5,36 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.build import BuildError
-from autograder.config import ConfigError
-from autograder.notebook.markers import MarkerError
-from autograder.release import ReleaseError
-
-USER_ERRORS = (BuildError, ConfigError, MarkerError, ReleaseError, FileNotFoundError)
 
 
 def _user_errors() -> tuple:
+    """Errors that are the user's to fix: a message, no traceback. Imported when needed: what a command
+    does not use, it does not import (`grade` pays neither nbformat's import nor the build's)."""
+    from autograder.build import BuildError
+    from autograder.config import ConfigError
     from autograder.grade import ConfinementUnavailable
+    from autograder.notebook.markers import MarkerError
+    from autograder.release import ReleaseError
 
-    return (*USER_ERRORS, ConfinementUnavailable)
+    return (BuildError, ConfigError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable)
 
 
 def cmd_build(args) -> int:
     from autograder.build import build
 
-    paths = build(Path(args.source))
+    paths = build(Path(args.source), record=not args.no_record, log=print)
     print(f"student notebook: {paths.assignment}\nrelease bundle:   {paths.release}")
     return 0
+
+
+def cmd_record(args) -> int:
+    from autograder.recording import record_release
+    from autograder.release import resolve_release
+
+    release = resolve_release(args.assignment, rebuild=False)
+    recording, line = record_release(release.dir)
+    print(line)
+    return 0 if recording is not None else 2
 
 
 def cmd_grade(args) -> int:
@@ -71,7 +81,13 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", required=True)
     b = sub.add_parser("build", help="source notebook -> assignments/<name>/ and release/<name>/")
     b.add_argument("source", help="solutions/<name> folder")
+    b.add_argument("--no-record", action="store_true",
+                   help="do not record the reference (grading then starts a live reference worker)")
     b.set_defaults(run=cmd_build)
+    r = sub.add_parser("record", help="record the reference of a built release in this environment "
+                                      "(what `build` does; for a release built elsewhere)")
+    r.add_argument("assignment", help="assignment name or a release folder")
+    r.set_defaults(run=cmd_record)
     g = sub.add_parser("grade", help="grade submitted notebooks")
     g.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
     g.add_argument("submissions", nargs="+", help="submitted .ipynb files, folders of them, a Gradescope export "
@@ -101,9 +117,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+GRADING_VERBS = ("grade", "verify", "check", "nbgrader-grade", "build", "record")  # verbs that start workers
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    early = bool(words) and words[0] in GRADING_VERBS and "-h" not in words and "--help" not in words
+    if early:
+        from autograder.sandbox.forkserver import start_early
+
+        start_early()  # its torch import runs beside ours (building the parser imports torch)
     try:
+        args = parser().parse_args(argv)
         return args.run(args)
     except _user_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -111,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; results written so far are kept", file=sys.stderr)
         return 130
+    finally:
+        if early:  # the command is done: its fork server and the workers it started end with it
+            from autograder.sandbox.forkserver import shutdown_fork_server
+
+            shutdown_fork_server()
 
 
 if __name__ == "__main__":

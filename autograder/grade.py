@@ -18,7 +18,8 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import torch
@@ -36,6 +37,9 @@ from autograder.sandbox.isolation import Confinement, probe
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import Remote
 from autograder.submissions import Submission, submission_ids  # noqa: F401 - submission_ids is public here
+
+if TYPE_CHECKING:
+    from autograder.recording import Recording
 
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
 POOL_ATTEMPTS = 3  # grading processes that die (the machine's OOM killer...) are replaced this often
@@ -55,6 +59,8 @@ class GradeOptions:
     progress: bool | None = None  # one updating progress line (None: when stderr is a terminal)
     summary: bool = True  # write DIR/summary.md and DIR/summary.csv, print a summary at the end
     notes: dict[str, str] = field(default_factory=dict)  # id -> a note for the student (how it was found)
+    confinement_status: str = ""  # what the preflight built (set by `grade`; a recording is used only with it)
+    use_recording: bool = True  # replay the reference as recorded when the recording fits (recording.py)
 
 
 def imported_modules(units) -> list[str]:
@@ -109,24 +115,52 @@ class _SeededJudge(Judge):
         return super().run_check(spec, submission, budget_end)
 
 
+def recorded_modules(release: Release) -> list[str]:
+    """The modules of the release's recording, whatever environment it was made in (a good guess of what the
+    workers will import; recording.py)."""
+    recording = release.recording()
+    return list(recording.modules) if recording is not None else []
+
+
+def load_recording(release: Release, confinement_status: str, cuda: bool):
+    """The release's recording of the reference, if it was made in this very environment (recording.py)."""
+    from autograder.recording import fingerprint
+
+    recording = release.recording()
+    if not confinement_status or recording is None:
+        return None
+    return recording if recording.fingerprint == fingerprint(release.manifest_digest, confinement_status, cuda) else None
+
+
 class Grader:
     """Holds the reference worker and the judge for a grading run; grades one submission at a time."""
 
-    def __init__(self, release: Release, options: GradeOptions, submissions: list[Path], self_grade: bool = True):
+    def __init__(self, release: Release, options: GradeOptions, submissions: list[Path], self_grade: bool = True,
+                 recording: "Recording | None | str" = "auto"):
         self.release = release
         self.self_grade = self_grade  # warm up by grading the reference against itself (see warm_up)
         self.options = options
         limits = release.config.limits
-        cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
+        self.cuda = cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
         self.confinement = confinement_for(release, options, cuda)
         reference_spec = WorkerSpec([u.to_wire() for u in release.reference.units], label="the reference",
                                     owner="the reference's", confinement=self.confinement,
                                     import_seconds=max(limits.import_seconds, 300))
         self.reference = Program(release.reference, reference_spec, release.helpers)
+        if recording == "auto":
+            recording = load_recording(release, options.confinement_status, cuda) if options.use_recording else None
+        self.recording = recording
+        if self.recording is not None:  # the reference as recorded: no reference worker unless a check needs it
+            from autograder.recording import ReplayingWorker
+
+            self.reference.worker = ReplayingWorker(reference_spec, self.recording, release.helpers)
+            self.reference.worker.explain_name = self.reference.explain_unbound
         self._reference_as_submission: Program | None = None
         self.names_read = release.names_read_from_submissions()
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
                                   set(release.config.gpu_checks), cuda, self.reference_as_submission)
+        if self.recording is not None:
+            self.judge.reference_verdicts = {name: CheckResult(**v) for name, v in self.recording.verdicts.items()}
         self._warm = False
 
     def reference_as_submission(self) -> Program:
@@ -144,9 +178,9 @@ class Grader:
         if self._reference_as_submission is not None:
             self._reference_as_submission.close()
 
-    def _reference_modules(self) -> list[str]:
-        """The modules loaded in the reference worker (trusted code only ever runs there)."""
-        worker = self.reference.worker
+    def worker_modules(self, program: Program) -> list[str]:
+        """The modules loaded in one of the reference's workers (trusted code only ever runs there)."""
+        worker = program.worker
         if worker.proc is None:
             return []
         worker.deadline = time.monotonic() + 30
@@ -174,6 +208,9 @@ class Grader:
         if self._warm:
             return
         self._warm = True
+        if self.recording is not None:  # its verdicts are the judge's already; its modules are all of them
+            preload_modules(self.recording.modules, wait=False)
+            return
         preload_modules(imported_modules(self.release.reference.units))
         if not self.self_grade:
             return
@@ -186,7 +223,7 @@ class Grader:
         finally:
             program.close()
             self._reference_as_submission = None
-        preload_modules(self._reference_modules())
+        preload_modules(self.worker_modules(self.reference))
 
     def grade_one(self, path: Path, sub_id: str) -> SubmissionResult:
         self.warm_up()
@@ -329,7 +366,8 @@ def _serve() -> None:
     torch.set_num_threads(1)
     setup = json.loads(sys.stdin.readline())
     options = GradeOptions(Path(setup["out_dir"]), quiet=True, cuda=setup["cuda"],
-                           trusted=setup["trusted"])
+                           trusted=setup["trusted"], confinement_status=setup["confinement"],
+                           use_recording=setup["use_recording"])
     grader = Grader(load_release(Path(setup["release"])), options, [Path(p) for p in setup["paths"]])
     try:
         for line in sys.stdin:
@@ -393,7 +431,9 @@ def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[in
     import selectors
 
     setup = {"release": str(release.dir), "out_dir": str(options.out_dir), "cuda": options.cuda,
-             "trusted": options.trusted, "paths": [str(p) for p in all_paths]}
+             "trusted": options.trusted, "confinement": options.confinement_status,
+             "use_recording": options.use_recording,
+             "paths": [str(p) for p in all_paths]}
     todo = list(items)
     deaths: dict[int, int] = {}
     failed_starts = [0]  # grading processes in a row that died before grading anything
@@ -533,7 +573,10 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
         else:
             todo.append((i, path, sub_id))
     jobs = max(1, min(options.jobs, len(todo)))
+    if todo and jobs == 1:  # the fork server imports what the workers will need while this process goes on
+        preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
     confinement = preflight(release, options) if todo else ""
+    options = replace(options, confinement_status=confinement)
     progress = Progress(len(paths), len(paths) - len(todo), jobs, options.quiet, options.progress)
     if progress.skipped and not options.quiet:
         print(f"{progress.skipped} submission(s) already graded in {out}: skipped (--regrade grades them again)",

@@ -66,7 +66,8 @@ class Program:
 
     def start(self):
         report = self.worker.ensure_started()
-        if self.helpers and self._helpers_loaded_in is not self.worker.proc:
+        if self.helpers and self._helpers_loaded_in is not self.worker.proc and \
+                not getattr(self.worker, "replaying", False):  # a replaying worker loads them when it goes live
             self._helpers_loaded_in = self.worker.proc
             deadline, self.worker.deadline = self.worker.deadline, time.monotonic() + self.worker.spec.import_seconds
             try:
@@ -125,36 +126,58 @@ class ProgramProxy:
         return name in object.__getattribute__(self, "_program").start().defined
 
 
+class JudgeImports:
+    """The reference notebook's import statements, run in the judge (instructor code, trusted) when a test
+    cell first uses a name one of them binds: a judge whose test cells never use `transformers` never
+    imports it."""
+
+    def __init__(self, reference: Extraction):
+        self.units = {name: unit for unit in reference.units if unit.kind == "import" for name in unit.names}
+        self.namespace: dict = {}
+        self.tried: set[int] = set()
+
+    def resolve(self, name: str):
+        if name not in self.namespace:
+            unit = self.units.get(name)
+            if unit is None or id(unit) in self.tried:
+                raise KeyError(name)
+            self.tried.add(id(unit))
+            try:
+                exec(compile("\n" * (unit.line - 1) + unit.source, f"<reference cell {unit.cell}>", "exec"),
+                     self.namespace)
+            except Exception:  # noqa: BLE001 - an import the judge lacks: the name is then the submission's
+                pass
+        if name not in self.namespace:
+            raise KeyError(name)
+        return self.namespace[name]
+
+
+def judge_imports(reference: Extraction) -> JudgeImports:
+    return JudgeImports(reference)
+
+
 class CellNamespace(dict):
     """Globals for a notebook test cell run in the judge: the reference notebook's imports are real
     judge-side modules; any other name is looked up in the submission (as a proxy)."""
 
-    def __init__(self, base: dict, sub: ProgramProxy):
+    def __init__(self, base: dict, imports: JudgeImports, sub: ProgramProxy):
         super().__init__(base)
+        self._imports = imports
         self._sub = sub
 
     def __missing__(self, key):
         if hasattr(builtins, key):
             raise KeyError(key)
-        value = getattr(self._sub, key)
+        try:
+            value = self._imports.resolve(key)
+        except KeyError:
+            value = getattr(self._sub, key)
         self[key] = value
         return value
 
 
-def judge_imports(reference: Extraction) -> dict:
-    """Run the reference notebook's import statements in the judge (instructor code, trusted)."""
-    namespace: dict = {}
-    for unit in reference.units:
-        if unit.kind == "import":
-            try:
-                exec(compile("\n" * (unit.line - 1) + unit.source, f"<reference cell {unit.cell}>", "exec"), namespace)
-            except Exception:  # noqa: BLE001 - an import the judge lacks only matters if a test cell uses it
-                pass
-    return namespace
-
-
-def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, base: dict):
-    namespace = CellNamespace({**base, "reference": ref, "__name__": "__test_cell__"}, sub)
+def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, imports: JudgeImports):
+    namespace = CellNamespace({"reference": ref, "__name__": "__test_cell__"}, imports, sub)
     exec(compile(spec.source, f"<test cell {spec.name}>", "exec"), namespace)
 
 
@@ -185,7 +208,7 @@ def _public_line(spec: CheckSpec, exc: BaseException) -> str:
 class Judge:
     """Runs checks for submissions against one reference program."""
 
-    def __init__(self, checks: list[CheckSpec], reference: Program, limits: Limits, cell_globals: dict,
+    def __init__(self, checks: list[CheckSpec], reference: Program, limits: Limits, cell_globals: "JudgeImports",
                  gpu_checks: set[str] = frozenset(), cuda: bool | None = None,
                  reference_as_submission: Callable[[], Program] | None = None):
         self.checks = checks
@@ -274,6 +297,7 @@ class Judge:
             submission.worker.callbacks = None
             stub = self._after_check(submission)
             self._after_check(self.reference)
+            self.reference.worker.end_check()
         if substitute and fraction < 1:
             message += (f"\n(graded with the reference's {', '.join(spec.depends_on)} in place of yours, so that "
                         "only this part counts here)")

@@ -1,6 +1,7 @@
 """A built release bundle (release/<name>/) loaded for grading: checks, reference, limits."""
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,20 @@ class Release:
     reference: Extraction
     helpers: list[str]
 
+    manifest_digest: str = ""  # sha256 of manifest.json, read with it (the release may be deleted once loaded)
+    _recording: object = None
+
     @property
     def max_score(self) -> float:
         return sum(c.points for c in self.checks)
+
+    def recording(self):
+        """The recording of the reference next to the release (recording.py), read once and kept, or None."""
+        if self._recording is None:
+            from autograder.recording import Recording
+
+            self._recording = Recording.read(self.dir) or False
+        return self._recording or None
 
     def names_read_from_submissions(self) -> set[str]:
         """Names the checks read from a submission (see `names_read`)."""
@@ -55,7 +67,8 @@ def load_release(release_dir: Path) -> Release:
     manifest_path = release_dir / MANIFEST
     if not manifest_path.is_file():
         raise ReleaseError(f"{release_dir}: no {MANIFEST}; build the assignment first (autograder build)")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest_bytes = manifest_path.read_bytes()
+    manifest = json.loads(manifest_bytes)
     config = AssignmentConfig.from_dict(manifest["config"])
     file_checks: dict[tuple[str, str], CheckSpec] = {}
     for file in sorted({c["file"] for c in manifest["checks"] if c["file"]}):
@@ -75,7 +88,8 @@ def load_release(release_dir: Path) -> Release:
         spec.timeout = c.get("timeout")
         checks.append(spec)
     units = [Unit(**u) for u in json.loads((release_dir / "reference.json").read_text(encoding="utf-8"))]
-    return Release(release_dir, config, checks, Extraction(units, []), manifest.get("helpers", []))
+    return Release(release_dir, config, checks, Extraction(units, []), manifest.get("helpers", []),
+                   hashlib.sha256(manifest_bytes).hexdigest())
 
 
 def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool = True) -> Release:

@@ -69,10 +69,12 @@ def corpus_notebooks(release: Release, corpus: corpus_module.Corpus, folder: Pat
             for sub_id, item in corpus.items()}
 
 
-def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs: int = 2, cuda=None) -> dict:
+def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs: int = 2, cuda=None,
+                use_recording: bool = True) -> dict:
     """Grade {id: notebook} in one batch: {id: SubmissionResult}."""
     results = grade(release, list(submissions.values()),
-                    GradeOptions(out, quiet=True, cuda=cuda, jobs=jobs, summary=False, ids=list(submissions)))
+                    GradeOptions(out, quiet=True, cuda=cuda, jobs=jobs, summary=False, ids=list(submissions),
+                                 use_recording=use_recording))
     return dict(zip(submissions, results))
 
 

@@ -8,6 +8,7 @@ copy.
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import statistics
@@ -57,14 +58,20 @@ def release(source):
 
 
 @pytest.fixture(scope="module")
-def graded(release, source, tmp_path_factory):
-    """Answer key and corpus graded in one batch: {id: SubmissionResult}, and the batch's wall time."""
+def submissions(release, source, tmp_path_factory):
     folder = tmp_path_factory.mktemp("submissions")
     student = source.parent.parent / "assignments" / "transformers_bert" / release.config.notebook
-    subs = {"answer_key": release.dir / "answer_key.ipynb", **corpus_notebooks(release, CORPUS, folder, student)}
+    return {"answer_key": release.dir / "answer_key.ipynb", **corpus_notebooks(release, CORPUS, folder, student)}
+
+
+@pytest.fixture(scope="module")
+def graded(release, submissions, tmp_path_factory):
+    """Answer key and corpus graded in one batch: {id: SubmissionResult}, the batch's wall time, and the
+    results folder. The reference is the recorded one (autograder/recording.py)."""
+    out = tmp_path_factory.mktemp("out")
     start = time.monotonic()
-    results = grade_batch(release, subs, tmp_path_factory.mktemp("out"), jobs=JOBS)
-    return results, time.monotonic() - start
+    results = grade_batch(release, submissions, out, jobs=JOBS)
+    return results, time.monotonic() - start, out
 
 
 _lost = corpus_module.lost_points
@@ -101,7 +108,7 @@ def test_part7_declares_the_accuracy_rubric(release):
 
 
 def test_answer_key_gets_every_point(graded):
-    results, _ = graded
+    results = graded[0]
     result = results["answer_key"]
     assert not result.error
     assert _lost(result) == {}
@@ -148,7 +155,7 @@ def test_graded_alone_as_in_the_batch(graded, release, tmp_path, sub_id):
 
 
 def test_grading_one_submission_takes_well_under_a_minute(graded):
-    results, wall = graded
+    results, wall, _ = graded
     times = [r.execution_time for r in results.values()]
     median = statistics.median(times)
     print(f"\n{len(times)} submissions in {wall:.0f} s with {JOBS} jobs; per submission: median {median:.1f} s, "
@@ -167,3 +174,25 @@ def test_verify_passes(source):
     assert float(match.group(4)) == 0, summary
     assert int(match.group(3)) == 1, summary  # the accuracy rubric, and nothing else
     assert float(match.group(1)) == float(match.group(2)) - 8, summary
+
+
+def test_the_recorded_reference_grades_every_submission_as_the_live_one(release, submissions, graded, tmp_path):
+    """The corpus graded with a live reference worker (no recording) gets byte-identical results.json (less
+    the execution time) and grading.json (less the timings) as with the recorded reference."""
+    assert release.recording() is not None, "the build did not record the reference"
+    replayed_out = graded[2]
+    live = grade_batch(release, submissions, tmp_path / "live", jobs=JOBS, use_recording=False)
+    assert set(live) == set(graded[0])
+
+    def without_timings(path, keys):
+        data = json.loads(path.read_text())
+        for key in keys:
+            data.pop(key, None)
+        for check in data.get("checks", []):
+            check.pop("seconds", None)
+        return json.dumps(data, sort_keys=True)
+
+    for sub_id in submissions:
+        for name, keys in (("results.json", ["execution_time"]), ("grading.json", ["execution_time"])):
+            assert without_timings(replayed_out / sub_id / name, keys) == without_timings(tmp_path / "live" / sub_id / name,
+                                                                                          keys), (sub_id, name)

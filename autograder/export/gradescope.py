@@ -90,6 +90,10 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check --no-input)
 "${PIP[@]}" install --no-cache-dir --no-deps $TORCH_PIP_ARGS "$TORCH_REQUIREMENT"
 "${PIP[@]}" install --no-cache-dir -r "$SOURCE/requirements.txt"
 PYTHONPATH="$SOURCE" "$VENV/bin/python" -c 'import torch, nbformat, autograder.grade; print("grading runtime ready: torch", torch.__version__)'
+# The reference recorded in this image: each submission is then graded without a reference worker, and the
+# reference's verdicts are known (autograder/recording.py). Without it grading is the same, only slower.
+(cd "$SOURCE" && PYTHONPATH="$SOURCE" "$VENV/bin/python" -m autograder record "$SOURCE/release/@NAME@") || \
+    echo "setup.sh: the reference could not be recorded here; each submission will start a live reference"
 '''
 
 RUN_AUTOGRADER = r'''#!/usr/bin/env bash
@@ -250,6 +254,8 @@ def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -
             _add(zf, f"release/{name}/{file}", (release.dir / file).read_bytes())
         for test in sorted((release.dir / "tests").glob("*.py")):
             _add(zf, f"release/{name}/tests/{test.name}", test.read_bytes())
+        for file in release.config.files:  # the assignment's input files: the workers see them
+            _add(zf, f"release/{name}/files/{file}", (release.dir / "files" / file).read_bytes())
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     tmp.write_bytes(buf.getvalue())
@@ -349,6 +355,7 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
         from autograder.reports.results import gradescope_json
 
         release = load_release(release_dir)
+        release.recording()  # read now: the recording made by setup.sh in this image, kept in memory
         if forget_release:
             shutil.rmtree(release_dir)
         notebook, note = find_submission(root / "submission", release.config.notebook)

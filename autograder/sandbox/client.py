@@ -357,23 +357,33 @@ class WorkerProcess:
 
     # -- requests -----------------------------------------------------------------------------
     def request(self, op: str, *args, what: str = "", child_label: str | None = None):
-        self.ensure_started()
         enc = Encoder(on_unknown=self._encode_remote, generators_by_value=True)
         header = {"op": op, "args": enc.encode(list(args))}
-        self._send(header, enc.tensors, f"receiving a call to {what or op}")
-        reply, tensors = self._next(self.deadline, f"{what or op}")
+        reply, tensors = self.roundtrip(header, enc.tensors, what or op)
+        return self.decode_reply(reply, tensors, what or op, child_label)
+
+    def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
+        """Send one encoded request, answer the stand-ins' calls it causes, return the raw reply."""
+        self.ensure_started()
+        self._send(header, tensors, f"receiving a call to {what}")
+        reply, tensors = self._next(self.deadline, what)
         while "callback" in reply:  # a stand-in asks for the reference's answer first (standins.py)
-            self._answer(reply["callback"], tensors, what or op)
-            reply, tensors = self._next(self.deadline, f"{what or op}")
+            self._answer(reply["callback"], tensors, what)
+            reply, tensors = self._next(self.deadline, what)
+        return reply, tensors
+
+    def decode_reply(self, reply: dict, tensors: dict, what: str, child_label: str | None = None):
         if "error" in reply:
-            raise StudentError(what or op, reply["error"] if isinstance(reply["error"], dict) else {},
-                               self.explain_name)
+            raise StudentError(what, reply["error"] if isinstance(reply["error"], dict) else {}, self.explain_name)
         if "ok" not in reply:
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected reply")
         try:
             return Decoder(tensors, lambda h: Remote(self, h, child_label or h.type_name)).decode(reply["ok"])
         except ProtocolError as exc:
-            raise WorkerDied(f"{what or op} returned data the grader cannot read: {exc}") from None
+            raise WorkerDied(f"{what} returned data the grader cannot read: {exc}") from None
+
+    def end_check(self) -> None:
+        """The judge finished a check (see recording.ReplayingWorker)."""
 
     def _send(self, header: dict, tensors: dict, doing: str) -> None:
         try:

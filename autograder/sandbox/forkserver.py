@@ -22,8 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from autograder.sandbox.protocol import ProtocolError
-from autograder.sandbox.rootfs import SCRATCH_DIR
+from autograder.sandbox.rootfs import SCRATCH_DIR  # noqa: I001 - nothing here imports torch: see start_early
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _ENV_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE", "HF_HOME",
@@ -63,22 +62,27 @@ class _Channel:
         self.buf = b""
         self.fds: list[int] = []
 
-    def recv(self, want_fds: int = 0) -> tuple[dict, list[int]]:
+    def buffered(self) -> bool:
+        """A whole frame is already read (requests sent back to back arrive in one read)."""
+        return len(self.buf) >= 8 and len(self.buf) >= 8 + _FRAME.unpack(self.buf[:8])[0]
+
+    def recv(self) -> dict:
+        """The next frame. Descriptors are kept as they arrive (a spawn's come with its frame, which may be
+        read together with the frames sent before it): take them with take_fds."""
         while True:
-            if len(self.buf) >= 8:
+            if self.buffered():
                 (n,) = _FRAME.unpack(self.buf[:8])
-                if len(self.buf) >= 8 + n:
-                    payload, self.buf = self.buf[8:8 + n], self.buf[8 + n:]
-                    fds, self.fds = self.fds, []
-                    return json.loads(payload), fds
-            if want_fds:
-                data, fds, _, _ = socket.recv_fds(self.sock, 65536, want_fds)
-                self.fds += fds
-            else:
-                data = self.sock.recv(65536)
+                payload, self.buf = self.buf[8:8 + n], self.buf[8 + n:]
+                return json.loads(payload)
+            data, fds, _, _ = socket.recv_fds(self.sock, 65536, 16)
+            self.fds += fds
             if not data:
                 raise EOFError("fork server channel closed")
             self.buf += data
+
+    def take_fds(self, n: int) -> list[int]:
+        fds, self.fds = self.fds[:n], self.fds[n:]
+        return fds
 
 
 class Child:
@@ -128,9 +132,10 @@ class ForkServer:
     _lock = threading.Lock()
     _instance: "ForkServer | None" = None
     _failed_at = 0.0
+    _early: tuple[socket.socket, subprocess.Popen] | None = None  # see start_early
 
-    def __init__(self, sock: socket.socket | None = None):
-        self.proc = None
+    def __init__(self, sock: socket.socket | None = None, proc: subprocess.Popen | None = None):
+        self.proc = proc
         if sock is None:
             sock, self.proc = start_fork_server()
         self.sock = sock
@@ -140,11 +145,13 @@ class ForkServer:
         self.early_exits: dict[int, int] = {}  # ended before spawn() registered them
         self.children_lock = threading.Lock()
         self.replies: queue.Queue = queue.Queue()
+        self.preloaded: queue.Queue = queue.Queue()  # replies to preload requests, read by whoever waits
+        self.pending_preloads = 0
         self.send_lock = threading.Lock()
         self.alive = True
         self.sock.settimeout(START_SECONDS)
         try:
-            header, _ = self.channel.recv()
+            header = self.channel.recv()
         except (OSError, EOFError) as exc:
             self.close()
             raise OSError(f"the fork server did not start: {exc}") from None
@@ -166,10 +173,14 @@ class ForkServer:
             if inst is not None and inst.owner == os.getpid():
                 inst.close()
             handed = os.environ.pop(FORK_SERVER_FD, "")
-            if not handed and time.monotonic() - cls._failed_at < 30:
+            early, cls._early = cls._early, None
+            if not handed and not early and time.monotonic() - cls._failed_at < 30:
                 return None
             try:
-                cls._instance = cls(socket.socket(fileno=int(handed)) if handed else None)
+                if early:
+                    cls._instance = cls(*early)
+                else:
+                    cls._instance = cls(socket.socket(fileno=int(handed)) if handed else None)
             except Exception:  # noqa: BLE001 - fall back to starting interpreters
                 cls._instance = None
                 cls._failed_at = time.monotonic()
@@ -178,7 +189,7 @@ class ForkServer:
     def _read_loop(self) -> None:
         try:
             while True:
-                header, _ = self.channel.recv()
+                header = self.channel.recv()
                 if "exited" in header:
                     pid, code = int(header["exited"]), int(header["code"])
                     with self.children_lock:
@@ -187,12 +198,15 @@ class ForkServer:
                             self.early_exits[pid] = code
                     if child is not None:
                         child._exited(code)
+                elif "preloaded" in header:
+                    self.preloaded.put(header)
                 else:
                     self.replies.put(header)
-        except (EOFError, OSError, ValueError, ProtocolError):
+        except (EOFError, OSError, ValueError):
             pass
         self.alive = False
         self.replies.put({"error": "the fork server ended"})
+        self.preloaded.put({"preloaded": []})
         with self.children_lock:
             orphans = list(self.children.values())
         for child in orphans:
@@ -218,14 +232,22 @@ class ForkServer:
                 child._exited(-signal.SIGKILL)
             return child
 
-    def preload(self, names: list[str]) -> list[str]:
+    def preload(self, names: list[str], wait: bool = True) -> list[str]:
+        """Import these modules in the server. Without `wait`, return at once: the server imports them
+        before it forks the next worker (it answers requests in order)."""
         with self.send_lock:
             _send_frame(self.sock, {"preload": list(names)})
+            self.pending_preloads += 1
+            if not wait:
+                return []
+            reply: dict = {}
             try:
-                reply = self.replies.get(timeout=START_SECONDS)
+                while self.pending_preloads:  # the replies of earlier requests first, then this one's
+                    reply = self.preloaded.get(timeout=START_SECONDS)
+                    self.pending_preloads -= 1
             except queue.Empty:
                 raise OSError("the fork server did not answer") from None
-            return list(reply.get("preloaded", []))
+        return list(reply.get("preloaded", []))
 
     def close(self) -> None:
         """Close the channel: the server ends (and its workers with it); kill it if it is ours."""
@@ -242,13 +264,34 @@ class ForkServer:
                 pass
 
 
+def start_early() -> None:
+    """Start this process's fork server now, before this process imports torch: the two imports then run
+    side by side instead of one after the other (a second or more of every single-submission run). The
+    first worker uses it (ForkServer.get). Importing this module imports neither torch nor anything of a
+    course."""
+    if os.environ.get("AUTOGRADER_FORK_SERVER", "1") == "0" or os.environ.get(FORK_SERVER_FD):
+        return
+    with ForkServer._lock:
+        if ForkServer._instance is None and ForkServer._early is None:
+            try:
+                ForkServer._early = start_fork_server()
+            except OSError:
+                pass
+
+
 def shutdown_fork_server() -> None:
     """Stop this process's fork server (it also stops by itself when this process ends). Workers it
     started are killed with it; the next worker starts a new one."""
     with ForkServer._lock:
         inst, ForkServer._instance = ForkServer._instance, None
+        early, ForkServer._early = ForkServer._early, None
     if inst is not None and inst.owner == os.getpid():
         inst.close()
+    if early is not None:  # started early and never used
+        sock, proc = early
+        sock.close()
+        proc.kill()
+        proc.wait()
 
 
 def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
@@ -274,7 +317,7 @@ def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     _send_frame(sock, {"ready": os.getpid()})
     while True:
-        readable, _, _ = select.select([sock, wake_r], [], [], 1.0)
+        readable, _, _ = select.select([sock, wake_r], [], [], 0 if channel.buffered() else 1.0)
         if wake_r in readable:
             try:
                 os.read(wake_r, 4096)
@@ -289,17 +332,16 @@ def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
             if pid == 0:
                 break
             _send_frame(sock, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
-        if not readable:
+        if not readable and not channel.buffered():
             continue
         try:
-            request, fds = channel.recv(want_fds=3)
-        except (EOFError, OSError, ProtocolError):
+            request = channel.recv()
+            if "preload" in request:
+                _send_frame(sock, {"preloaded": _preload([str(n) for n in request["preload"]][:5000])})
+                continue
+            fds = channel.take_fds(3)  # a spawn: its descriptors came with it
+        except (EOFError, OSError, ValueError):
             os._exit(0)  # the judge is gone: its workers follow through their parent-death signal
-        if "preload" in request:
-            for fd in fds:
-                os.close(fd)
-            _send_frame(sock, {"preloaded": _preload([str(n) for n in request["preload"]][:5000])})
-            continue
         pid = os.fork()
         if pid == 0:
             _become_worker(request, fds, sock_fd)
@@ -352,14 +394,14 @@ def _preload(names: list[str]) -> list[str]:
     return done
 
 
-def preload_modules(names: list[str]) -> list[str]:
+def preload_modules(names: list[str], wait: bool = True) -> list[str]:
     """Have this process's fork server import these library modules (see `_preload`); returns those
-    it imported. Workers forked afterwards start with them loaded."""
+    it imported (nothing without `wait`). Workers forked afterwards start with them loaded."""
     server = ForkServer.get()
     if server is None or not names:
         return []
     try:
-        return server.preload(names)
+        return server.preload(names, wait)
     except OSError:
         return []
 

@@ -202,8 +202,10 @@ class Worker:
 
     def op_reset(self):
         """Forget every object handed out and put back what stand-ins replaced (the judge does this after
-        each check)."""
+        each check). Handles are numbered from 2 again, so a check's requests and replies do not depend on
+        the checks before it (recording.py replays them)."""
         self.objects = {0: self.module, 1: self.helpers}
+        self.next_id = 2
         standins.restore(self.module, self.substituted)
         self.substituted = {}
         return None, False
