@@ -73,8 +73,14 @@ def mlm_labels(sub, ref):
     ids, mask = pair_batch(201, 200, 40)
     masked, labels = corrupt(sub, ids, mask, 0.15)
     invariants(ids, masked, labels, "mask_tokens(input_ids, attention_mask, tokenizer, 0.15)")
-    if (labels != -100).sum() == 0:
+    labelled = (labels != -100).double().mean().item()
+    if labelled == 0:
         raise Fail("mask_tokens(..., 0.15) selected no token at all (every label is -100)")
+    # about 15% of the positions' candidates are selected (at most 15% of all positions); 50% of ~6,000 positions
+    # is far out of reach for a correct draw (false failure < 1e-100)
+    if labelled > 0.5:
+        raise Fail(f"mask_tokens(..., 0.15) gave {labelled:.0%} of the positions a label: the label is -100 everywhere "
+                   "except at the selected positions (about 15% of the candidates)")
     if not sub.helpers.bi_mask_leaves_input(ids, mask, tokenizer(sub), 0.15):
         raise Fail("mask_tokens modified the tensors it was given: corrupt a copy (input_ids.clone())")
 
