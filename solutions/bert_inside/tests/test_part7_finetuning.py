@@ -32,7 +32,8 @@ class BiToyClassifier(nn.Module):
         self.b = nn.Parameter(b.clone())
         self.calls = []
 
-    def forward(self, input_ids=None, attention_mask=None, labels=None, token_type_ids=None, **kwargs):
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, labels=None, **kwargs):  # the library's order of arguments
         from transformers.modeling_outputs import SequenceClassifierOutput
         self.calls.append({"training": self.training, "grad": torch.is_grad_enabled(), "n": int(input_ids.shape[0]),
                            "mask": None if attention_mask is None else attention_mask.detach().clone(),
