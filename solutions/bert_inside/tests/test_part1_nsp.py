@@ -75,8 +75,9 @@ def nsp_pairs(sub, reviews, seed):
     return out
 
 
-def check_structure(pairs, reviews, what):
-    """What every correct draw satisfies; raises a Fail naming the first violation."""
+def check_structure(pairs, reviews, what, labels=True):
+    """What every correct draw satisfies; raises a Fail naming the first violation. labels=False: the labels are
+    not looked at (the check of the labels is nsp_structure's)."""
     where = {s: (r, i) for r, sentences in enumerate(reviews) for i, s in enumerate(sentences)}
     eligible = {r for r, sentences in enumerate(reviews) if len(sentences) >= 2}
     by_review = {r: [] for r in eligible}
@@ -103,6 +104,8 @@ def check_structure(pairs, reviews, what):
         if len(true) != 1:
             raise Fail(f"{what}: every review with at least two sentences gives one true pair (A and the sentence right "
                        "after it) and one false pair (B from another review)")
+        if not labels:
+            continue
         if true[0][2] == NOT_NEXT and false[0][2] == IS_NEXT:
             labels_inverted += 1
         elif true[0][2] != IS_NEXT or false[0][2] != NOT_NEXT:
@@ -130,7 +133,7 @@ def nsp_structure(sub, ref):
 def nsp_randomness(sub, ref):
     reviews = reviews_of([5] * 400)
     first = nsp_pairs(sub, reviews, 7)
-    check_structure(first, reviews, "make_nsp_pairs on 400 reviews of five sentences")
+    check_structure(first, reviews, "make_nsp_pairs on 400 reviews of five sentences", labels=False)
     if nsp_pairs(sub, reviews, 7) != first:
         raise Fail("make_nsp_pairs with two generators seeded alike gave different pairs: draw every random number "
                    "with torch functions and generator=generator (not Python's random module or the global generator)")
@@ -138,7 +141,8 @@ def nsp_randomness(sub, ref):
         raise Fail("make_nsp_pairs gave the same pairs for generators with different seeds: draw A and the false B "
                    "with the generator")
     where = {s: (r, i) for r, sentences in enumerate(reviews) for i, s in enumerate(sentences)}
-    true = [(where[a], where[b]) for a, b, label in first if label == IS_NEXT]
+    # true and false pairs told apart by their sentences (B from A's review or not), not by their labels
+    true = [(where[a], where[b]) for a, b, _ in first if where[a][0] == where[b][0]]
     counts = [sum(1 for (_, i), _ in true if i == k) for k in range(4)]
     # A's position is uniform over 0..3: each count is Binomial(400, 1/4), mean 100, sd 8.66; [50, 150] is 5.8 sd
     # wide on each side (false failure < 3e-8 over the four counts). Always the first sentence gives 400.
@@ -146,7 +150,7 @@ def nsp_randomness(sub, ref):
         raise Fail("A must be drawn uniformly among the sentences that have a successor (positions 0 to n-2): on 400 "
                    f"reviews of five sentences yours chose positions 0, 1, 2, 3 {counts[0]}, {counts[1]}, {counts[2]} "
                    f"and {counts[3]} times")
-    false = [(where[a][0], where[b]) for a, b, label in first if label == NOT_NEXT]
+    false = [(where[a][0], where[b]) for a, b, _ in first if where[a][0] != where[b][0]]
     next_review = sum(1 for r, (o, _) in false if o == (r + 1) % len(reviews)) / len(false)
     first_sentence = sum(1 for _, (_, i) in false if i == 0) / len(false)
     # Correct draws: the next review 1 time in 399, the first sentence of a review 1 time in 5 (Binomial(400, 0.2)
