@@ -100,7 +100,8 @@ def mlm_specials(sub, ref):
                 raise Fail(f"{what}: {name} positions were selected; [CLS] and [SEP] are never selected (compare with "
                            "tokenizer.cls_token_id and tokenizer.sep_token_id)")
         invariants(ids, masked, labels, what)
-        # id 0 is a regular word here: a candidate must be selectable whatever its id
+        # id 0 is a regular word here: a candidate must be selectable whatever its id (about 250 candidates have
+        # id 0; at rate 0.9 none of them is selected with probability 0.1^250)
         if rate == 0.9 and not selected[candidates_of(ids, mask) & (ids == 0)].any():
             raise Fail(f"{what}: tokens with id 0 are never selected, but id 0 is a word of this tokenizer: tell "
                        "padding by attention_mask (or tokenizer.pad_token_id), not by id 0")
