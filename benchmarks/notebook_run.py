@@ -6,9 +6,15 @@ runs end to end on a CPU in minutes:
 
     python benchmarks/notebook_run.py --train-subset 2000 --epochs 1
 
+`--assignment bert_inside` runs the BERT-from-the-inside answer key instead, with its quick setting:
+
+    python benchmarks/notebook_run.py --assignment bert_inside --train-subset 2000 --epochs 1 --max-len 128 \
+        --batch-size 16 --learning-rate 1e-4
+
 It prints the wall time of the whole run and of the slowest cells, and the lines of the notebook's output
 that report accuracy. The notebook runs in a scratch folder (its checkpoint lands there), with the settings
-passed as the environment variables the notebook reads (BERT_ENCODER, IMDB_PATH, TRAIN_SUBSET, EPOCHS, MAX_LEN).
+passed as the environment variables the notebooks read (BERT_ENCODER, IMDB_PATH, TRAIN_SUBSET, EPOCHS, MAX_LEN,
+BATCH_SIZE, LEARNING_RATE).
 """
 from __future__ import annotations
 
@@ -29,15 +35,22 @@ SHARED = ROOT.parent / "shared" / "data"
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("notebook", nargs="?", type=Path, default=ROOT / "release" / "transformers_bert" / "answer_key.ipynb")
+    p.add_argument("notebook", nargs="?", type=Path, default=None,
+                   help="default: release/<assignment>/answer_key.ipynb")
+    p.add_argument("--assignment", default="transformers_bert", help="whose answer key runs when no notebook is given")
     p.add_argument("--encoder", default=str(SHARED / "models" / "all-MiniLM-L6-v2"))
     p.add_argument("--imdb", default=str(SHARED / "imdb" / "aclimdb_50k.parquet"))
     p.add_argument("--train-subset", type=int, default=2000)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--max-len", type=int, default=None, help="MAX_LEN; default: the notebook's own")
+    p.add_argument("--batch-size", type=int, default=None, help="BATCH_SIZE; default: the notebook's own")
+    p.add_argument("--learning-rate", type=float, default=None, help="LEARNING_RATE (bert_inside); default: the notebook's own")
     p.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of the kernel; default: all cores")
     p.add_argument("--timeout", type=int, default=3600, help="seconds for one cell")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.notebook is None:
+        args.notebook = ROOT / "release" / args.assignment / "answer_key.ipynb"
+    return args
 
 
 def kernel_env(args) -> dict[str, str]:
@@ -45,6 +58,10 @@ def kernel_env(args) -> dict[str, str]:
            "TRAIN_SUBSET": str(args.train_subset), "EPOCHS": str(args.epochs)}
     if args.max_len:
         env["MAX_LEN"] = str(args.max_len)
+    if args.batch_size:
+        env["BATCH_SIZE"] = str(args.batch_size)
+    if args.learning_rate:
+        env["LEARNING_RATE"] = repr(args.learning_rate)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     return env
@@ -91,7 +108,7 @@ def main(argv=None) -> int:
                 print(f"  cell {index:3d}: {seconds:7.1f} s  {first}")
     for cell in nb.cells:
         for line in output_text(cell).splitlines():
-            if re.search(r"acc|reviews", line):
+            if re.search(r"acc|reviews|first loss|ours - library", line):
                 print("  |", line)
     return 0
 

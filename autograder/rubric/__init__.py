@@ -1,7 +1,10 @@
 """The accuracy rubric: grade a student's saved classifier by the validation accuracy the grader
-measures itself (Transformers & BERT assignment, part 7). See docs/rubric.md.
+measures itself (Transformers & BERT, part 7; BERT from the inside, part 8). See docs/rubric.md.
 
-    points = 8 x clamp((accuracy - 0.50) / 0.40, 0, 1)
+    points = points x clamp((accuracy - floor) / (full - floor), 0, 1)
+
+What the saved checkpoint is (the student's class around a frozen encoder, or a fine-tuned library classifier)
+is the assignment's `kind` (autograder.rubric.kinds).
 
 - `rubric_points`: the formula.
 - `rubric_check`: the check an assignment's hidden tests declare; `autograder grade` reports it pending.

@@ -26,13 +26,15 @@ from autograder.testing import CheckSpec
 def rubric_check(name: str | None = None, points: float | None = None, part: str | None = None,
                  visibility: str = "visible", **settings):
     """A check that stands for the accuracy rubric in `autograder grade`. `settings`: RubricConfig fields
-    (assignment, checkpoint, model_class, max_len, ...); the defaults are the Transformers & BERT notebook's,
-    `assignment` defaults to the name of the folder holding the calling test file's tests/ folder."""
+    (kind, assignment, checkpoint, model_class, num_labels, max_len, floor, full, ...); the defaults are the
+    Transformers & BERT notebook's, `assignment` defaults to the name of the folder holding the calling test
+    file's tests/ folder. `kind` says what the checkpoint is and how it is loaded (autograder.rubric.kinds)."""
     if "assignment" not in settings:  # the test file lives in solutions/<name>/tests/ or release/<name>/tests/
         caller = sys._getframe(1).f_globals.get("__file__")
         if caller and Path(caller).parent.name == "tests":
             settings["assignment"] = Path(caller).parent.parent.name
     config = RubricConfig(visibility=visibility, **settings)
+    config.checkpoint_kind  # noqa: B018 - an unknown kind fails when the test file loads, not at grading
     config = replace(config, **{k: v for k, v in (("name", name), ("points", points), ("part", part)) if v is not None})
 
     def accuracy_rubric(sub, ref):

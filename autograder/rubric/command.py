@@ -3,8 +3,8 @@ submissions (on a GPU machine), merged into the results and grades.csv of an ear
 
 SUBMISSIONS are what `autograder grade` accepts (notebooks, folders of them, an unzipped Gradescope
 export, an nbgrader exchange tree) and get the same ids. Each submission's checkpoint is the
-assignment's file name (bert_gru_sentiment.pt) next to its notebook, or
-CHECKPOINT_DIR/<submission id>/<file name> with --checkpoint-dir.
+assignment's file name (its rubric_check(checkpoint=...): bert_gru_sentiment.pt, bert_sentiment.pt) next to its
+notebook, or CHECKPOINT_DIR/<submission id>/<file name> with --checkpoint-dir.
 """
 from __future__ import annotations
 

@@ -4,30 +4,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.rubric.kinds import CheckpointKind, checkpoint_kind
+
 
 @dataclass
 class RubricConfig:
     """What the assignment fixes. The defaults are the Transformers & BERT notebook's (part 7)."""
 
     name: str = "7. validation accuracy (rubric)"  # the check's name: a column of grades.csv
+    kind: str = "frozen_encoder_class"  # what the checkpoint is and how it is loaded (autograder.rubric.kinds)
     points: float = 8.0
     part: str = "7. Sentiment classifier"
     visibility: str = "visible"
     assignment: str = "transformers_bert"  # how `autograder rubric` names it in messages
     floor: float = 0.50  # accuracy that earns 0 points
     full: float = 0.90  # accuracy that earns all points
+    # kind "frozen_encoder_class": the student's class, its encoder attribute, and where its GRU and output layer are
     model_class: str = "BERTGRUSentiment"  # (bert, hidden_dim, output_dim, n_layers, bidirectional, dropout)
     encoder_attr: str = "bert"
     rnn_attr: str = "rnn"  # for reading the constructor arguments off the checkpoint's GRU shapes
     out_attr: str = "out"
+    num_labels: int = 2  # kind "sequence_classifier": the classifier's number of classes (1 = positive)
     checkpoint: str = "bert_gru_sentiment.pt"  # the notebook's CHECKPOINT, beside the notebook
-    # notebook constants giving the constructor arguments after `bert`, in order
+    # kind "frozen_encoder_class": notebook constants giving the constructor arguments after `bert`, in order
     constants: tuple = ("HIDDEN_DIM", "OUTPUT_DIM", "N_LAYERS", "BIDIRECTIONAL", "DROPOUT")
     max_len: int = 256  # the notebook's MAX_LEN default
     batch_size: int = 32  # the notebook's BATCH_SIZE default (padding per batch changes the logits)
     bucket_batches: int = 100
     split_seed: int = 1234  # SPLIT_SEED
     valid_fraction: float = 0.3  # VALID_FRACTION
+
+    @property
+    def checkpoint_kind(self) -> CheckpointKind:
+        return checkpoint_kind(self.kind)
 
 
 @dataclass

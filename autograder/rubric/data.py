@@ -8,7 +8,7 @@ notebook's functions give the same indices and batches).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -93,6 +93,12 @@ def pad_batch(encoded: list[list[int]], pad_id: int) -> torch.Tensor:
     return token_ids
 
 
+def real_token_mask(lengths: list[int], t_max: int) -> torch.Tensor:
+    """(B, T_max) long attention mask of right-padded sequences: 1 for the first lengths[b] positions, 0 after.
+    Built from the lengths, not from the padding id (which the text itself could contain)."""
+    return (torch.arange(t_max)[None, :] < torch.tensor(lengths)[:, None]).long()
+
+
 @dataclass
 class ValidationSet:
     """The reviews the rubric grades on, tokenised and batched; labels stay with the grader."""
@@ -101,6 +107,7 @@ class ValidationSet:
     label_batches: list[torch.Tensor]  # (B,) long
     source: str  # where the reviews came from (for reports)
     n_total: int  # size of the full validation split (7,500 for IMDB)
+    mask_batches: list[torch.Tensor] = field(default_factory=list)  # (B, T) long, 1 = real token, 0 = padding
 
     @property
     def n(self) -> int:
@@ -124,9 +131,10 @@ def validation_set(tokenizer, imdb_path=None, max_len=256, batch_size=32, bucket
     encoded = encode_reviews(tokenizer, [texts[i] for i in valid_idx], max_len)
     y = [labels[i] for i in valid_idx]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    token_batches, label_batches = [], []
+    token_batches, label_batches, mask_batches = [], [], []
     for batch in eval_batches([len(e) for e in encoded], batch_size, bucket_batches):
         token_batches.append(pad_batch([encoded[i] for i in batch], pad_id))
         label_batches.append(torch.tensor([y[i] for i in batch], dtype=torch.long))
+        mask_batches.append(real_token_mask([len(encoded[i]) for i in batch], token_batches[-1].shape[1]))
     source = str(imdb_path or os.environ.get(IMDB_ENV) or "datasets.load_dataset('imdb')")
-    return ValidationSet(token_batches, label_batches, source, n_total)
+    return ValidationSet(token_batches, label_batches, source, n_total, mask_batches)

@@ -32,14 +32,19 @@ def _dtype_kwargs() -> dict:
 @dataclass
 class Encoder:
     source: str
-    model: torch.nn.Module  # float32, eval mode, on `device`
+    model: torch.nn.Module | None  # float32, eval mode, on `device`; None when only the configuration was loaded
     tokenizer: object
     device: torch.device
-    fingerprints: dict[str, list]  # state_dict key -> [shape, fingerprint]
+    fingerprints: dict[str, list]  # state_dict key -> [shape, fingerprint]; empty without the weights
+    config: object = None  # the encoder's transformers configuration
+
+    def __post_init__(self):
+        if self.config is None and self.model is not None:
+            self.config = self.model.config
 
     @property
     def hidden_size(self) -> int:
-        return int(self.model.config.hidden_size)
+        return int(self.config.hidden_size)
 
     def export(self, folder: Path) -> Path:
         """config.json + model.safetensors (float32) that the student's worker loads without pickle."""
@@ -53,13 +58,13 @@ class Encoder:
 
     def wire_config(self) -> dict:
         """The configuration as plain data, for building the encoder in a worker that cannot read the export."""
-        config = self.model.config.to_dict()
+        config = self.config.to_dict()
         keep = {}
         for key, value in config.items():
             if isinstance(value, (str, int, float, bool, type(None))) or (
                     isinstance(value, (list, dict)) and _plain(value)):
                 keep[key] = value
-        keep["model_type"] = self.model.config.model_type
+        keep["model_type"] = self.config.model_type
         keep.pop("architectures", None)
         return keep
 
@@ -75,12 +80,15 @@ def _plain(value) -> bool:
     return isinstance(value, (str, int, float, bool, type(None)))
 
 
-def load_encoder(name: str | None = None, device: torch.device | str = "cpu") -> Encoder:
-    """The pretrained encoder and its tokenizer (trusted grader code, in the judge process)."""
-    from transformers import AutoModel, AutoTokenizer
+def load_encoder(name: str | None = None, device: torch.device | str = "cpu", weights: bool = True) -> Encoder:
+    """The pretrained encoder and its tokenizer (trusted grader code, in the judge process). With
+    weights=False only its configuration and tokenizer (a rubric whose checkpoint holds the whole model)."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     source = encoder_source(name)
     tokenizer = AutoTokenizer.from_pretrained(source)
+    if not weights:
+        return Encoder(source, None, tokenizer, torch.device(device), {}, AutoConfig.from_pretrained(source))
     model = AutoModel.from_pretrained(source, **_dtype_kwargs()).float().to(device).eval()
     for p in model.parameters():
         p.requires_grad_(False)

@@ -1,6 +1,12 @@
 """The accuracy rubric stage: grade a student's saved classifier by the validation accuracy the grader
 measures itself.
 
+What the checkpoint is depends on the assignment's kind (autograder.rubric.kinds). The steps below are
+those of the default kind, `frozen_encoder_class`; for `sequence_classifier` the checkpoint holds a whole
+fine-tuned library model: the worker builds the library's class from the grader's encoder configuration
+(no student code is loaded), loads the checkpoint into it, and every batch runs through its full forward
+with an attention mask (no cache: every student's encoder is different).
+
 For each submission (notebook + the checkpoint beside it):
 
 1. The student's definitions run in a confined worker (as in `autograder grade`); the grader's helper
@@ -36,12 +42,12 @@ from pathlib import Path
 import torch
 
 from autograder.judge import CheckResult, Program
-from autograder.notebook.extract import extract
+from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
 from autograder.rubric.cache import HiddenStateCache, build_cache
 from autograder.rubric.config import RubricConfig, RubricOptions
 from autograder.rubric.data import ValidationSet, validation_set
-from autograder.rubric.encoder import Encoder, compare_encoder, load_encoder
+from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder, load_encoder
 from autograder.rubric.formula import rubric_points
 from autograder.sandbox.client import MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout
 from autograder.sandbox.isolation import Confinement
@@ -88,6 +94,7 @@ class RubricRun:
     def __init__(self, config: RubricConfig | None = None, options: RubricOptions | None = None,
                  cuda: bool | None = None, out_dir: Path | None = None, log=None):
         self.config = config or RubricConfig()
+        self.kind = self.config.checkpoint_kind
         self.options = options or RubricOptions()
         self.cuda = torch.cuda.is_available() if cuda is None else cuda
         if self.options.device == "cpu":
@@ -130,13 +137,17 @@ class RubricRun:
 
     def _prepare(self) -> None:
         start = time.monotonic()
-        self.encoder = load_encoder(self.options.encoder, self.device)
+        # a frozen encoder is the grader's own (weights, fingerprints, cache); a checkpoint holding the whole
+        # model needs only the encoder's configuration and tokenizer
+        self.encoder = load_encoder(self.options.encoder, self.device, weights=self.kind.frozen_encoder)
         self.timings["encoder_load"] = time.monotonic() - start
         start = time.monotonic()
         c = self.config
         self.vset = validation_set(self.encoder.tokenizer, self.options.imdb, c.max_len, c.batch_size,
                                    c.bucket_batches, c.split_seed, c.valid_fraction, self.options.valid_limit)
         self.timings["data"] = time.monotonic() - start
+        if not self.kind.frozen_encoder:
+            return
         self.sample = self._sample_batches()
         if self.cache_root is not None:
             self.cache_root.mkdir(parents=True, exist_ok=True)
@@ -174,15 +185,18 @@ class RubricRun:
             check.status, check.message = "pending", pending_message(c, cuda=False)
             return RubricOutcome(check, details)
         try:
-            try:
-                nb, _ = read_notebook(Path(notebook))
-            except NotebookError as exc:
-                raise Refused(f"your notebook could not be read: {exc}") from None
+            extraction = Extraction([], [])  # a library model: none of the student's code is needed
+            if self.kind.student_code:
+                try:
+                    nb, _ = read_notebook(Path(notebook))
+                except NotebookError as exc:
+                    raise Refused(f"your notebook could not be read: {exc}") from None
+                extraction = extract(nb)
             if not Path(checkpoint).is_file():
                 raise Refused(f"no saved model: the rubric grades `{c.checkpoint}` (the notebook's CHECKPOINT, "
                               f"saved by the training loop) handed in next to the notebook; it was not found")
             self.prepare()
-            accuracy, correct, n, notes = self._grade_in_worker(extract(nb), Path(checkpoint), details)
+            accuracy, correct, n, notes = self._grade_in_worker(extraction, Path(checkpoint), details)
         except Refused as exc:
             check.message = str(exc)
             details["refused"] = str(exc)
@@ -200,9 +214,8 @@ class RubricRun:
             subset = "" if n == self.vset.n_total else f" (the first {n} of its {self.vset.n_total} reviews)"
             check.message = (
                 f"validation accuracy {accuracy:.2%} ({correct}/{n} reviews of the seeded validation split{subset}), "
-                f"measured by the grader from your `{c.checkpoint}` on the pretrained encoder "
-                f"{self.encoder.source}: {points:g}/{c.points:g} points "
-                f"= {c.points:g} x clamp((accuracy - {c.floor:g}) / {c.full - c.floor:g}, 0, 1).")
+                f"measured by the grader from your `{c.checkpoint}` {self._model_words()}: {points:g}/{c.points:g} "
+                f"points = {c.points:g} x clamp((accuracy - {c.floor:g}) / {c.full - c.floor:g}, 0, 1).")
             if notes:
                 check.message += "\n" + "\n".join(notes)
             details.update(accuracy=accuracy, correct=correct, n=n, points=points)
@@ -210,12 +223,18 @@ class RubricRun:
         details["seconds"] = check.seconds
         return RubricOutcome(check, details)
 
+    def _model_words(self) -> str:
+        if self.kind.frozen_encoder:
+            return f"on the pretrained encoder {self.encoder.source}"
+        return f"(a fine-tuned {self.encoder.source} sequence classifier, called with attention masks)"
+
     def _confinement(self) -> Confinement:
-        """The student's worker sees, besides what every worker sees, the encoder and the hidden-state
-        cache (both under cache_root), read-only."""
+        """The student's worker sees, besides what every worker sees, the encoder export and the hidden-state
+        cache (both under cache_root) when the checkpoint's kind uses them, read-only."""
         cuda = self.device.type == "cuda"
+        shared = self.cache_root if self.kind.frozen_encoder else None
         return Confinement(file_bytes=64 * 2**20, memory_bytes=0 if cuda else self.options.memory_mb * 2**20,
-                           cuda=cuda, expose=[str(self.cache_root)] if self.cache_root else [])
+                           cuda=cuda, expose=[str(shared)] if shared else [])
 
     def _grade_in_worker(self, extraction, checkpoint: Path, details: dict):
         c, o = self.config, self.options
@@ -227,18 +246,18 @@ class RubricRun:
         try:
             sub = program.proxy()
             t = time.monotonic()
-            if not sub.defines(c.model_class):
+            if self.kind.student_code and not sub.defines(c.model_class):
                 raise Refused(program.explain_missing(c.model_class) + "; the rubric builds that class")
             program.worker.deadline = deadline
             helpers = sub.helpers
             phases = details.setdefault("phases", {})
             phases["load_notebook"] = round(time.monotonic() - t, 3)
             t = time.monotonic()
-            pipe = o.transport == "pipe"
+            pipe = o.transport == "pipe" or not self.kind.frozen_encoder
             report = helpers.setup(str(self.device), self.threads,
                                    None if pipe or not self.encoder_dir else str(self.encoder_dir),
                                    None if pipe or not self.cache else str(self.cache.folder))
-            if not report["encoder"]:
+            if self.kind.frozen_encoder and not report["encoder"]:
                 helpers.set_encoder(self.encoder.wire_config(), self.encoder.state_tensors())
             files = bool(report["cache"])
             details["transport"] = "files" if files else "channel"
@@ -254,13 +273,19 @@ class RubricRun:
                               f"torch.load(..., weights_only=True): {info['error']}. Save it with "
                               f"torch.save(model.state_dict(), CHECKPOINT).")
             notes = list(info.get("notes", []))
-            built, args, arg_note = self._build(sub, helpers, info["keys"])
-            if arg_note:
-                notes.append(arg_note)
-            details["constructor"] = args
+            if self.kind.student_code:
+                built, args, arg_note = self._build(sub, helpers, info["keys"])
+                if arg_note:
+                    notes.append(arg_note)
+                details["constructor"] = args
+            else:
+                self._build_library_classifier(helpers)
             helpers.load_weights()
             phases["build_and_check"] = round(time.monotonic() - t, 3)
-            decisions, how = self._evaluate(helpers, files, details)
+            if self.kind.frozen_encoder:
+                decisions, how = self._evaluate(helpers, files, details)
+            else:
+                decisions, how = self._evaluate_full(helpers, details)
             notes += how
         finally:
             program.close()
@@ -324,19 +349,32 @@ class RubricRun:
                             f"checkpoint; graded with the checkpoint's ({_args_text(args, names)}).")
                 return built, dict(zip(names, args)), note
         built, args, where = first
-        problems = []
-        if built["missing"]:
-            problems.append(f"missing from the checkpoint: {_names(built['missing'])}")
-        if built["unexpected"]:
-            problems.append(f"in the checkpoint but not in the model: {_names(built['unexpected'])}")
-        if built["mismatched"]:
-            problems.append("different shapes: " + _names(
-                [f"{k} (checkpoint {_shape(a)}, model {_shape(b)})" for k, a, b in built["mismatched"]], 3))
         raise Refused(
             f"your `{c.checkpoint}` does not fit your {c.model_class} built with {_args_text(args, names)} "
-            f"(from {where}) around the grader's encoder: {'; '.join(problems)}. Hand in the state_dict of the "
+            f"(from {where}) around the grader's encoder: {_fit_problems(built)}. Hand in the state_dict of the "
             f"model you trained (torch.save(model.state_dict(), CHECKPOINT)), with the class and the constants "
             f"as they were when you trained it.")
+
+    def _build_library_classifier(self, helpers) -> None:
+        """Kind sequence_classifier: the library's class from the grader's encoder configuration; refuse a
+        checkpoint that does not fit it (another encoder size, another number of classes, another model)."""
+        c = self.config
+        built = helpers.build_sequence_classifier(self.encoder.wire_config(), c.num_labels)
+        if not (built["missing"] or built["unexpected"] or built["mismatched"]):
+            return
+        name = self.encoder.source
+        widths = sorted({shape[-1] for _, shape, model in built["mismatched"]
+                         if len(shape) == 2 and model[-1] == built["hidden_size"] and shape[-1] != model[-1]})
+        if widths:
+            raise Refused(
+                f"your `{c.checkpoint}` holds a model of another size than the encoder {name} the rubric grades "
+                f"with (hidden size {widths[0]} instead of {built['hidden_size']}; {_fit_problems(built)}): fine-tune "
+                f"the encoder the notebook loads by default (ENCODER = \"{DEFAULT_ENCODER}\") and hand in its state_dict.")
+        raise Refused(
+            f"your `{c.checkpoint}` does not fit AutoModelForSequenceClassification built from {name}'s configuration "
+            f"with num_labels={c.num_labels}: {_fit_problems(built)}. Hand in the fine-tuned model's state_dict "
+            f"(torch.save(model.state_dict(), CHECKPOINT)) of an AutoModelForSequenceClassification with "
+            f"num_labels={c.num_labels}.")
 
     def _encoder_message(self, given: dict, differ: list[str]) -> str:
         hidden = self.encoder.hidden_size
@@ -372,7 +410,8 @@ class RubricRun:
     def _full(self, helpers, numbers: list[int], files: bool) -> dict[int, torch.Tensor]:
         out = {}
         for chunk in self._chunks(numbers, files):
-            for b, logits in zip(chunk, helpers.logits_full(chunk, self._ids(chunk, files))):
+            masks = [self.vset.mask_batches[b] for b in chunk] if self.kind.attention_mask else None
+            for b, logits in zip(chunk, helpers.logits_full(chunk, self._ids(chunk, files), masks)):
                 out[b] = self._decision(logits, b)
         return out
 
@@ -400,8 +439,10 @@ class RubricRun:
         elif tuple(x.shape) == (size, 2):
             d = x[:, 1] - x[:, 0]
         else:
+            expected = (f"({size}, 1): one logit per review (OUTPUT_DIM = 1)" if self.kind.student_code
+                        else f"({size}, 2): a score per class")
             raise Refused(f"your model returned logits of shape ({', '.join(map(str, x.shape))}) for a batch of "
-                          f"{size} reviews; expected ({size}, 1): one logit per review (OUTPUT_DIM = 1)")
+                          f"{size} reviews; expected {expected}")
         return d  # a NaN stays NaN: not > 0, so predicted negative, as the notebook's binary_accuracy does
 
     def _evaluate(self, helpers, files: bool, details: dict) -> tuple[torch.Tensor, list[str]]:
@@ -454,6 +495,17 @@ class RubricRun:
         details["eval_seconds"] = details["phases"]["evaluate"]
         return torch.cat([decisions[b] for b in everything]), notes
 
+    def _evaluate_full(self, helpers, details: dict) -> tuple[torch.Tensor, list[str]]:
+        """Every batch through the model's full forward (a fine-tuned model: no shared encoder states)."""
+        t = time.monotonic()
+        everything = list(range(len(self.vset.token_batches)))
+        decisions = self._full(helpers, everything, files=False)
+        details["method"] = "full forward" + (" with attention masks" if self.kind.attention_mask else "")
+        details["transport"] = "channel"
+        details.setdefault("phases", {})["evaluate"] = round(time.monotonic() - t, 3)
+        details["eval_seconds"] = details["phases"]["evaluate"]
+        return torch.cat([decisions[b] for b in everything]), []
+
     def _unchanged(self, perturbed, reference: torch.Tensor, probe: int | None = None) -> bool:
         """The model's decision values are the same with the encoder's output changed."""
         if isinstance(perturbed, str):  # the perturbed cached call missed: cannot tell, assume used
@@ -479,6 +531,19 @@ class RubricRun:
         redo = sorted(uncertain)
         decisions.update(self._full(helpers, redo, files))
         return len(redo)
+
+
+def _fit_problems(built: dict) -> str:
+    """What differs between a checkpoint's keys and shapes and the model's (from the worker's comparison)."""
+    problems = []
+    if built["missing"]:
+        problems.append(f"missing from the checkpoint: {_names(built['missing'])}")
+    if built["unexpected"]:
+        problems.append(f"in the checkpoint but not in the model: {_names(built['unexpected'])}")
+    if built["mismatched"]:
+        problems.append("different shapes: " + _names(
+            [f"{k} (checkpoint {_shape(a)}, model {_shape(b)})" for k, a, b in built["mismatched"]], 3))
+    return "; ".join(problems)
 
 
 def _args_text(args, names) -> str:

@@ -218,8 +218,38 @@ def build_model(class_name: str, args: list, encoder_attr: str = "bert") -> dict
     }
 
 
+def _buffer_like(key: str) -> bool:
+    """Index buffers of the library's embeddings (position_ids, token_type_ids): persistent in some library
+    versions, not in others, never trained. A checkpoint may hold them or not."""
+    return key.endswith(".position_ids") or key.endswith(".token_type_ids")
+
+
+def build_sequence_classifier(config: dict, num_labels: int) -> dict:
+    """The library's AutoModelForSequenceClassification built from the grader's encoder configuration (no
+    student code: the checkpoint holds the whole fine-tuned model); compare its state_dict with the checkpoint.
+    Loads nothing yet."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    config = dict(config)
+    model_type = config.pop("model_type")
+    model_config = AutoConfig.for_model(model_type, **config)
+    model_config.num_labels = int(num_labels)
+    torch.manual_seed(_STATE["seed"])
+    model = AutoModelForSequenceClassification.from_config(model_config).float().to(_STATE["device"]).eval()
+    _STATE["model"], _STATE["prefixes"], _STATE["with_mask"] = model, [], True
+    expected = {k: list(v.shape) for k, v in model.state_dict().items() if not _buffer_like(k)}
+    given = {k: list(v.shape) for k, v in _STATE["checkpoint"].items() if not _buffer_like(k)}
+    return {
+        "missing": sorted(set(expected) - set(given)),
+        "unexpected": sorted(set(given) - set(expected)),
+        "mismatched": sorted([k, given[k], expected[k]] for k in set(given) & set(expected) if given[k] != expected[k]),
+        "hidden_size": int(model_config.hidden_size),
+    }
+
+
 def load_weights() -> None:
-    """Load the checkpoint's non-encoder weights (the encoder stays the grader's pretrained one)."""
+    """Load the checkpoint's non-encoder weights (the encoder stays the grader's pretrained one); for a
+    sequence classifier (no encoder prefixes) every weight the model has."""
     model, prefixes = _STATE["model"], _STATE["prefixes"]
     own = set(model.state_dict())
     state = {k: v for k, v in _STATE.pop("checkpoint").items() if k in own and not any(k.startswith(p + ".") for p in prefixes)}
@@ -237,11 +267,19 @@ def _batch(number: int, ids=None, states=None, want_states: bool = False):
     return ids, states
 
 
-def _forward(model, ids):
+def _forward(model, ids, mask=None):
+    """Logits of one batch. A model called with an attention mask (a sequence classifier) gets it by keyword,
+    as the library's models take it; the library's output object gives its .logits."""
     torch.manual_seed(_STATE["seed"])
     model.eval()
+    device = _STATE["device"]
     with torch.no_grad():
-        out = model(ids.to(_STATE["device"]))
+        if _STATE.get("with_mask"):
+            out = model(input_ids=ids.to(device), attention_mask=mask.to(device))
+        else:
+            out = model(ids.to(device))
+    if not isinstance(out, torch.Tensor) and isinstance(getattr(out, "logits", None), torch.Tensor):
+        out = out.logits
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         out = out[0]
     if not isinstance(out, torch.Tensor):
@@ -249,13 +287,14 @@ def _forward(model, ids):
     return out.detach().float().cpu()
 
 
-def logits_full(numbers: list, ids: list | None = None) -> list:
-    """The student's own forward (the real encoder, full precision) on the given batches."""
+def logits_full(numbers: list, ids: list | None = None, masks: list | None = None) -> list:
+    """The model's own forward (the real encoder, full precision) on the given batches; `masks` (1 = real
+    token) for a model called with an attention mask."""
     model = _STATE["model"]
     out = []
     for i, number in enumerate(numbers):
         batch_ids, _ = _batch(number, None if ids is None else ids[i])
-        out.append(_forward(model, batch_ids))
+        out.append(_forward(model, batch_ids, None if masks is None else masks[i]))
     return out
 
 

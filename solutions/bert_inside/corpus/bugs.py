@@ -1,0 +1,349 @@
+"""Wrong submissions of the BERT-from-the-inside assignment: the answer key with the mistakes students make.
+
+`autograder verify bert_inside` (and tests/test_bert_inside.py) turns every item into a notebook, grades them all
+in one batch and checks that each loses points on the checks in `expect`, with a message containing the given text,
+and, with `confined_to`, on no check of another part. Every `old` text must occur in the answer key, so a change of
+the notebook that makes an item stale fails loudly. The last items leave one part as the student's stub: the other
+parts must keep every point (each part is graded on its own).
+"""
+from __future__ import annotations
+
+from autograder.corpus import Bug
+
+# check names, as the hidden test files define them
+SPLIT = "NSP data: split_sentences splits after '.', '!' or '?' followed by whitespace"
+PAIRS = "NSP data: one true and one false pair per review with at least two sentences"
+RANDOM = ("NSP data: A uniform among sentences with a successor, false B spread over the other reviews, reproducible "
+          "with the generator")
+ENCODE = "NSP encoding: [CLS] A [SEP] B [SEP], segment ids, padding and attention mask"
+TRUNC = "NSP encoding: the longer sentence is truncated first, from its end (input_ids)"
+BATCH = "NSP encoding: encode_pairs tokenises with the tokenizer and uses its own special ids"
+M_LABELS = "MLM inputs: labels are the original ids at the selected positions, -100 elsewhere; the input is left alone"
+M_SPECIAL = "MLM inputs: [CLS], [SEP] and padding are never selected"
+M_RATE = "MLM inputs: about mask_rate of the candidates are selected"
+M_PROP = "MLM inputs: 80% [MASK], 10% random token, 10% unchanged"
+M_RANDOM = "MLM inputs: random replacements are valid token ids, the generator makes the result reproducible"
+E_SIZES = "embeddings: sizes, LayerNorm eps and dropout rate come from the config"
+E_OUTPUT = "embeddings: output matches the reference with the same weights"
+E_POS = "embeddings: position ids 0..T-1 for every length, up to max_position_embeddings"
+E_TYPES = "embeddings: segment embeddings from token_type_ids, all 0 when None"
+E_EPS = "embeddings: LayerNorm with the config's eps"
+E_DROPOUT = "embeddings: dropout after the LayerNorm, in train() only"
+B_BIAS = "attention_bias: 0 for real tokens, a huge negative bias for padding, shape (B, 1, 1, T)"
+L_OUTPUT = "encoder layer: output matches the reference with the same weights and bias"
+L_PAD = "encoder layer: padded keys change nothing at the real positions"
+L_CONFIG = ("encoder layer: intermediate size, heads, dropout rates and eps from the config; dropout in train() only")
+ENC = "encoder: layers chained in order, each given the bias of the 1 = real-token mask"
+N_NAMES = "ours_name: every tensor of the library's BertModel gets its name in our Bert"
+N_LOAD = "load_bert_weights: every tensor copied to its place; a state_dict that does not fit is refused"
+N_WIRING = "Bert: embeddings -> encoder with the attention mask -> pooled tanh(pooler(sequence_output[:, 0]))"
+N_LIBRARY = "Bert with the library's weights: sequence_output and pooled_output equal BertModel's to 1e-5"
+I_INIT = "init_bert_weights: N(0, std) weights, zero biases, LayerNorm 1 and 0, padding row 0"
+H_MLM = "MLM head: dense -> GELU -> LayerNorm, then the word embeddings as decoder, plus a bias"
+H_TIED = "MLM head: the decoder weight is tied to the word embeddings (shared, not copied)"
+H_HEADS = "pre-training model: MLM head on the sequence output, NSP head on the pooled output"
+H_LOSS = "pretraining_loss: MLM cross-entropy over the selected positions plus the NSP cross-entropy"
+H_STEP = "pretraining_step: the model gets the batch, one optimizer step on the joint loss, the mode left alone"
+H_FIRST = "pre-training model: the first loss of a fresh model is about ln(V) + ln(2)"
+S_LR = "lr_factor: linear warm-up from 0 to 1, then linear decay to 0 at total_steps"
+S_OPT = "make_optimizer: AdamW, weight decay on the weights, none on biases and LayerNorm weights"
+T_TRAIN = ("train_epoch: train() mode, the attention mask, one optimizer step and then one scheduler step per batch, "
+           "the mean loss")
+T_PREDICT = "predict: eval() mode, no gradients, the attention mask, logits and labels of every batch in order"
+T_METRICS = "metrics: accuracy, precision, recall and F1 of the positive class 1"
+T_DEGEN = "metrics: no predicted positives or no true positives give 0, not NaN"
+
+P1, P2, P3, P4, P5, P6, P7 = "1.", "2.", "3.", "4.", "5.", "6.", "7."
+
+# the answer key's lines that several bugs edit
+OTHER_REVIEW = ('        j = int(torch.randint(len(with_sentences) - 1, (), generator=generator))  # another review:\n'
+                '        j += j >= position[r]  # uniform over the others, skipping review r itself\n')
+TRUE_PAIR = "pairs.append((sentences[i], sentences[i + 1], IS_NEXT))"
+FALSE_PAIR = "pairs.append((sentences[i], b, NOT_NEXT))"
+SEGMENTS = "token_type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)"
+TRUNCATE = ("    while len(a) + len(b) + 3 > max_len:  # drop from the end of the longer sentence (of A on a tie)\n"
+            "        if len(a) >= len(b):\n            a.pop()\n        else:\n            b.pop()\n")
+SPECIAL_IDS = "tokenizer.cls_token_id, tokenizer.sep_token_id,\n                              tokenizer.pad_token_id)"
+CANDIDATES = "special = (input_ids == tokenizer.cls_token_id) | (input_ids == tokenizer.sep_token_id)"
+SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(D) + bias"
+FFN = "ffn = self.ffn_out(F.gelu(self.ffn_in(x)))"
+MAPPING_QKV = '(r"^encoder\\.layer\\.(\\d+)\\.attention\\.self\\.(query|key|value)\\.", r"encoder.layers.\\1.\\2."),'
+POOLED = "pooled_output = torch.tanh(self.pooler(sequence_output[:, 0]))"
+SEQUENCE = "sequence_output = self.encoder(self.embeddings(input_ids, token_type_ids), attention_mask)"
+STEP = "    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()\n    return loss.item()"
+SCHEDULER = "        scheduler.step()  # once per batch: the schedule counts optimizer steps\n"
+
+BUGS: list[Bug] = [
+    # -- part 1: NSP pairs ------------------------------------------------------------------------------------------
+    Bug("split_drops_punctuation",
+        {'pieces = re.split(r"(?<=[.!?])\\s+", text.strip())': 'pieces = re.split(r"[.!?]+\\s*", text.strip())'},
+        {SPLIT: "keep the '.', '!' or '?'"}, "splits on the punctuation itself and loses it", confined_to=P1),
+    Bug("split_on_period_only",
+        {'pieces = re.split(r"(?<=[.!?])\\s+", text.strip())': 'pieces = re.split(r"(?<=\\.)\\s+", text.strip())'},
+        {SPLIT: "ends a sentence"}, "only '.' ends a sentence", confined_to=P1),
+    Bug("nsp_false_b_from_any_review",
+        {OTHER_REVIEW: '        j = int(torch.randint(len(with_sentences), (), generator=generator))  # any review\n'},
+        {PAIRS: "ANOTHER review"}, "the random sentence may come from A's own review", confined_to=P1),
+    Bug("nsp_labels_inverted",
+        {TRUE_PAIR: "pairs.append((sentences[i], sentences[i + 1], 1))", FALSE_PAIR: "pairs.append((sentences[i], b, 0))"},
+        {PAIRS: "labels are inverted"}, "1 for 'is next', the opposite of the library's convention", confined_to=P1),
+    Bug("nsp_python_random",
+        {"import re\n": "import random\nimport re\n",
+         "i = int(torch.randint(len(sentences) - 1, (), generator=generator))": "i = random.randrange(len(sentences) - 1)",
+         OTHER_REVIEW: "        j = random.randrange(len(with_sentences) - 1)\n        j += j >= position[r]\n",
+         "b = other[int(torch.randint(len(other), (), generator=generator))]": "b = random.choice(other)"},
+        {RANDOM: "seeded alike"}, "Python's random module: the generator argument is ignored", confined_to=P1),
+    Bug("nsp_first_sentence_always",
+        {"i = int(torch.randint(len(sentences) - 1, (), generator=generator))  # A has a successor": "i = 0"},
+        {RANDOM: "uniformly among the sentences"}, "A is always the first sentence", confined_to=P1),
+    Bug("nsp_false_b_from_next_review",
+        {"other = reviews[with_sentences[j]]": "other = reviews[with_sentences[(position[r] + 1) % len(with_sentences)]]"},
+        {RANDOM: "the next review's"}, "the false B always comes from the next review", confined_to=P1),
+    Bug("segment_ids_swapped",
+        {SEGMENTS: "token_type_ids = [1] * (len(a) + 2) + [0] * (len(b) + 1)"},
+        {ENCODE: "segment ids are swapped"}, "A gets segment 1 and B segment 0", confined_to=P1),
+    Bug("second_sep_in_segment_a",
+        {SEGMENTS: "token_type_ids = [0] * (len(a) + 2) + [1] * len(b) + [0]"},
+        {ENCODE: "second [SEP] belongs to segment B"}, "the closing [SEP] keeps segment 0", confined_to=P1),
+    Bug("attention_mask_inverted",
+        {"attention_mask = [1] * len(input_ids)": "attention_mask = [0] * len(input_ids)",
+         "attention_mask + [0] * padding": "attention_mask + [1] * padding"},
+        {ENCODE: "attention_mask is inverted"}, "1 on padding, as in the previous assignment", confined_to=P1),
+    Bug("truncate_a_only",
+        {TRUNCATE: "    while len(a) + len(b) + 3 > max_len:\n        (a if a else b).pop()\n"},
+        {TRUNC: "only A is truncated"}, "always shortens the first sentence", confined_to=P1),
+    Bug("truncate_tie_from_b",
+        {"        if len(a) >= len(b):\n            a.pop()": "        if len(a) > len(b):\n            a.pop()"},
+        {TRUNC: "equally long"}, "on a tie drops from B, unlike the library", confined_to=P1),
+    Bug("truncate_whole_sequence",
+        {TRUNCATE: "",
+         SEGMENTS + "  # [CLS] A [SEP] -> 0, B [SEP] -> 1":
+             SEGMENTS + "\n    input_ids, token_type_ids = input_ids[:max_len], token_type_ids[:max_len]"},
+        {TRUNC: "loses the final [SEP]"}, "cuts the joined sequence at max_len", confined_to=P1),
+    Bug("hard_coded_bert_base_ids",
+        {SPECIAL_IDS: "101, 102, 0)"},
+        {BATCH: "101 / 102"}, "BERT-base's ids written in", confined_to=P1),
+    Bug("padded_with_zero",
+        {SPECIAL_IDS: "tokenizer.cls_token_id, tokenizer.sep_token_id, 0)"},
+        {BATCH: "pad id"}, "pads with 0 instead of the tokenizer's pad id", confined_to=P1),
+    Bug("sentences_tokenised_with_specials",
+        {"ids_a = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(sentence_a))": 'ids_a = tokenizer(sentence_a)["input_ids"]',
+         "ids_b = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(sentence_b))": 'ids_b = tokenizer(sentence_b)["input_ids"]'},
+        {BATCH: "without special tokens"}, "each sentence keeps its own [CLS] ... [SEP]", confined_to=P1),
+    # -- part 2: MLM inputs -------------------------------------------------------------------------------------------
+    Bug("sep_can_be_masked",
+        {CANDIDATES: "special = input_ids == tokenizer.cls_token_id"},
+        {M_SPECIAL: "[SEP] positions were selected"}, "only [CLS] is excluded", confined_to=P2),
+    Bug("hard_coded_bert_base_special_ids",
+        {CANDIDATES: "special = (input_ids == 101) | (input_ids == 102)",
+         "masked_ids[selected & (action < 0.8)] = tokenizer.mask_token_id": "masked_ids[selected & (action < 0.8)] = 103"},
+        {M_SPECIAL: "tokenizer.cls_token_id", M_PROP: "expected about 80%", M_RANDOM: "token ids of the vocabulary"},
+        "BERT-base's [CLS], [SEP] and [MASK] ids written in", confined_to=P2),
+    Bug("padding_told_by_id_zero",
+        {"candidates = attention_mask.bool() & ~special": "candidates = (input_ids != 0) & ~special"},
+        {M_SPECIAL: "padding positions"}, "padding assumed to be id 0", confined_to=P2),
+    Bug("labels_everywhere",
+        {"labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))": "labels = input_ids.clone()"},
+        {M_LABELS: "-100 everywhere"}, "every position labelled with its id", confined_to=P2),
+    Bug("mask_rate_ignored",
+        {"< mask_rate) & candidates": "< 0.15) & candidates"},
+        {M_RATE: "expected about 30%"}, "15% written in", confined_to=P2),
+    Bug("mlm_proportions_90_10_0",
+        {"masked_ids[selected & (action < 0.8)]": "masked_ids[selected & (action < 0.9)]",
+         "to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.9)"},
+        {M_PROP: "expected about 80%"}, "90% [MASK], 10% random, none unchanged", confined_to=P2),
+    Bug("random_ids_out_of_vocabulary",
+        {"random_ids = torch.randint(len(tokenizer), input_ids.shape": "random_ids = torch.randint(len(tokenizer) + 1, input_ids.shape"},
+        {M_RANDOM: "token ids of the vocabulary"}, "one id past the vocabulary", confined_to=P2),
+    Bug("mlm_global_generator",
+        {"selected = (torch.rand(input_ids.shape, generator=generator) < mask_rate)": "selected = (torch.rand(input_ids.shape) < mask_rate)",
+         "action = torch.rand(input_ids.shape, generator=generator)": "action = torch.rand(input_ids.shape)"},
+        {M_RANDOM: "seeded alike"}, "the generator argument is ignored", confined_to=P2),
+    Bug("mask_tokens_in_place",
+        {"masked_ids = input_ids.clone()": "masked_ids = input_ids"},
+        {M_LABELS: "modified the tensors"}, "corrupts the caller's tensor", confined_to=P2),
+    # -- part 3: embeddings ---------------------------------------------------------------------------------------------
+    Bug("position_ids_off_by_one",
+        {"positions = torch.arange(T, device=input_ids.device)": "positions = torch.arange(1, T + 1, device=input_ids.device)"},
+        {E_OUTPUT: "off by one", E_POS: "off by one"}, "positions counted from 1", confined_to=P3),
+    Bug("layer_norm_default_eps",
+        {"self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)": "self.norm = nn.LayerNorm(E)"},
+        {E_SIZES: "library's eps", E_EPS: "another eps"}, "PyTorch's default eps 1e-5", confined_to=P3),
+    Bug("segment_embedding_not_added",
+        {"x = self.word(input_ids) + self.position(positions)[None] + self.segment(token_type_ids)":
+         "x = self.word(input_ids) + self.position(positions)[None]"},
+        {E_OUTPUT: "segment", E_TYPES: "does not change with token_type_ids"}, "token types ignored", confined_to=P3),
+    Bug("dropout_before_layer_norm",
+        {"return self.dropout(self.norm(x))": "return self.norm(self.dropout(x))"},
+        {E_DROPOUT: "after the LayerNorm"}, "dropout on the sum, then the LayerNorm", confined_to=P3),
+    Bug("two_segments_written_in",
+        {"self.segment = nn.Embedding(config.type_vocab_size, E)": "self.segment = nn.Embedding(2, E)"},
+        {E_SIZES: "config.type_vocab_size"}, "BERT's two segments written in", confined_to=P3),
+    # -- part 4: encoder layer and stack --------------------------------------------------------------------------------
+    Bug("bias_not_inverted",
+        {"return (1.0 - mask) * torch.finfo(dtype).min": "return mask * torch.finfo(dtype).min"},
+        {B_BIAS: "inverted"}, "the previous assignment's convention: masks the real tokens", confined_to=P4),
+    Bug("mask_added_as_is",
+        {"return (1.0 - mask) * torch.finfo(dtype).min": "return mask"},
+        {B_BIAS: "0/1 mask itself"}, "the 0/1 mask added to the scores", confined_to=P4),
+    Bug("scaled_by_hidden_size",
+        {SCORES: "scores = q @ k.transpose(-2, -1) / math.sqrt(E) + bias"},
+        {L_OUTPUT: "sqrt(E)"}, "divides by sqrt of the hidden size", confined_to=P4),
+    Bug("pre_norm_layer",
+        {"q, k, v = heads(self.query(hidden)), heads(self.key(hidden)), heads(self.value(hidden))":
+         "normed = self.attn_norm(hidden)\n        q, k, v = heads(self.query(normed)), heads(self.key(normed)), heads(self.value(normed))",
+         "x = self.attn_norm(hidden + self.dropout(self.attn_out(context)))": "x = hidden + self.dropout(self.attn_out(context))",
+         FFN: "ffn = self.ffn_out(F.gelu(self.ffn_in(self.ffn_norm(x))))",
+         "return self.ffn_norm(x + self.dropout(ffn))": "return x + self.dropout(ffn)"},
+        {L_OUTPUT: "pre-norm"}, "LayerNorm before each sub-layer (GPT-2 style)", confined_to=P4),
+    Bug("relu_feed_forward",
+        {FFN: "ffn = self.ffn_out(F.relu(self.ffn_in(x)))"},
+        {L_OUTPUT: "ReLU"}, "ReLU instead of GELU", confined_to=P4),
+    Bug("gelu_tanh_approximation",
+        {FFN: 'ffn = self.ffn_out(F.gelu(self.ffn_in(x), approximate="tanh"))'},
+        {L_OUTPUT: "tanh approximation"}, "the tanh approximation of GELU", confined_to=P4),
+    Bug("intermediate_size_4e",
+        {"E, I = config.hidden_size, config.intermediate_size": "E, I = config.hidden_size, 4 * config.hidden_size"},
+        {L_CONFIG: "not 4 * E"}, "BERT-base's ratio written in", confined_to=P4),
+    Bug("heads_without_transpose",
+        {"return x.view(B, T, H, D).transpose(1, 2)": "return x.reshape(B, H, T, D)"},
+        {L_OUTPUT: "without the transpose"}, "reshapes (B, T, E) straight to (B, H, T, D)", confined_to=P4),
+    Bug("bias_not_added_in_layer",
+        {SCORES: "scores = q @ k.transpose(-2, -1) / math.sqrt(D)"},
+        {L_OUTPUT: "not added to the scores", L_PAD: "add the bias"}, "the layer ignores its bias", confined_to=P4),
+    Bug("attention_dropout_always_on",
+        {"weights = self.attn_dropout(torch.softmax(scores, dim=-1))":
+         "weights = F.dropout(torch.softmax(scores, dim=-1), p=self.attn_dropout.p, training=True)"},
+        {L_CONFIG: "training=True"}, "functional dropout left on in eval()", confined_to=P4),
+    Bug("layers_not_chained",
+        {"            hidden = layer(hidden, bias)  # (B, T, E)\n        return hidden":
+         "            out = layer(hidden, bias)  # (B, T, E)\n        return out"},
+        {ENC: "the encoder's input"}, "every layer reads the embeddings", confined_to=P4),
+    Bug("encoder_ignores_mask",
+        {"bias = attention_bias(attention_mask, hidden.dtype)": "bias = attention_bias(torch.ones_like(attention_mask), hidden.dtype)"},
+        {ENC: "additive bias of the mask"}, "the mask never reaches the layers", confined_to=P4),
+    # -- part 5: our Bert with the library's weights ----------------------------------------------------------------------
+    Bug("layer_norms_mixed_up",
+        {'r"encoder.layers.\\1.attn_norm."': 'r"encoder.layers.\\1.TMP."',
+         'r"encoder.layers.\\1.ffn_norm."': 'r"encoder.layers.\\1.attn_norm."',
+         'r"encoder.layers.\\1.TMP."': 'r"encoder.layers.\\1.ffn_norm."'},
+        {N_NAMES: "mixed up", N_LOAD: "mixed up", N_LIBRARY: "differs"},
+        "attention.output.LayerNorm taken for the feed-forward's", confined_to=P5),
+    Bug("key_value_swapped",
+        {MAPPING_QKV: '(r"^encoder\\.layer\\.(\\d+)\\.attention\\.self\\.query\\.", r"encoder.layers.\\1.query."),\n'
+                      '        (r"^encoder\\.layer\\.(\\d+)\\.attention\\.self\\.key\\.", r"encoder.layers.\\1.value."),\n'
+                      '        (r"^encoder\\.layer\\.(\\d+)\\.attention\\.self\\.value\\.", r"encoder.layers.\\1.key."),'},
+        {N_NAMES: "table of part 5", N_LOAD: "holds the library's"}, "key and value rules swapped", confined_to=P5),
+    Bug("pooler_not_mapped",
+        {'        (r"^pooler\\.dense\\.", "pooler."),\n': ""},
+        {N_NAMES: "raised KeyError", N_LOAD: "raised KeyError"}, "no rule for the pooler", confined_to=P5),
+    Bug("load_accepts_missing_tensors",
+        {"    missing = sorted(set(ours) - set(converted))\n    if missing:\n"
+         "        raise KeyError(f\"no library tensor for {missing}\")\n    model.load_state_dict(converted)":
+         "    model.load_state_dict(converted, strict=False)"},
+        {N_LOAD: "accepted a state_dict with a tensor missing"}, "strict=False hides what was not loaded", confined_to=P5),
+    Bug("pooled_from_last_token",
+        {POOLED: "pooled_output = torch.tanh(self.pooler(sequence_output[:, -1]))"},
+        {N_WIRING: "LAST position", N_LIBRARY: "pooled_output differs"}, "pools the last position", confined_to=P5),
+    Bug("pooler_without_tanh",
+        {POOLED: "pooled_output = self.pooler(sequence_output[:, 0])"},
+        {N_WIRING: "tanh is missing"}, "dense layer without its tanh", confined_to=P5),
+    Bug("bert_mask_not_passed",
+        {SEQUENCE: "sequence_output = self.encoder(self.embeddings(input_ids, token_type_ids))"},
+        {N_WIRING: "pass the attention mask", N_LIBRARY: "differs"}, "the encoder never gets the mask", confined_to=P5),
+    Bug("bert_token_types_not_passed",
+        {SEQUENCE: "sequence_output = self.encoder(self.embeddings(input_ids), attention_mask)"},
+        {N_WIRING: "pass token_type_ids"}, "segments dropped on the way", confined_to=P5),
+    # -- part 6: pre-training ---------------------------------------------------------------------------------------------
+    Bug("mlm_head_not_tied",
+        {"self.word_embeddings = word_embeddings  # shared: the decoder weight IS the embedding matrix":
+         "self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)\n"
+         "        self.decoder.weight = nn.Parameter(word_embeddings.weight.detach().clone())  # copied at construction",
+         "return h @ self.word_embeddings.weight.T + self.bias": "return self.decoder(h) + self.bias"},
+        {H_TIED: "does not change the MLM logits"}, "the decoder starts as a copy and drifts apart", confined_to=P6),
+    Bug("nsp_on_cls_hidden_state",
+        {"return self.mlm(sequence_output), self.nsp(pooled_output)": "return self.mlm(sequence_output), self.nsp(sequence_output[:, 0])"},
+        {H_HEADS: "POOLED output"}, "the NSP head skips the pooler", confined_to=P6),
+    Bug("losses_averaged",
+        {"    return mlm + nsp\n": "    return (mlm + nsp) / 2\n"},
+        {H_LOSS: "SUM"}, "mean of the two losses", confined_to=P6),
+    Bug("nsp_loss_missing",
+        {"    return mlm + nsp\n": "    return mlm\n"},
+        {H_LOSS: "NSP loss is missing"}, "only the MLM loss", confined_to=P6),
+    Bug("no_bert_initialisation",
+        {"        self.apply(functools.partial(init_bert_weights, std=config.initializer_range))\n": ""},
+        {H_FIRST: "init_bert_weights"}, "PyTorch's default init: N(0, 1) embeddings in the tied decoder", confined_to=P6),
+    Bug("init_ignores_std",
+        {"nn.init.normal_(module.weight, mean=0.0, std=std)": "nn.init.normal_(module.weight, mean=0.0, std=0.02)"},
+        {I_INIT: "std = 0.05"}, "0.02 written in", confined_to=P6),
+    Bug("init_keeps_padding_row",
+        {"        if module.padding_idx is not None:\n            with torch.no_grad():\n"
+         "                module.weight[module.padding_idx].zero_()\n": ""},
+        {I_INIT: "padding_idx"}, "the padding row drawn like the others", confined_to=P6),
+    Bug("mlm_head_without_transform",
+        {"h = self.norm(F.gelu(self.dense(hidden)))  # (B, T, E)": "h = hidden  # (B, T, E)"},
+        {H_MLM: "transform (dense -> GELU -> LayerNorm)"}, "decodes the hidden states directly", confined_to=P6),
+    Bug("pretraining_step_without_zero_grad",
+        {STEP: "    loss.backward()\n    optimizer.step()\n    return loss.item()"},
+        {H_STEP: "optimizer.zero_grad()"}, "gradients accumulate across steps", confined_to=P6),
+    Bug("pretraining_step_without_segments_and_mask",
+        {'mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])':
+         'mlm_logits, nsp_logits = model(batch["input_ids"])'},
+        {H_STEP: "token_type_ids"}, "the model sees neither segments nor padding", confined_to=P6),
+    # -- part 7: fine-tuning ------------------------------------------------------------------------------------------------
+    Bug("f1_classes_swapped",
+        {"predicted = logits.argmax(dim=-1)  # (N,)":
+         "predicted = logits.argmax(dim=-1)  # (N,)\n    predicted, labels = 1 - predicted, 1 - labels"},
+        {T_METRICS: "class 0"}, "precision, recall and F1 of the negative class", confined_to=P7),
+    Bug("precision_nan_without_predicted_positives",
+        {"precision = tp / (tp + fp) if tp + fp else 0.0": "precision = tp / (tp + fp) if tp + fp else float(\"nan\")"},
+        {T_DEGEN: "never NaN"}, "0/0 left as NaN", confined_to=P7),
+    Bug("precision_recall_swapped",
+        {"precision = tp / (tp + fp) if tp + fp else 0.0": "precision = tp / (tp + fn) if tp + fn else 0.0",
+         "recall = tp / (tp + fn) if tp + fn else 0.0": "recall = tp / (tp + fp) if tp + fp else 0.0"},
+        {T_METRICS: "swapped"}, "FP and FN confused", confined_to=P7),
+    Bug("scheduler_stepped_per_epoch",
+        {SCHEDULER: "", "    return total_loss / total_n": "    scheduler.step()  # once per epoch\n    return total_loss / total_n"},
+        {T_TRAIN: "once per BATCH"}, "the schedule advanced per epoch", confined_to=P7),
+    Bug("scheduler_before_optimizer",
+        {"        optimizer.step()\n" + SCHEDULER: "        scheduler.step()\n        optimizer.step()\n"},
+        {T_TRAIN: "after optimizer.step()"}, "the scheduler steps first", confined_to=P7),
+    Bug("warm_up_one_step_ahead",
+        {"return step / max(1, warmup_steps)": "return (step + 1) / max(1, warmup_steps)"},
+        {S_LR: "one step ahead"}, "the warm-up skips the zero learning rate", confined_to=P7),
+    Bug("weight_decay_on_everything",
+        {'return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},\n'
+         '                              {"params": no_decay, "weight_decay": 0.0}], lr=lr)':
+         "return torch.optim.AdamW(decay + no_decay, lr=lr, weight_decay=weight_decay)"},
+        {S_OPT: "no weight decay"}, "biases and LayerNorm weights decayed too", confined_to=P7),
+    Bug("adam_instead_of_adamw",
+        {"return torch.optim.AdamW(": "return torch.optim.Adam("},
+        {S_OPT: "AdamW"}, "L2 penalty instead of decoupled weight decay", confined_to=P7),
+    Bug("training_without_attention_mask",
+        {'loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).loss':
+         'loss = model(input_ids=batch["input_ids"], labels=batch["labels"]).loss'},
+        {T_TRAIN: "attention_mask"}, "padding attended to during training", confined_to=P7),
+    Bug("predict_in_train_mode",
+        {"    model.eval()\n    all_logits, all_labels = [], []": "    all_logits, all_labels = [], []"},
+        {T_PREDICT: "eval() mode"}, "dropout left on for the predictions", confined_to=P7),
+    Bug("mean_loss_unweighted",
+        {"total_loss += loss.item() * n  # the loss is a mean over the batch: weight it by the batch's size":
+         "total_loss += loss.item()", "        total_n += n\n": "        total_n += 1\n"},
+        {T_TRAIN: "weight each batch's loss"}, "mean of batch means", confined_to=P7),
+    # -- one part left as the stub: the other parts keep every point -------------------------------------------------------
+    Bug("part1_left_as_stub", expect={SPLIT: "not implemented", PAIRS: "not implemented", ENCODE: "not implemented",
+                                      BATCH: "not implemented"},
+        stub=["part1_sentences_and_pairs", "part1_encoding"], why="part 1 not done", confined_to=P1),
+    Bug("part2_left_as_stub", expect={M_LABELS: "not implemented", M_RATE: "not implemented"},
+        stub=["part2_mask_tokens"], why="part 2 not done", confined_to=P2),
+    Bug("part3_left_as_stub", expect={E_OUTPUT: "not implemented", E_SIZES: "not implemented"},
+        stub=["part3_embeddings"], why="part 3 not done", confined_to=P3),
+    Bug("part4_left_as_stub", expect={B_BIAS: "not implemented", L_OUTPUT: "not implemented", ENC: "not implemented"},
+        stub=["part4_encoder"], why="part 4 not done", confined_to=P4),
+    Bug("part5_left_as_stub", expect={N_NAMES: "not implemented", N_LOAD: "not implemented", N_WIRING: "not implemented"},
+        stub=["part5_bert"], why="part 5 not done", confined_to=P5),
+    Bug("part6_left_as_stub", expect={I_INIT: "not implemented", H_MLM: "not implemented", H_LOSS: "not implemented"},
+        stub=["part6_pretraining"], why="part 6 not done", confined_to=P6),
+    Bug("part7_left_as_stub", expect={S_LR: "not implemented", T_TRAIN: "not implemented", T_METRICS: "not implemented"},
+        stub=["part7_finetuning"], why="part 7 not done", confined_to=P7),
+]

@@ -1,0 +1,416 @@
+"""Judge-side helpers shared by the hidden test files of this assignment (a helper module: its name starts with
+`_`, so the build ships it with the tests and never looks in it for checks).
+
+- A WordPiece vocabulary whose special tokens sit at unusual ids ([PAD] is not 0, [CLS] is not 101), so that a
+  submission that hard-codes BERT-base's ids or assumes padding is 0 shows it.
+- Small BertConfig settings (type_vocab_size 3, pad_token_id 5, intermediate size not 4E) for the same reason.
+- Seeded weights in the notebook's attribute names, loading them into a student's module, tolerances.
+- The judge's own BERT arithmetic (plain torch, float64) for naming the usual mistakes.
+- WORKER_CODE: helper code that runs in the worker beside the student's definitions (registered once, by
+  test_part1_nsp.py; all test files share the worker's helper namespace). It holds no expected values: tokenizer
+  and config builders, weight loading, and stand-ins for other parts (with the notebook's attribute names) so that
+  each part is graded on its own.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from autograder.testing import Fail, StudentError, keep
+
+# -- vocabulary and tokenizer ----------------------------------------------------------------------------------
+
+WORDS = ["good", "film", "the", "was", "bad", "plot", "i", "it", "loved", "boring", "story", "acting", "not", "great",
+         "end", "a", "is", "and", "movie", "actors", "music", "scene", "dull", "fun", "very", ".", "!", "?"]
+SPECIAL_IDS = {"[SEP]": 1, "[CLS]": 7, "[PAD]": 12, "[MASK]": 20, "[UNK]": 25}
+
+
+def _vocabulary() -> list[str]:
+    vocab = list(WORDS)
+    for token, index in sorted(SPECIAL_IDS.items(), key=lambda kv: kv[1]):
+        vocab.insert(index, token)
+    return vocab
+
+
+VOCAB = _vocabulary()
+CLS, SEP, PAD, MASK, UNK = (SPECIAL_IDS[t] for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"))
+WORD_IDS = [i for i, token in enumerate(VOCAB) if not token.startswith("[")]  # id 0 is the word "good"
+PLAIN_WORDS = [w for w in WORDS if w.isalpha()]
+
+
+def tokenizer(side):
+    """A BERT tokenizer over VOCAB, built in the side's worker (kept there)."""
+    return keep(side.helpers.bi_tokenizer, VOCAB)
+
+
+# -- configurations --------------------------------------------------------------------------------------------
+
+BASE_CONFIG = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
+                   max_position_embeddings=24, type_vocab_size=3, pad_token_id=5, layer_norm_eps=1e-12,
+                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02,
+                   hidden_act="gelu")
+
+
+def config(**overrides) -> dict:
+    return {**BASE_CONFIG, **overrides}
+
+
+def remote_config(side, **overrides):
+    """A transformers.BertConfig built in the side's worker."""
+    return keep(side.helpers.bi_config, config(**overrides))
+
+
+# -- small helpers ---------------------------------------------------------------------------------------------
+
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def close(a, b, atol=1e-5, rtol=1e-4) -> bool:
+    """Same shape, finite, and equal to b within the tolerance (compared in float64)."""
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+            and bool(torch.isfinite(a).all()) and torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol))
+
+
+def normal(g):
+    """r(*shape, s=scale): scaled standard-normal draws from generator g, in call order."""
+    return lambda *shape, s=1.0: s * torch.randn(*shape, generator=g)
+
+
+def build(side, class_name, *args, what=None):
+    """An instance of the side's class, kept in its worker; a stub or an exception becomes a Fail."""
+    what = what or class_name
+    try:
+        return keep(getattr(side, class_name), *args)
+    except StudentError as exc:
+        if exc.stub:
+            raise Fail(f"your {class_name} is not implemented yet (it raised NotImplementedError)") from None
+        raise Fail(f"{what} raised {exc.type}: {exc.message}") from None
+
+
+def load(sub, module, state, what, names):
+    """Copy `state` into the student's module by the notebook's attribute names."""
+    try:
+        problems = sub.helpers.bi_load(module, state)
+    except StudentError as exc:
+        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
+    if problems:
+        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names ({names}): "
+                   + "; ".join(problems[:4]))
+
+
+def tensor_out(value, what, shape=None):
+    if not isinstance(value, torch.Tensor):
+        raise Fail(f"{what} must be a tensor, got {type(value).__name__}")
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise Fail(f"{what} has shape ({', '.join(map(str, value.shape))}), expected ({', '.join(map(str, shape))})")
+    return value.detach()
+
+
+# -- seeded weights in the notebook's names --------------------------------------------------------------------
+
+def embeddings_state(cfg: dict, seed: int, prefix: str = "") -> dict:
+    r = normal(gen(seed))
+    E = cfg["hidden_size"]
+    return {f"{prefix}word.weight": r(cfg["vocab_size"], E), f"{prefix}position.weight": r(cfg["max_position_embeddings"], E),
+            f"{prefix}segment.weight": r(cfg["type_vocab_size"], E),
+            f"{prefix}norm.weight": 1 + r(E, s=0.2), f"{prefix}norm.bias": r(E, s=0.2)}
+
+
+def layer_state(cfg: dict, seed: int, prefix: str = "") -> dict:
+    """One EncoderLayer's weights (nonzero biases, norms away from 1 and 0)."""
+    r = normal(gen(seed))
+    E, I = cfg["hidden_size"], cfg["intermediate_size"]
+    state = {}
+    for name in ("query", "key", "value", "attn_out"):
+        state[f"{prefix}{name}.weight"] = r(E, E) / math.sqrt(E)
+        state[f"{prefix}{name}.bias"] = r(E, s=0.1)
+    state.update({f"{prefix}ffn_in.weight": r(I, E) / math.sqrt(E), f"{prefix}ffn_in.bias": r(I, s=0.1),
+                  f"{prefix}ffn_out.weight": r(E, I) / math.sqrt(I), f"{prefix}ffn_out.bias": r(E, s=0.1)})
+    for name in ("attn_norm", "ffn_norm"):
+        state[f"{prefix}{name}.weight"] = 1 + r(E, s=0.2)
+        state[f"{prefix}{name}.bias"] = r(E, s=0.2)
+    return state
+
+
+LAYER_NAMES = "query, key, value, attn_out, attn_norm, ffn_in, ffn_out, ffn_norm"
+
+
+def additive_bias(mask: torch.Tensor) -> torch.Tensor:
+    """The correct (B, 1, 1, T) bias of a 1 = real-token mask, computed in the judge."""
+    return (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+
+
+# -- the judge's BERT arithmetic (float64), with switches for the usual mistakes --------------------------------
+
+def layer_norm(x, weight, bias, eps):
+    return F.layer_norm(x, (x.shape[-1],), weight.double(), bias.double(), eps=eps)
+
+
+def linear(x, state, name):
+    return x @ state[f"{name}.weight"].double().T + state[f"{name}.bias"].double()
+
+
+def layer_forward(state, x, bias, H, eps, scale="head", act="gelu", order="post", split="transpose",
+                  use_bias="add", merge="transpose"):
+    """An encoder layer computed in the judge. Variants: scale "head" | "hidden" | "none"; act "gelu" | "tanh" |
+    "relu"; order "post" | "pre"; split/merge "transpose" | "view" (heads without the transpose); use_bias "add" |
+    "ignore"."""
+    x = x.double()
+    B, T, E = x.shape
+    D = E // H
+
+    def heads(t):
+        return t.view(B, T, H, D).transpose(1, 2) if split == "transpose" else t.reshape(B, H, T, D)
+
+    def attention(h):
+        q, k, v = (heads(linear(h, state, n)) for n in ("query", "key", "value"))
+        s = {"head": math.sqrt(D), "hidden": math.sqrt(E), "none": 1.0}[scale]
+        scores = q @ k.transpose(-2, -1) / s
+        if use_bias == "add":
+            scores = scores + bias.double()
+        context = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+        context = context.transpose(1, 2).reshape(B, T, E) if merge == "transpose" else context.reshape(B, T, E)
+        return linear(context, state, "attn_out")
+
+    activation = {"gelu": F.gelu, "tanh": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu}[act]
+
+    def ffn(h):
+        return linear(activation(linear(h, state, "ffn_in")), state, "ffn_out")
+
+    def norm(t, name):
+        return layer_norm(t, state[f"{name}.weight"], state[f"{name}.bias"], eps)
+
+    if order == "pre":
+        h = x + attention(norm(x, "attn_norm"))
+        return h + ffn(norm(h, "ffn_norm"))
+    h = norm(x + attention(x), "attn_norm")
+    return norm(h + ffn(h), "ffn_norm")
+
+
+# -- code that runs in the worker -------------------------------------------------------------------------------
+
+WORKER_CODE = r'''
+import contextlib
+import math
+import os
+import tempfile
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def bi_generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def bi_config(settings):
+    import transformers
+    return transformers.BertConfig(**settings)
+
+
+def bi_tokenizer(vocab):
+    """A BERT WordPiece tokenizer over `vocab` (special tokens wherever the list puts them)."""
+    import transformers
+    path = os.path.join(tempfile.mkdtemp(prefix="bi-vocab-"), "vocab.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(vocab) + "\n")
+    return transformers.BertTokenizerFast(path)
+
+
+def bi_token_ids(tokenizer, text):
+    return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+
+
+def bi_load(module, state):
+    """Copy `state` into the module's parameters and buffers of the same names; returns what did not fit
+    (nothing is loaded then)."""
+    own = module.state_dict()
+    problems = []
+    for name, value in state.items():
+        if name not in own:
+            problems.append(f"it has no parameter {name}")
+        elif tuple(own[name].shape) != tuple(value.shape):
+            problems.append(f"{name} has shape {tuple(own[name].shape)} instead of {tuple(value.shape)}")
+    if not problems:
+        module.load_state_dict(state, strict=False)
+    return problems
+
+
+def bi_state(module):
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+@contextlib.contextmanager
+def bi_standing_in(**stand_ins):
+    """While the block runs, the submission's names refer to the grader's stand-ins (a part built on other parts
+    is graded with the grader's versions of those, so that each part is graded on its own)."""
+    missing = object()
+    saved = {name: getattr(submission, name, missing) for name in stand_ins}
+    for name, value in stand_ins.items():
+        setattr(submission, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                delattr(submission, name)
+            else:
+                setattr(submission, name, value)
+
+
+# BERT written out in plain torch, with the notebook's attribute names: the grader's stand-ins for parts 3 and 4
+# when part 5 is graded.
+class BiEmbeddings(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        E = config.hidden_size
+        self.word = nn.Embedding(config.vocab_size, E)
+        self.position = nn.Embedding(config.max_position_embeddings, E)
+        self.segment = nn.Embedding(config.type_vocab_size, E)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return self.dropout(self.norm(self.word(input_ids) + self.position(positions)[None] + self.segment(token_type_ids)))
+
+
+class BiLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        E, I = config.hidden_size, config.intermediate_size
+        self.n_heads = config.num_attention_heads
+        self.query, self.key, self.value, self.attn_out = (nn.Linear(E, E) for _ in range(4))
+        self.attn_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.ffn_in, self.ffn_out = nn.Linear(E, I), nn.Linear(I, E)
+        self.ffn_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.attn_dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden, bias):
+        B, T, E = hidden.shape
+        H = self.n_heads
+        D = E // H
+        q, k, v = (m(hidden).view(B, T, H, D).transpose(1, 2) for m in (self.query, self.key, self.value))
+        weights = self.attn_dropout(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D) + bias, dim=-1))
+        x = self.attn_norm(hidden + self.dropout(self.attn_out((weights @ v).transpose(1, 2).reshape(B, T, E))))
+        return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
+
+
+class BiEncoder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layers = nn.ModuleList([BiLayer(config) for _ in range(config.num_hidden_layers)])
+
+    def forward(self, hidden, attention_mask=None):
+        if attention_mask is None:
+            attention_mask = torch.ones(hidden.shape[:2], device=hidden.device)
+        bias = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
+        for layer in self.layers:
+            hidden = layer(hidden, bias)
+        return hidden
+
+
+def bi_bert_with_grader_parts(config):
+    """The student's Bert(config) built with the grader's Embeddings and Encoder."""
+    with bi_standing_in(Embeddings=BiEmbeddings, Encoder=BiEncoder):
+        return submission.Bert(config)
+
+
+def bi_load_library_weights(model, hf_state):
+    """The student's load_bert_weights; then the model's state_dict."""
+    submission.load_bert_weights(model, hf_state)
+    return bi_state(model)
+
+
+def bi_load_refused(config, hf_state):
+    """Whether the student's load_bert_weights raises for a state_dict that does not fit (True: it does)."""
+    model = bi_bert_with_grader_parts(config)
+    try:
+        submission.load_bert_weights(model, hf_state)
+    except Exception:  # noqa: BLE001 - any exception is a refusal
+        return True
+    return False
+
+
+# Recording stand-ins with fixed maps the judge computes itself: the wiring of Bert (part 5) and of the
+# pre-training model (part 6) is checked through them.
+class BiProbeEmbeddings(nn.Module):
+    """Records its inputs; returns tanh(word[ids] + 0.5 * (segment + 1)) (not BERT's formula: a known map)."""
+    def __init__(self, config):
+        super().__init__()
+        self.word = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.segment = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.calls = []
+
+    def forward(self, input_ids, token_type_ids=None):
+        self.calls.append({"ids": input_ids.detach().clone(),
+                           "types": None if token_type_ids is None else token_type_ids.detach().clone()})
+        types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        return torch.tanh(self.word.weight[input_ids] + 0.5 * (types[..., None].float() + 1))
+
+
+class BiProbeEncoder(nn.Module):
+    """Records the mask it gets; returns tanh(hidden @ W) with a fixed W (one layer's worth, known to the judge)."""
+    def __init__(self, config):
+        super().__init__()
+        E = config.hidden_size
+        self.register_buffer("mix", torch.randn(E, E, generator=torch.Generator().manual_seed(77)) / math.sqrt(E),
+                             persistent=False)
+        self.calls = []
+
+    def forward(self, hidden, attention_mask=None, *args, **kwargs):
+        self.calls.append({"mask": None if attention_mask is None else attention_mask.detach().clone(),
+                           "extra": len(args) + len(kwargs)})
+        return torch.tanh(hidden @ self.mix)
+
+
+def bi_probe_bert(config):
+    with bi_standing_in(Embeddings=BiProbeEmbeddings, Encoder=BiProbeEncoder):
+        return submission.Bert(config)
+
+
+def bi_probe_calls(model):
+    return {"embeddings": model.embeddings.calls, "encoder": model.encoder.calls}
+
+
+class BiProbeBert(nn.Module):
+    """Stands in for Bert in part 6: embeddings.word is the word embedding; forward returns known maps of it:
+    sequence = tanh(word[ids] + 0.25 * segment), pooled = tanh(2 * sequence[:, 0] + 0.5)."""
+    def __init__(self, config):
+        super().__init__()
+        self.embeddings = nn.Module()
+        self.embeddings.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.calls = []
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        self.calls.append({"types": token_type_ids is not None, "mask": attention_mask is not None})
+        types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        sequence = torch.tanh(self.embeddings.word(input_ids) + 0.25 * types[..., None].float())
+        pooled = torch.tanh(2 * sequence[:, 0] + 0.5)
+        return sequence, pooled
+
+
+def bi_pretraining_model(config):
+    """The student's BertForPretraining(config) around the grader's BiProbeBert."""
+    torch.manual_seed(0)
+    with bi_standing_in(Bert=BiProbeBert):
+        return submission.BertForPretraining(config)
+
+
+def bi_tied(model, input_ids, row, delta):
+    """MLM logits before and after adding `delta` to row `row` of the word embedding (not in input_ids)."""
+    model.eval()
+    with torch.no_grad():
+        before = model(input_ids)[0].detach().clone()
+        model.bert.embeddings.word.weight[row] += delta
+        after = model(input_ids)[0].detach().clone()
+        model.bert.embeddings.word.weight[row] -= delta
+    return before, after
+'''

@@ -1,0 +1,170 @@
+"""Hidden checks of part 2: mask_tokens(input_ids, attention_mask, tokenizer, mask_rate=0.15, generator=None).
+
+The corruption is random, so nothing is compared position by position with the reference: the checks test what
+holds for every draw (labels, [CLS] / [SEP] / padding never selected, the input left alone), proportions on large
+samples, and reproducibility with the generator. Each statistical bound states its false-failure probability
+(normal approximation of a binomial proportion; all below 1e-9). The tokenizer's special ids are not BERT-base's
+([CLS] 7, [SEP] 1, [PAD] 12, [MASK] 20) and id 0 is a word, so hard-coded ids or "padding is 0" show.
+"""
+import torch
+
+from _common import CLS, MASK, PAD, SEP, VOCAB, WORD_IDS, gen, tokenizer
+from autograder.testing import Fail, StudentError, check, keep, worker_helpers
+
+PART = "2. Masked-language-model inputs"
+V = len(VOCAB)
+
+worker_helpers('''
+def bi_mask_leaves_input(input_ids, attention_mask, tokenizer, mask_rate):
+    """Whether the student's mask_tokens leaves its input tensors unchanged."""
+    ids, mask = input_ids.clone(), attention_mask.clone()
+    submission.mask_tokens(ids, mask, tokenizer, mask_rate)
+    return bool(torch.equal(ids, input_ids) and torch.equal(mask, attention_mask))
+''')
+
+
+def pair_batch(seed, B, T, min_fill=0.5):
+    """(input_ids, attention_mask) of B encoded pairs [CLS] A [SEP] B [SEP] + padding, random lengths, words drawn
+    from the regular tokens (the word with id 0 included)."""
+    g = gen(seed)
+    ids = torch.full((B, T), PAD, dtype=torch.long)
+    mask = torch.zeros(B, T, dtype=torch.long)
+    words = torch.tensor(WORD_IDS)[torch.randint(len(WORD_IDS), (B, T), generator=g)]
+    totals = torch.randint(int(min_fill * T), T + 1, (B,), generator=g).tolist()
+    for row, total in enumerate(totals):
+        len_a = int(torch.randint(1, total - 3, (), generator=g))
+        ids[row, :total] = words[row, :total]
+        ids[row, 0], ids[row, len_a + 1], ids[row, total - 1] = CLS, SEP, SEP
+        mask[row, :total] = 1
+    return ids, mask
+
+
+def candidates_of(ids, mask):
+    return (mask == 1) & (ids != CLS) & (ids != SEP)
+
+
+def corrupt(sub, ids, mask, rate, seed=1):
+    try:
+        out = sub.mask_tokens(ids, mask, tokenizer(sub), rate, generator=keep(sub.helpers.bi_generator, seed))
+    except StudentError as exc:
+        raise Fail(exc.describe()) from None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Fail("mask_tokens must return a tuple (masked_ids, labels)")
+    for name, t in zip(("masked_ids", "labels"), out):
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(ids.shape):
+            raise Fail(f"mask_tokens: {name} must be a tensor of the input's shape {tuple(ids.shape)}")
+        if t.dtype.is_floating_point or t.dtype == torch.bool:
+            raise Fail(f"mask_tokens: {name} must be an integer (long) tensor like input_ids, got {t.dtype}")
+    return out[0].long(), out[1].long()
+
+
+def invariants(ids, masked, labels, what):
+    selected = labels != -100
+    if not torch.equal(labels[selected], ids[selected]):
+        raise Fail(f"{what}: at the selected positions the label must be the ORIGINAL token id, and -100 everywhere else")
+    if ((masked != ids) & ~selected).any():
+        raise Fail(f"{what}: a position whose id was changed has the label -100: every changed token is selected and "
+                   "labelled with its original id; tokens that are not selected stay unchanged")
+
+
+@check("MLM inputs: labels are the original ids at the selected positions, -100 elsewhere; the input is left alone",
+       points=1, part=PART)
+def mlm_labels(sub, ref):
+    ids, mask = pair_batch(201, 200, 40)
+    masked, labels = corrupt(sub, ids, mask, 0.15)
+    invariants(ids, masked, labels, "mask_tokens(input_ids, attention_mask, tokenizer, 0.15)")
+    labelled = (labels != -100).double().mean().item()
+    if labelled == 0:
+        raise Fail("mask_tokens(..., 0.15) selected no token at all (every label is -100)")
+    # about 15% of the positions' candidates are selected (at most 15% of all positions); 50% of ~6,000 positions
+    # is far out of reach for a correct draw (false failure < 1e-100)
+    if labelled > 0.5:
+        raise Fail(f"mask_tokens(..., 0.15) gave {labelled:.0%} of the positions a label: the label is -100 everywhere "
+                   "except at the selected positions (about 15% of the candidates)")
+    if not sub.helpers.bi_mask_leaves_input(ids, mask, tokenizer(sub), 0.15):
+        raise Fail("mask_tokens modified the tensors it was given: corrupt a copy (input_ids.clone())")
+
+
+@check("MLM inputs: [CLS], [SEP] and padding are never selected", points=2, part=PART)
+def mlm_specials(sub, ref):
+    ids, mask = pair_batch(211, 400, 30, min_fill=0.3)
+    for rate in (0.15, 0.9):  # at 0.9 nearly every candidate is selected: a special position would be too
+        masked, labels = corrupt(sub, ids, mask, rate, seed=2)
+        what = f"mask_tokens(..., mask_rate={rate})"
+        selected = labels != -100
+        if (selected & (mask == 0)).any() or (masked[mask == 0] != PAD).any():
+            raise Fail(f"{what}: padding positions (attention_mask 0) were selected or changed; padding is never "
+                       "selected (this tokenizer's [PAD] id is not 0)")
+        for special, name in ((CLS, "[CLS]"), (SEP, "[SEP]")):
+            if (selected & (ids == special)).any() or (masked[ids == special] != special).any():
+                raise Fail(f"{what}: {name} positions were selected; [CLS] and [SEP] are never selected (compare with "
+                           "tokenizer.cls_token_id and tokenizer.sep_token_id)")
+        invariants(ids, masked, labels, what)
+        # id 0 is a regular word here: a candidate must be selectable whatever its id (about 250 candidates have
+        # id 0; at rate 0.9 none of them is selected with probability 0.1^250)
+        if rate == 0.9 and not selected[candidates_of(ids, mask) & (ids == 0)].any():
+            raise Fail(f"{what}: tokens with id 0 are never selected, but id 0 is a word of this tokenizer: tell "
+                       "padding by attention_mask (or tokenizer.pad_token_id), not by id 0")
+
+
+def big_sample(sub, rate, seed=3):
+    """About 135,000 candidates."""
+    ids, mask = pair_batch(221, 3000, 64)
+    masked, labels = corrupt(sub, ids, mask, rate, seed=seed)
+    invariants(ids, masked, labels, f"mask_tokens(..., mask_rate={rate})")
+    return ids, mask, masked, labels
+
+
+@check("MLM inputs: about mask_rate of the candidates are selected", points=1, part=PART)
+def mlm_rate(sub, ref):
+    for rate in (0.15, 0.3):
+        ids, mask, masked, labels = big_sample(sub, rate)
+        candidates = candidates_of(ids, mask)
+        n = int(candidates.sum())
+        frac = (labels != -100)[candidates].double().mean().item()
+        # n >= 100,000 candidates: the selected fraction has sd sqrt(p(1-p)/n) <= 0.00145; the bound 0.01 is
+        # >= 6.9 sd (false failure < 1e-11 for each rate).
+        if abs(frac - rate) > 0.01:
+            raise Fail(f"mask_tokens(..., mask_rate={rate}) selected {frac:.1%} of the {n:,} candidates (real tokens other "
+                       f"than [CLS] and [SEP]); expected about {rate:.0%}: select each candidate with probability mask_rate")
+
+
+@check("MLM inputs: 80% [MASK], 10% random token, 10% unchanged", points=1.5, part=PART)
+def mlm_proportions(sub, ref):
+    ids, mask, masked, labels = big_sample(sub, 0.15)
+    selected = labels != -100
+    n_sel = int(selected.sum())
+    to_mask = (masked == MASK)[selected].double().mean().item()
+    unchanged = (masked == ids)[selected].double().mean().item()
+    other = 1 - to_mask - unchanged
+    # Random replacements are uniform over the V = 33 ids: 1 in 33 is [MASK], 1 in 33 the original, so the expected
+    # shares are 0.8 + 0.1/33 = 0.803, 0.1 + 0.1/33 = 0.103 and 0.094. n_sel is about 20,000: the sds are at most
+    # 0.0029 ([MASK]) and 0.0022; the bounds 0.02 and 0.015 are >= 6.8 sd (false failure < 1e-11 each).
+    if n_sel < 15000 or abs(to_mask - 0.803) > 0.02 or abs(unchanged - 0.103) > 0.015 or abs(other - 0.094) > 0.015:
+        raise Fail(f"of the {n_sel:,} selected tokens {to_mask:.1%} became [MASK], {other:.1%} another token and "
+                   f"{unchanged:.1%} kept their id; expected about 80%, 9.4% and 10.3% (80% [MASK], 10% a uniformly "
+                   "random token, which can be the original or [MASK], 10% unchanged)")
+
+
+@check("MLM inputs: random replacements are valid token ids, the generator makes the result reproducible",
+       points=1.5, part=PART)
+def mlm_random(sub, ref):
+    ids, mask, masked, labels = big_sample(sub, 0.15)
+    if masked.min() < 0 or masked.max() >= V:
+        raise Fail(f"corrupted ids must be token ids of the vocabulary, 0 to len(tokenizer) - 1 = {V - 1}")
+    other = (labels != -100) & (masked != ids) & (masked != MASK)
+    distinct = len(set(masked[other].tolist()))
+    # about 1,900 random replacements uniform over 33 ids: every id shows up (a missing one has probability
+    # < 33 * (32/33)^1900 < 1e-23); fewer than 20 distinct ids means they are not drawn from the whole vocabulary
+    if distinct < 20:
+        raise Fail(f"the random replacements take only {distinct} different ids: draw them uniformly from 0 to "
+                   "len(tokenizer) - 1")
+    small_ids, small_mask = pair_batch(231, 100, 30)
+    first = corrupt(sub, small_ids, small_mask, 0.15, seed=9)
+    again = corrupt(sub, small_ids, small_mask, 0.15, seed=9)
+    if not (torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])):
+        raise Fail("mask_tokens with two generators seeded alike gave different results: draw every random number "
+                   "with generator=generator")
+    other_seed = corrupt(sub, small_ids, small_mask, 0.15, seed=10)
+    if torch.equal(first[1], other_seed[1]):
+        raise Fail("mask_tokens gave the same selection for generators with different seeds: use the generator")

@@ -1,0 +1,291 @@
+"""Hidden checks of part 4: attention_bias(attention_mask, dtype=torch.float32), EncoderLayer(config)
+(forward(hidden, bias)) and Encoder(config) (forward(hidden, attention_mask=None)).
+
+The layer gets inputs the judge computed (hidden states and the correct additive bias), so its checks do not
+depend on the student's attention_bias. Identical weights are loaded into the student's and the reference's
+layers; when the outputs differ, the judge computes the usual mistakes with the same weights (scaling, pre-norm,
+ReLU or tanh-GELU, heads split without the transpose, the bias ignored) and names the one that matches. The
+encoder is checked with stand-in layers (fixed maps that record what they get), so that it is graded on its own:
+the layers chained in order, each given the bias of the 1 = real-token mask.
+"""
+import math
+
+import torch
+
+from _common import (
+    LAYER_NAMES, additive_bias, build, close, config, gen, layer_forward, layer_state, load, remote_config, tensor_out,
+)
+from autograder.testing import Fail, StudentError, check, remote_attr, worker_helpers
+
+PART = "4. Encoder layer and stack"
+
+worker_helpers('''
+class BiProbeLayer(nn.Module):
+    """Stands in for EncoderLayer: hidden + tanh(hidden @ mix), mix seeded by the layer's creation order; records
+    the hidden states and the bias it gets."""
+    created = 0
+
+    def __init__(self, config):
+        super().__init__()
+        E = config.hidden_size
+        self.index = BiProbeLayer.created
+        BiProbeLayer.created += 1
+        g = torch.Generator().manual_seed(500 + self.index)
+        self.register_buffer("mix", torch.randn(E, E, generator=g) / math.sqrt(E), persistent=False)
+        self.calls = []
+
+    def forward(self, hidden, bias=None, *args, **kwargs):
+        self.calls.append({"hidden": hidden.detach().clone(),
+                           "bias": bias.detach().clone() if isinstance(bias, torch.Tensor) else None})
+        return hidden + torch.tanh(hidden @ self.mix)
+
+
+def bi_probe_encoder(config):
+    """The student's Encoder(config) built with the grader's probe layers."""
+    BiProbeLayer.created = 0
+    with bi_standing_in(EncoderLayer=BiProbeLayer):
+        return submission.Encoder(config)
+
+
+def bi_probe_records(encoder):
+    """Per stand-in layer, in the order of encoder.layers: its creation index and the calls it got."""
+    return [{"index": layer.index, "calls": layer.calls} for layer in encoder.layers]
+''')
+
+
+def probe_mix(index, E):
+    return torch.randn(E, E, generator=gen(500 + index)) / math.sqrt(E)
+
+
+# -- attention_bias ----------------------------------------------------------------------------------------------
+
+def masks():
+    g = gen(401)
+    mask = (torch.rand(4, 7, generator=g) > 0.4).long()
+    mask[:, 0] = 1  # every row has a real token
+    return [(mask, "a 0/1 long mask"), (mask.float(), "a 0/1 float mask")]
+
+
+@check("attention_bias: 0 for real tokens, a huge negative bias for padding, shape (B, 1, 1, T)", points=1.5, part=PART)
+def bias(sub, ref):
+    for mask, what in masks():
+        for dtype in (torch.float32, torch.float64):
+            try:
+                got = sub.attention_bias(mask, dtype)
+            except StudentError as exc:
+                raise Fail(f"attention_bias({what}, {dtype}): {exc.describe()}") from None
+            got = tensor_out(got, f"attention_bias({what})")
+            B, T = mask.shape
+            if tuple(got.shape) != (B, 1, 1, T):
+                raise Fail(f"attention_bias must return shape (B, 1, 1, T) = ({B}, 1, 1, {T}) (one row per sequence, "
+                           f"broadcast over heads and queries), got {tuple(got.shape)}")
+            row = got[:, 0, 0, :].double()
+            real, pad = mask.bool(), ~mask.bool()
+            if bool((row[real] <= -1e4).all()) and bool((row[pad] == 0).all()):
+                raise Fail(f"attention_bias({what}) is inverted: the mask is 1 for REAL tokens (the library's convention, "
+                           "the opposite of the previous assignment): bias 0 there, a huge negative number on padding")
+            if torch.equal(row, mask.double()) or torch.equal(row, -mask.double()):
+                raise Fail(f"attention_bias({what}) returns the 0/1 mask itself: turn it into an additive bias, 0 for real "
+                           "tokens and a huge negative number (torch.finfo(dtype).min) for padding")
+            if not bool((row[real] == 0).all()):
+                raise Fail(f"attention_bias({what}) must be exactly 0 where the mask is 1 (real tokens)")
+            if not bool((row[pad] <= -1e4).all()):
+                raise Fail(f"attention_bias({what}) must be a huge negative number (torch.finfo(dtype).min) where the mask "
+                           "is 0 (padding), so that the softmax gives padded keys a weight of 0")
+
+
+# -- EncoderLayer ------------------------------------------------------------------------------------------------
+
+def layer_pair(sub, ref, state, **overrides):
+    """The student's and the reference's layers with the same weights, eval() mode, dropout rates 0 (the value checks
+    do not depend on how dropout is applied: the config check grades that)."""
+    overrides = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, **overrides}
+    student = build(sub, "EncoderLayer", remote_config(sub, **overrides), what="EncoderLayer(config)")
+    load(sub, student, state, "EncoderLayer", LAYER_NAMES)
+    reference = build(ref, "EncoderLayer", remote_config(ref, **overrides))
+    ref.helpers.bi_load(reference, state)
+    student.eval()
+    reference.eval()
+    return student, reference
+
+
+def layer_inputs(seed, B=3, T=6, E=16):
+    g = gen(seed)
+    hidden = 2 * torch.randn(B, T, E, generator=g) + 0.3
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[1, 4:] = 0
+    mask[2, 2:] = 0
+    return hidden, mask
+
+
+def run_layer(layer, hidden, bias_, what="EncoderLayer"):
+    return tensor_out(layer(hidden, bias_), f"{what}.forward's output", hidden.shape).double()
+
+
+VARIANTS = [
+    (dict(scale="hidden"), "the scores are scaled by sqrt(E), the hidden size: divide by sqrt(D), the HEAD dimension "
+                           "(config.hidden_size // config.num_attention_heads)"),
+    (dict(scale="none"), "the scores are not scaled: divide q k^T by sqrt(D), D the head dimension"),
+    (dict(order="pre"), "this is a pre-norm layer (LayerNorm before each sub-layer); BERT's is post-norm: "
+                        "x' = attn_norm(x + Dropout(attention)), then ffn_norm(x' + Dropout(FFN(x')))"),
+    (dict(act="relu"), "the feed-forward network uses ReLU; BERT uses GELU (config.hidden_act = 'gelu')"),
+    (dict(act="tanh"), "the feed-forward network uses the tanh approximation of GELU; the library's 'gelu' is the "
+                       "exact (erf) one: F.gelu(x) or nn.GELU()"),
+    (dict(split="view"), "the heads are split with a reshape to (B, H, T, D) without the transpose: view (B, T, H, D), "
+                         "then transpose(1, 2)"),
+    (dict(merge="view"), "the heads are merged with a reshape of (B, H, T, D) to (B, T, E) without the transpose: "
+                         "transpose(1, 2) first, then reshape"),
+    (dict(use_bias="ignore"), "the attention bias is not added to the scores: scores = q k^T / sqrt(D) + bias, before "
+                              "the softmax"),
+]
+
+
+def diagnose_layer(got, state, hidden, bias_, cfg):
+    H, eps = cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    swapped = dict(state)
+    for part in ("weight", "bias"):
+        swapped[f"attn_norm.{part}"], swapped[f"ffn_norm.{part}"] = state[f"ffn_norm.{part}"], state[f"attn_norm.{part}"]
+    if close(got, layer_forward(swapped, hidden, bias_, H, eps)):
+        return "attn_norm and ffn_norm are swapped: attn_norm follows the attention, ffn_norm the feed-forward network"
+    for variant, message in VARIANTS:
+        if close(got, layer_forward(state, hidden, bias_, H, eps, **variant)):
+            return message
+    return ("the output differs from ffn_norm(x' + FFN(x')), x' = attn_norm(x + attn_out(softmax(q k^T / sqrt(D) + "
+            "bias) v)), with the same weights")
+
+
+@check("encoder layer: output matches the reference with the same weights and bias", points=2, part=PART)
+def layer_output(sub, ref):
+    cfg = config()
+    state = layer_state(cfg, 411)
+    student, reference = layer_pair(sub, ref, state)
+    hidden, mask = layer_inputs(412)
+    bias_ = additive_bias(mask)  # the judge's bias: this check does not depend on the student's attention_bias
+    got = run_layer(student, hidden, bias_)
+    if not close(got, run_layer(reference, hidden, bias_)):
+        raise Fail("EncoderLayer in eval(), identical weights, the correct bias: " + diagnose_layer(got, state, hidden, bias_, cfg))
+
+
+@check("encoder layer: padded keys change nothing at the real positions", points=1, part=PART)
+def layer_padding(sub, ref):
+    cfg = config()
+    student = build(sub, "EncoderLayer", remote_config(sub, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+                    what="EncoderLayer(config)")
+    load(sub, student, layer_state(cfg, 421), "EncoderLayer", LAYER_NAMES)
+    student.eval()
+    hidden, mask = layer_inputs(422)
+    changed = hidden.clone()
+    changed[mask == 0] = 50 * torch.randn(int((mask == 0).sum()), 16, generator=gen(423))
+    bias_ = additive_bias(mask)
+    a, b = run_layer(student, hidden, bias_), run_layer(student, changed, bias_)
+    real = mask.bool()
+    if not close(a[real], b[real], atol=1e-4):
+        raise Fail("changing the hidden states at padded positions changed the outputs at real positions: add the bias "
+                   "(0 for real keys, huge and negative for padded ones) to the attention scores before the softmax")
+
+
+@check("encoder layer: intermediate size, heads, dropout rates and eps from the config; dropout in train() only",
+       points=1, part=PART)
+def layer_config(sub, ref):
+    cfg = config(intermediate_size=24, num_attention_heads=2, hidden_dropout_prob=0.2,
+                 attention_probs_dropout_prob=0.3, layer_norm_eps=1e-7)
+    layer = build(sub, "EncoderLayer", remote_config(sub, **{k: cfg[k] for k in (
+        "intermediate_size", "num_attention_heads", "hidden_dropout_prob", "attention_probs_dropout_prob",
+        "layer_norm_eps")}), what="EncoderLayer(config)")
+    E = cfg["hidden_size"]
+    expected = {"ffn_in.weight": (24, E), "ffn_out.weight": (E, 24), "query.weight": (E, E), "attn_out.weight": (E, E)}
+    for name, shape in expected.items():
+        try:
+            got = tuple(remote_attr(layer, name).shape)
+        except Exception:  # noqa: BLE001 - the attribute is missing
+            raise Fail(f"EncoderLayer must have the attribute {name.split('.')[0]} ({LAYER_NAMES})") from None
+        if got != shape:
+            raise Fail(f"{name.split('.')[0]} must be nn.Linear with a weight of shape {shape} for a config with hidden "
+                       f"size {E} and intermediate_size 24: read the sizes from the config (not 4 * E)")
+    checks = (("attn_dropout.p", 0.3, "attn_dropout must be nn.Dropout(config.attention_probs_dropout_prob)"),
+              ("dropout.p", 0.2, "dropout must be nn.Dropout(config.hidden_dropout_prob)"),
+              ("attn_norm.eps", 1e-7, "attn_norm must be nn.LayerNorm(E, eps=config.layer_norm_eps)"),
+              ("ffn_norm.eps", 1e-7, "ffn_norm must be nn.LayerNorm(E, eps=config.layer_norm_eps)"))
+    for path, value, message in checks:
+        try:
+            got = remote_attr(layer, path)
+        except Exception:  # noqa: BLE001
+            raise Fail(message) from None
+        if not isinstance(got, float) or abs(got - value) > 1e-12:
+            raise Fail(message)
+    load(sub, layer, layer_state(cfg, 431), "EncoderLayer", LAYER_NAMES)
+    hidden, mask = layer_inputs(432)
+    bias_ = additive_bias(mask)
+    layer.eval()
+    exact = run_layer(layer, hidden, bias_)
+    if not torch.equal(exact, run_layer(layer, hidden, bias_)):
+        raise Fail("in eval() mode two calls with the same input must give identical outputs: use the nn.Dropout "
+                   "modules (they are off in eval()), not F.dropout(..., training=True)")
+    layer.train()
+    # 18 outputs of 16 features each go through dropout with p = 0.2 (and 0.3 on the weights): that none of them
+    # changes has probability below 0.8^288 < 1e-27
+    if torch.equal(exact, run_layer(layer, hidden, bias_)):
+        raise Fail("in train() mode with dropout rates 0.2 and 0.3 the output is the eval() output: apply attn_dropout "
+                   "to the attention weights and dropout to each sub-layer's output")
+
+
+# -- Encoder -----------------------------------------------------------------------------------------------------
+
+def bias_ok(bias_, mask, own):
+    """The bias a layer got is the correct one for `mask` (or equal to the student's own attention_bias(mask), which
+    the attention_bias check grades)."""
+    if not isinstance(bias_, torch.Tensor):
+        return False
+    if own is not None and bias_.shape == own.shape and torch.equal(bias_, own):
+        return True
+    B, T = mask.shape
+    if bias_.dim() != 4 or tuple(bias_.shape) not in ((B, 1, 1, T),):
+        return False
+    row = bias_[:, 0, 0, :].double()
+    return bool((row[mask.bool()] == 0).all()) and bool((row[~mask.bool()] <= -1e4).all())
+
+
+@check("encoder: layers chained in order, each given the bias of the 1 = real-token mask", points=1.5, part=PART)
+def encoder(sub, ref):
+    cfg = config(num_hidden_layers=3)
+    try:
+        model = sub.helpers.bi_probe_encoder(remote_config(sub, num_hidden_layers=3))
+    except StudentError as exc:
+        if exc.stub:
+            raise Fail("your Encoder is not implemented yet (it raised NotImplementedError)") from None
+        raise Fail(f"Encoder(config) raised {exc.type}: {exc.message}") from None
+    hidden, mask = layer_inputs(441)
+    for given, what in ((mask, "with an attention mask"), (None, "with attention_mask=None")):
+        if given is None:
+            model = sub.helpers.bi_probe_encoder(remote_config(sub, num_hidden_layers=3))
+        got = tensor_out(model(hidden) if given is None else model(hidden, given), "Encoder.forward's output",
+                         hidden.shape).double()
+        try:
+            records = sub.helpers.bi_probe_records(model)
+        except StudentError:
+            raise Fail("Encoder must keep its layers in `layers` (an nn.ModuleList of EncoderLayer(config))") from None
+        if len(records) != cfg["num_hidden_layers"]:
+            raise Fail(f"Encoder must hold config.num_hidden_layers EncoderLayers in `layers`; for a config with 3 it "
+                       f"holds {len(records)}")
+        effective = torch.ones_like(mask) if given is None else mask
+        try:
+            own = sub.attention_bias(effective, torch.float32)
+        except StudentError:
+            own = None
+        x = hidden.double()
+        for position, record in enumerate(records):
+            if len(record["calls"]) != 1:
+                raise Fail(f"{what}: every layer must run once per forward; layer {position} ran {len(record['calls'])} "
+                           "times")
+            call = record["calls"][0]
+            if not close(call["hidden"], x):
+                raise Fail(f"{what}: layer {position} did not get the previous layer's output"
+                           + (" but the encoder's input: each layer must run on the output of the one before"
+                              if close(call["hidden"], hidden) else ": run the layers in order, each on the previous output"))
+            if not bias_ok(call["bias"], effective, own):
+                raise Fail(f"{what}: the layers must get the additive bias of the mask, attention_bias(attention_mask) of "
+                           "shape (B, 1, 1, T): 0 for real tokens (mask 1), huge and negative for padding (mask 0)"
+                           + ("; a mask of None means every token is real" if given is None else ""))
+            x = x + torch.tanh(x @ probe_mix(record["index"], cfg["hidden_size"]).double())
+        if not close(got, x):
+            raise Fail(f"{what}: the encoder must return the last layer's output")
