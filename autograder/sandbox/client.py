@@ -357,7 +357,7 @@ class WorkerProcess:
 
     # -- requests -----------------------------------------------------------------------------
     def request(self, op: str, *args, what: str = "", child_label: str | None = None):
-        enc = Encoder(on_unknown=self._encode_remote, generators_by_value=True)
+        enc = Encoder(on_unknown=self._encode_remote, by_value=True)
         header = {"op": op, "args": enc.encode(list(args))}
         reply, tensors = self.roundtrip(header, enc.tensors, what or op)
         return self.decode_reply(reply, tensors, what or op, child_label)
@@ -400,7 +400,7 @@ class WorkerProcess:
         try:
             payload = Decoder(tensors, _no_handles).decode(callback.get("payload"))
             value = self.callbacks(str(callback.get("kind")), payload)
-            enc = Encoder(on_unknown=_not_plain, generators_by_value=True)
+            enc = Encoder(on_unknown=_not_plain, by_value=True)
             reply = {"callback_ok": enc.encode(value)}
         except StudentError as exc:
             reply, enc = {"callback_error": f"the reference could not answer: {exc.describe()}"}, None

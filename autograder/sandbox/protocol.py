@@ -44,6 +44,38 @@ def _float(x: float) -> Any:
     return {"__float__": repr(x)}  # 'nan', 'inf', '-inf'
 
 
+def is_library_config(obj) -> bool:
+    """A transformers configuration (BertConfig...): settings only, rebuilt from them on the other side."""
+    t = type(obj)
+    return t.__module__.startswith("transformers.") and t.__name__.endswith("Config") and hasattr(obj, "to_json_string")
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """A transformers configuration as plain data: its class (transformers.<Name>Config) and its settings."""
+
+    type_name: str
+    settings: dict
+
+    @classmethod
+    def of(cls, obj) -> "ConfigValue":
+        return cls(f"transformers.{type(obj).__name__}", json.loads(obj.to_json_string(use_diff=False)))
+
+    def valid(self) -> bool:
+        name = self.type_name.removeprefix("transformers.")
+        return (self.type_name.startswith("transformers.") and name.isidentifier() and name.endswith("Config")
+                and isinstance(self.settings, dict))
+
+    def build(self):
+        """The configuration object (in a worker: the library is imported there anyway)."""
+        import transformers
+
+        cls = getattr(transformers, self.type_name.removeprefix("transformers."), None)
+        if not isinstance(cls, type) or not issubclass(cls, transformers.PretrainedConfig):
+            raise ProtocolError(f"unknown configuration class {self.type_name}")
+        return cls.from_dict(dict(self.settings))
+
+
 class Encoder:
     """Turns a Python value into JSON-able data plus a dict of tensors.
 
@@ -51,10 +83,11 @@ class Encoder:
     Handle, the judge refuses it (the judge sends only plain data and handles it received).
     """
 
-    def __init__(self, on_unknown, generators_by_value: bool = False):
+    def __init__(self, on_unknown, by_value: bool = False):
         self.tensors: dict[str, torch.Tensor] = {}
         self.on_unknown = on_unknown
-        self.generators_by_value = generators_by_value  # a torch.Generator travels as its state (else: a handle)
+        # a torch.Generator travels as its state, a transformers configuration as its settings (else: handles)
+        self.by_value = by_value
 
     def encode(self, obj: Any, depth: int = 0) -> Any:
         if depth > 64:
@@ -75,7 +108,10 @@ class Encoder:
             return {"__device__": str(obj)}
         if isinstance(obj, torch.Size):
             return {"__tuple__": [int(d) for d in obj]}
-        if isinstance(obj, torch.Generator) and self.generators_by_value:
+        if isinstance(obj, ConfigValue) or self.by_value and is_library_config(obj):
+            value = obj if isinstance(obj, ConfigValue) else ConfigValue.of(obj)
+            return {"__config__": value.type_name, "settings": value.settings}
+        if isinstance(obj, torch.Generator) and self.by_value:
             return {"__generator__": self._tensor(obj.get_state()), "device": str(obj.device)}
         if type(obj) is tuple:
             return {"__tuple__": [self.encode(x, depth + 1) for x in obj]}
@@ -121,11 +157,13 @@ def _is_numpy_scalar(obj) -> bool:
 
 
 class Decoder:
-    """Inverse of Encoder. `make_handle(handle)` turns a handle into the receiver's object."""
+    """Inverse of Encoder. `make_handle(handle)` turns a handle into the receiver's object; `build_configs`: a
+    transformers configuration becomes the real object (in a worker), else a ConfigValue (in the judge)."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor], make_handle):
+    def __init__(self, tensors: dict[str, torch.Tensor], make_handle, build_configs: bool = False):
         self.tensors = tensors
         self.make_handle = make_handle
+        self.build_configs = build_configs
 
     def decode(self, data: Any, depth: int = 0) -> Any:
         if depth > 70:
@@ -160,6 +198,11 @@ class Decoder:
             return dtype
         if "__device__" in data:
             return torch.device(str(data["__device__"]))
+        if "__config__" in data:
+            value = ConfigValue(str(data["__config__"]), data.get("settings"))
+            if not value.valid():
+                raise ProtocolError("malformed configuration in message")
+            return value.build() if self.build_configs else value
         if "__generator__" in data:
             try:
                 generator = torch.Generator(device=str(data.get("device", "cpu")))

@@ -98,7 +98,7 @@ class Worker:
     # -- requests -------------------------------------------------------------------------------
     def handle(self, header: dict, tensors: dict) -> None:
         op = header.get("op")
-        args = Decoder(tensors, self._resolve).decode(header.get("args", []))
+        args = Decoder(tensors, self._resolve, build_configs=True).decode(header.get("args", []))
         if op == "load":
             return self.load(header["units"])
         try:
@@ -220,7 +220,7 @@ class Worker:
 
     def ask_judge(self, kind: str, payload: dict):
         """A stand-in's call: sent to the judge, answered by the reference's worker."""
-        enc = Encoder(on_unknown=_refuse, generators_by_value=True)
+        enc = Encoder(on_unknown=_refuse, by_value=True)
         try:
             data = enc.encode(payload)
         except TypeError as exc:
@@ -229,7 +229,7 @@ class Worker:
         header, tensors = read_message(self.inp)
         if "callback_error" in header:
             raise JudgeRefused(safe_str(header["callback_error"], 500))
-        return Decoder(tensors, _refuse).decode(header.get("callback_ok"))
+        return Decoder(tensors, _refuse, build_configs=True).decode(header.get("callback_ok"))
 
     def op_answer_forward(self, target, args, kwargs, params, training):
         return standins.answer_forward(target, args, kwargs, params, training), False

@@ -8,8 +8,8 @@
 - The judge's own BERT arithmetic (plain torch, float64) for naming the usual mistakes.
 - WORKER_CODE: helper code that runs in the worker beside the student's definitions (registered once, by
   test_part1_nsp.py; all test files share the worker's helper namespace). It holds no expected values: tokenizer
-  and config builders, weight loading, and stand-ins for other parts (with the notebook's attribute names) so that
-  each part is graded on its own.
+  and config builders, weight loading, and probes with known maps standing in for other parts (the reference
+  answers for them otherwise: depends_on), so that each part is graded on its own.
 """
 import math
 
@@ -260,67 +260,6 @@ def bi_standing_in(**stand_ins):
                 setattr(submission, name, value)
 
 
-# BERT written out in plain torch, with the notebook's attribute names: the grader's stand-ins for parts 3 and 4
-# when part 5 is graded.
-class BiEmbeddings(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        E = config.hidden_size
-        self.word = nn.Embedding(config.vocab_size, E)
-        self.position = nn.Embedding(config.max_position_embeddings, E)
-        self.segment = nn.Embedding(config.type_vocab_size, E)
-        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, input_ids, token_type_ids=None):
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        return self.dropout(self.norm(self.word(input_ids) + self.position(positions)[None] + self.segment(token_type_ids)))
-
-
-class BiLayer(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        E, I = config.hidden_size, config.intermediate_size
-        self.n_heads = config.num_attention_heads
-        self.query, self.key, self.value, self.attn_out = (nn.Linear(E, E) for _ in range(4))
-        self.attn_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
-        self.ffn_in, self.ffn_out = nn.Linear(E, I), nn.Linear(I, E)
-        self.ffn_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
-        self.attn_dropout = nn.Dropout(config.attention_probs_dropout_prob)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, hidden, bias):
-        B, T, E = hidden.shape
-        H = self.n_heads
-        D = E // H
-        q, k, v = (m(hidden).view(B, T, H, D).transpose(1, 2) for m in (self.query, self.key, self.value))
-        weights = self.attn_dropout(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D) + bias, dim=-1))
-        x = self.attn_norm(hidden + self.dropout(self.attn_out((weights @ v).transpose(1, 2).reshape(B, T, E))))
-        return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
-
-
-class BiEncoder(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.layers = nn.ModuleList([BiLayer(config) for _ in range(config.num_hidden_layers)])
-
-    def forward(self, hidden, attention_mask=None):
-        if attention_mask is None:
-            attention_mask = torch.ones(hidden.shape[:2], device=hidden.device)
-        bias = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
-        for layer in self.layers:
-            hidden = layer(hidden, bias)
-        return hidden
-
-
-def bi_bert_with_grader_parts(config):
-    """The student's Bert(config) built with the grader's Embeddings and Encoder."""
-    with bi_standing_in(Embeddings=BiEmbeddings, Encoder=BiEncoder):
-        return submission.Bert(config)
-
-
 def bi_load_library_weights(model, hf_state):
     """The student's load_bert_weights; then the model's state_dict."""
     submission.load_bert_weights(model, hf_state)
@@ -329,7 +268,7 @@ def bi_load_library_weights(model, hf_state):
 
 def bi_load_refused(config, hf_state):
     """Whether the student's load_bert_weights raises for a state_dict that does not fit (True: it does)."""
-    model = bi_bert_with_grader_parts(config)
+    model = submission.Bert(config)
     try:
         submission.load_bert_weights(model, hf_state)
     except Exception:  # noqa: BLE001 - any exception is a refusal

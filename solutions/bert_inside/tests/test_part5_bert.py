@@ -2,8 +2,9 @@
 ours_name(hf_name) and load_bert_weights(model, hf_state_dict).
 
 The library's BertModel is built here, in the judge, from a small seeded BertConfig (no download). The student's
-Bert is built with the grader's stand-ins for Embeddings and Encoder (the grader's plain-torch BERT with the
-notebook's attribute names, or recording probes with known maps), so parts 3 and 4 are graded on their own:
+Bert is built with the student's own Embeddings and Encoder; where those fail it, the checks run again with the
+reference answering for them (depends_on), or with recording probes with known maps, so parts 3 and 4 are graded
+on their own:
 - ours_name on every name of the library's state_dict;
 - load_bert_weights: every tensor lands where the notebook's table says, and a state_dict that does not fit is refused;
 - Bert's wiring (embeddings -> encoder with the mask -> tanh(pooler([CLS]))) through recording probes;
@@ -14,7 +15,7 @@ import re
 import torch
 
 from _common import close, config, gen, load, remote_config, tensor_out
-from autograder.testing import Fail, StudentError, check
+from autograder.testing import Fail, StudentError, check, keep
 
 PART = "5. Loading the library's weights"
 BERT_PARTS = ["Embeddings", "Encoder"]  # what Bert(config) builds: stand-ins here, graded in parts 3 and 4
@@ -96,9 +97,9 @@ def names(sub, ref):
 
 # -- load_bert_weights -------------------------------------------------------------------------------------------
 
-def grader_bert(sub, cfg_overrides=None):
+def student_bert(sub, cfg_overrides=None):
     try:
-        return sub.helpers.bi_bert_with_grader_parts(remote_config(sub, **(cfg_overrides or {})))
+        return keep(sub.Bert, remote_config(sub, **(cfg_overrides or {})))
     except StudentError as exc:
         if exc.stub:
             raise Fail("your Bert is not implemented yet (it raised NotImplementedError)") from None
@@ -130,7 +131,7 @@ def where_from(value, hf_state):
 def load_weights(sub, ref):
     cfg = config()
     hf_state = library_state(library_bert(cfg, 501))
-    ours = load_library(sub, grader_bert(sub), hf_state)
+    ours = load_library(sub, student_bert(sub), hf_state)
     for hf_name, tensor in hf_state.items():
         name = correct_name(hf_name)
         if name is None:
@@ -250,7 +251,7 @@ def wiring(sub, ref):
 def against_library(sub, ref):
     cfg = config()
     library = library_bert(cfg, 521)
-    model = grader_bert(sub)
+    model = student_bert(sub)
     load_library(sub, model, library_state(library))
     model.eval()
     ids, types, mask = bert_inputs(522, cfg, B=3, T=9)
