@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -120,13 +121,22 @@ def parser() -> argparse.ArgumentParser:
 GRADING_VERBS = ("grade", "verify", "check", "nbgrader-grade", "build", "record")  # verbs that start workers
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, resume_fd: int | None = None) -> int:
+    from autograder.sandbox import forkserver
+
+    if resume_fd is not None:  # restarted clean: the fork server is forked already (forkserver.restart_clean)
+        argv = forkserver.resume_clean(resume_fd)
     words = sys.argv[1:] if argv is None else argv
     early = bool(words) and words[0] in GRADING_VERBS and "-h" not in words and "--help" not in words
-    if early:
-        from autograder.sandbox.forkserver import start_early
-
-        start_early()  # its torch import runs beside ours (building the parser imports torch)
+    if early and argv is None and os.environ.get("AUTOGRADER_FORK_SERVER", "1") != "0":
+        # A grading command: start again as a process that holds nothing of this one's environment and command
+        # line, and forks its fork server (one torch import) before it reads them. Does not return.
+        try:
+            forkserver.restart_clean(words)
+        except OSError:
+            pass
+    if early and resume_fd is None:
+        forkserver.start_early()  # in a process that is not a clean command: its torch import beside ours
     try:
         args = parser().parse_args(argv)
         return args.run(args)

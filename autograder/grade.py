@@ -32,7 +32,7 @@ from autograder.reports.results import SubmissionResult, write_atomic, write_sub
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
 from autograder.sandbox.client import StudentError, WorkerError, WorkerSpec
-from autograder.sandbox.forkserver import FORK_SERVER_FD, preload_modules, start_fork_server
+from autograder.sandbox.forkserver import adopt_environment, fork_zygote, preload_modules, start_environment
 from autograder.sandbox.isolation import Confinement, probe
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import Remote
@@ -361,10 +361,12 @@ def _serve() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; a terminal's Ctrl-C is its business
+    fork_zygote()  # first: its fork server, forked before this process reads anything (its environment included)
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever checks print goes to stderr, never into the channel
     torch.set_num_threads(1)
     setup = json.loads(sys.stdin.readline())
+    adopt_environment(setup["env"])
     options = GradeOptions(Path(setup["out_dir"]), quiet=True, cuda=setup["cuda"],
                            trusted=setup["trusted"], confinement_status=setup["confinement"],
                            use_recording=setup["use_recording"])
@@ -381,26 +383,20 @@ def _serve() -> None:
 
 class _GradingProcess:
     def __init__(self, setup: dict):
-        env = {**os.environ, "PYTHONHASHSEED": "0"}  # the judges hash strings alike (set order in checks)
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        # Its fork server starts now, beside it, rather than after its imports: it ends with this
-        # (parent) process, or as soon as the grading process closes the channel.
-        server_sock, self.fork_server = start_fork_server()
-        env[FORK_SERVER_FD] = str(server_sock.fileno())
+        # It starts with nothing of this process's environment (its fork server is forked from it first thing,
+        # forkserver.fork_zygote), and gets it with its setup. The judges hash strings alike (set order in
+        # checks); one torch thread, so that it has a single thread when it forks.
+        env = {**start_environment(), "PYTHONHASHSEED": "0"}
         self.proc = subprocess.Popen([sys.executable, "-m", "autograder.grade", "--serve"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env, text=True, encoding="utf-8",
-                                     pass_fds=(server_sock.fileno(),))
-        server_sock.close()
-        self.proc.stdin.write(json.dumps(setup) + "\n")
+                                     stdout=subprocess.PIPE, env=env, text=True, encoding="utf-8")
+        self.proc.stdin.write(json.dumps({**setup, "env": {**os.environ, "PYTHONHASHSEED": "0"}}) + "\n")
         self.proc.stdin.flush()
         self.task: tuple[int, Path, str] | None = None
         self.graded = 0
 
     def kill(self) -> None:
-        for proc in (self.proc, self.fork_server):
-            proc.kill()
-            proc.wait()
+        self.proc.kill()  # its fork server and workers follow (parent-death signals)
+        self.proc.wait()
 
     def give(self, task: tuple[int, Path, str]) -> bool:
         self.task = task

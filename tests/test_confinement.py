@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -199,3 +200,63 @@ def test_no_confinement_no_grading_unless_the_submissions_are_trusted(example_bu
     assert result["score"] == 11
     assert result["confinement"].startswith("partly isolated: namespaces unavailable")
     assert "partly isolated" in (tmp_path / "trusted" / "summary.md").read_text()
+
+
+# Reads every readable mapping of its own process, looking for a string it is not given (so that it does not
+# find its own copy): a prefix, and the SHA-256 of the `length` characters that follow it.
+MEMORY_SEARCH = '''
+import hashlib, os
+def search_memory(prefix, digest, length):
+    prefix = prefix.encode()
+    found, scanned = 0, 0
+    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if "r" not in fields[1] or end - start > 2**31:
+                continue
+            try:
+                mem.seek(start)
+                data = mem.read(end - start)
+            except (OSError, ValueError, OverflowError):
+                continue
+            scanned += len(data)
+            at = data.find(prefix)
+            while at >= 0:
+                tail = data[at + len(prefix):at + len(prefix) + length]
+                found += hashlib.sha256(tail).hexdigest() == digest
+                at = data.find(prefix, at + 1)
+    return found, scanned, os.environ.get("AG_SECRET")
+'''
+
+
+def test_the_graders_environment_and_command_line_are_nowhere_in_a_workers_memory(example_build, tmp_path):
+    """The grading process forks its fork server from itself (one torch import): the fork forgets the process's
+    environment (and its bytes) and command line before any worker is forked from it. A worker that reads all of
+    its own memory finds neither a secret of the grader's environment nor the path of another submission."""
+    import hashlib
+
+    token = uuid.uuid4().hex
+    secret = f"AG-SECRET-{token}"
+    name = uuid.uuid4().hex[:12]
+    other = tmp_path / f"alice-{name}.ipynb"
+    key = example_build.release / "answer_key.ipynb"
+    shutil.copy(key, other)
+    digest = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
+    hostile = make_submission(tmp_path / "search.ipynb", key, {
+        "return v / v.norm(dim=-1, keepdim=True)":
+        f"raise RuntimeError(repr([search_memory('AG-SECRET-', {digest(token)!r}, 32), "
+        f"search_memory('alice-', {digest(name)!r}, 12)]))"}, [MEMORY_SEARCH])
+    out = tmp_path / "out"
+    env = {**os.environ, "AG_SECRET": secret}
+    env.pop("OMP_NUM_THREADS", None)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(example_build.release), str(hostile),
+                           str(other), "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=600,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    message = next(c["message"] for c in json.loads((out / "search" / "grading.json").read_text())["checks"]
+                   if c["name"] == "normalize_test")
+    found = re.findall(r"\((\d+), (\d+), None\)", message)
+    assert len(found) == 2, message  # it searched
+    assert [int(n) for n, _ in found] == [0, 0], message
+    assert all(int(scanned) > 50 * 2**20 for _, scanned in found), message  # all of its memory, torch's too

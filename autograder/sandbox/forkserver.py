@@ -1,10 +1,12 @@
 """The fork server: a process that imported the worker's modules (torch included) once, so that a fresh
 worker costs a fork instead of an interpreter start and a torch import (seconds).
 
-One per judge process, started on first use or handed over by the parent process (FORK_SERVER_FD). It
-holds nothing of the judge (no release, no reference, no test code) and is started with a filtered
-environment. Each worker confines itself right after the fork (isolation.py). Set
-AUTOGRADER_FORK_SERVER=0 to start every worker as a new interpreter instead.
+One per judge process. A grading command forks it from itself first thing, torch imported and nothing of a
+course read yet (fork_zygote: one torch import per process); elsewhere it is started as a new interpreter, early
+(start_early) or on first use. Either way it holds nothing of the judge (no release, no reference, no test code)
+and only a filtered environment (a grading command restarts itself clean before it forks: restart_clean). Each
+worker confines itself
+right after the fork (isolation.py). Set AUTOGRADER_FORK_SERVER=0 to start every worker as a new interpreter.
 """
 from __future__ import annotations
 
@@ -108,7 +110,6 @@ class Child:
         self.done.set()
 
 
-FORK_SERVER_FD = "AUTOGRADER_FORK_SERVER_FD"  # a fork server started for this process by its parent
 
 
 def start_fork_server(for_pid: int | None = None) -> tuple[socket.socket, subprocess.Popen]:
@@ -126,8 +127,8 @@ def start_fork_server(for_pid: int | None = None) -> tuple[socket.socket, subpro
 
 
 class ForkServer:
-    """Judge side of the fork server: one per judge process, started on first use (or handed over by
-    the parent process through FORK_SERVER_FD, already starting while this process imports)."""
+    """Judge side of the fork server: one per judge process (forked or started early, see the module's
+    docstring; else started on first use)."""
 
     _lock = threading.Lock()
     _instance: "ForkServer | None" = None
@@ -172,15 +173,11 @@ class ForkServer:
                 return inst
             if inst is not None and inst.owner == os.getpid():
                 inst.close()
-            handed = os.environ.pop(FORK_SERVER_FD, "")
             early, cls._early = cls._early, None
-            if not handed and not early and time.monotonic() - cls._failed_at < 30:
+            if not early and time.monotonic() - cls._failed_at < 30:
                 return None
             try:
-                if early:
-                    cls._instance = cls(*early)
-                else:
-                    cls._instance = cls(socket.socket(fileno=int(handed)) if handed else None)
+                cls._instance = cls(*early) if early else cls()
             except Exception:  # noqa: BLE001 - fall back to starting interpreters
                 cls._instance = None
                 cls._failed_at = time.monotonic()
@@ -264,12 +261,131 @@ class ForkServer:
                 pass
 
 
+class _Forked:
+    """A fork server forked from this process (fork_zygote); the subset of Popen the client uses."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                done, status = self.pid, 0
+            if done:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        end = time.monotonic() + (timeout if timeout is not None else 3600)
+        while self.poll() is None and time.monotonic() < end:
+            time.sleep(0.01)
+        return self.returncode
+
+
+def fork_zygote() -> bool:
+    """Fork this process's fork server from this very process, which has torch imported already: one import
+    of torch per grading process instead of two. Call it first thing, while nothing of a course is in memory
+    and the process has a single thread (OMP_NUM_THREADS=1 before torch is imported: its thread pool starts
+    with the import otherwise). Its environment and command line must hold nothing the workers may not see:
+    a grading command first restarts itself clean (restart_clean). Returns False (nothing done: a fork server
+    will be started as a new process) where that cannot be done safely."""
+    if os.environ.get("AUTOGRADER_FORK_SERVER", "1") == "0":
+        return False
+    if ForkServer._instance is not None or ForkServer._early is not None:
+        return False
+    import torch  # noqa: F401 - what the fork is for
+
+    from autograder.sandbox import worker  # noqa: F401 - the worker's code, imported once for every fork
+    if threading.active_count() > 1 or len(os.listdir("/proc/self/task")) > 1:
+        return False  # a fork would copy another thread's locks, held: never fork a process with threads
+    keep_env = worker_environment()
+    judge = os.getpid()
+    parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            parent_sock.close()
+            os.setsid()
+            os.chdir("/")
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.closerange(3, child_sock.fileno())
+            os.closerange(child_sock.fileno() + 1, 65536)
+            os.environ.clear()
+            os.environ.update(keep_env)
+            _fork_server_main(child_sock.fileno(), judge)
+        finally:
+            os._exit(0)
+    child_sock.close()
+    ForkServer._early = (parent_sock, _Forked(pid))
+    return True
+
+
+# What a grading process needs from its environment to start the same Python as its caller: nothing secret.
+# (PYTHONPATH is this package's folder only: the caller's, perhaps a course's folder, is added after the fork.)
+START_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONHOME", "PYTHONNOUSERSITE",
+                     "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "AUTOGRADER_FORK_SERVER")
+
+
+def start_environment() -> dict[str, str]:
+    """The environment a grading process starts with (see START_ENVIRONMENT)."""
+    env = {k: os.environ[k] for k in START_ENVIRONMENT if k in os.environ}
+    env.update(PYTHONPATH=_PACKAGE_ROOT, OMP_NUM_THREADS="1")  # one thread: torch's pool would start with its import
+    return env
+
+
+def adopt_environment(env: dict[str, str]) -> None:
+    """After the fork: the caller's environment, and its PYTHONPATH on this process's import path (the judge may
+    import what the caller's path holds; the fork server and the workers never saw it)."""
+    os.environ.clear()
+    os.environ.update(env)
+    for entry in reversed([e for e in env.get("PYTHONPATH", "").split(os.pathsep) if e]):
+        if entry not in sys.path:
+            sys.path.insert(1, entry)
+
+
+def restart_clean(argv: list[str]) -> None:
+    """Start this command again as a process whose command line and environment hold nothing of the caller's:
+    both travel through an in-memory file that the new process reads only after it has forked its fork server
+    (resume_clean). So the fork server, and every worker forked from it, has never held the caller's environment
+    (tokens, keys) or command line (the paths of the submissions). Does not return."""
+    import json
+
+    fd = os.memfd_create("autograder-command", 0)  # not inherited by a fork server: it closes every descriptor
+    os.write(fd, json.dumps({"argv": list(argv), "env": dict(os.environ)}).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    code = f"import autograder.cli as cli; raise SystemExit(cli.main(resume_fd={fd}))"
+    os.execve(sys.executable, [sys.executable, "-P", "-c", code], start_environment())
+
+
+def resume_clean(fd: int) -> list[str]:
+    """In the process restart_clean started: fork the fork server first, then read the command line and the
+    environment, restore the environment, and return the command line."""
+    import json
+
+    fork_zygote()
+    with os.fdopen(fd, "rb") as fh:
+        command = json.loads(fh.read())
+    adopt_environment(command["env"])
+    return list(command["argv"])
+
+
 def start_early() -> None:
     """Start this process's fork server now, before this process imports torch: the two imports then run
     side by side instead of one after the other (a second or more of every single-submission run). The
     first worker uses it (ForkServer.get). Importing this module imports neither torch nor anything of a
     course."""
-    if os.environ.get("AUTOGRADER_FORK_SERVER", "1") == "0" or os.environ.get(FORK_SERVER_FD):
+    if os.environ.get("AUTOGRADER_FORK_SERVER", "1") == "0":
         return
     with ForkServer._lock:
         if ForkServer._instance is None and ForkServer._early is None:

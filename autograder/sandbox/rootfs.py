@@ -58,8 +58,11 @@ def python_paths() -> list[str]:
     if isinstance(user, str) and os.path.isdir(user):
         paths.add(user)
     project = os.path.dirname(package_dir())  # the folder holding the package: a checkout, never shown whole
+    # sys.path[0] is where the process was started from (a script's folder, the working folder of -m): not a part
+    # of the installation, perhaps a course's folder, perhaps /tmp
+    launch = sys.path[0] if sys.path and not sys.flags.safe_path else None
     for entry in sys.path:
-        if entry and os.path.isabs(entry) and entry not in ("/", project) and entry != os.getcwd():
+        if entry and os.path.isabs(entry) and entry not in ("/", project, launch) and entry != os.getcwd():
             paths.add(entry)
     return sorted(p for p in paths if os.path.exists(p))
 
@@ -89,8 +92,11 @@ def visible_paths(expose: list[str] = ()) -> list[str]:
     wanted = [*SYSTEM_PATHS, *python_paths(), *library_dirs(), *cache_paths(), *expose]
     out: list[str] = []
     for p in sorted({os.path.normpath(p) for p in wanted if p and os.path.isabs(p)}, key=lambda p: (p.count("/"), p)):
-        if p != "/" and not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
-            out.append(p)
+        if any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+            continue
+        if p in ("/", "/tmp", "/dev", "/proc", "/sys", "/etc") or SCRATCH_DIR.startswith(p.rstrip("/") + "/"):
+            continue  # whole folders the worker has its own of: never the machine's
+        out.append(p)
     return [p for p in out if os.path.lexists(p)]
 
 
