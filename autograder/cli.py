@@ -137,6 +137,10 @@ def main(argv: list[str] | None = None, resume_fd: int | None = None) -> int:
             pass
     if early and resume_fd is None:
         forkserver.start_early()  # in a process that is not a clean command: its torch import beside ours
+    if early and len(words) > 1:  # the fork server imports what the workers will need while this process goes on
+        from autograder.recording import modules_hint
+
+        forkserver.preload_modules(modules_hint(words[1]), wait=False)
     try:
         args = parser().parse_args(argv)
         return args.run(args)
