@@ -122,6 +122,17 @@ GRADING_VERBS = ("grade", "verify", "check", "nbgrader-grade", "build", "record"
 
 
 def main(argv: list[str] | None = None, resume_fd: int | None = None) -> int:
+    code = _run(argv, resume_fd)
+    if resume_fd is not None:
+        # A restarted grading process (forkserver.restart_clean) is a command line's alone, and everything it
+        # wrote is closed: it ends here, without the interpreter's teardown of torch (half a second).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(argv: list[str] | None, resume_fd: int | None) -> int:
     from autograder.sandbox import forkserver
 
     if resume_fd is not None:  # restarted clean: the fork server is forked already (forkserver.restart_clean)

@@ -20,6 +20,7 @@ from autograder.sandbox.client import (
 )
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import Remote
+from autograder.seeding import seed_torch
 from autograder.testing import CheckSpec, Fail
 
 PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
@@ -319,7 +320,7 @@ class Judge:
                 program.worker.request("seed", 0, what="seeding")
             if prepare is not None:
                 prepare()
-            torch.manual_seed(0)
+            seed_torch(0)
             if spec.fn is not None:
                 value = spec.fn(sub, ref)
             else:

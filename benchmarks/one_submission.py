@@ -139,8 +139,9 @@ def main(argv=None) -> int:
     print(f"{'checkout':30s} {'wall median (min-max) s':>26s} {'CPU median s':>13s} {'peak PSS median MB':>19s}  scores")
     for c in checkouts:
         walls, cpus, peaks = zip(*rows[c])
+        memory = f"{statistics.median(peaks) / 2**20:19.0f}" if args.memory_every else f"{'not sampled':>19s}"
         print(f"{str(c)[-30:]:30s} {statistics.median(walls):9.2f} ({min(walls):.2f}-{max(walls):.2f})      "
-              f"{statistics.median(cpus):13.2f} {statistics.median(peaks) / 2**20:19.0f}  "
+              f"{statistics.median(cpus):13.2f} {memory}  "
               f"{sorted(set(scores[c]))}")
     return 0
 

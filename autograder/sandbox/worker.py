@@ -18,6 +18,7 @@ import types
 import torch
 
 from autograder.sandbox import standins
+from autograder.seeding import seed_torch
 from autograder.sandbox.isolation import Confinement, confine
 from autograder.sandbox.protocol import Decoder, Encoder, Handle, read_message, write_message
 
@@ -140,7 +141,7 @@ class Worker:
 
     def op_seed(self, seed):
         random.seed(seed)
-        torch.manual_seed(seed)
+        seed_torch(seed)
         try:
             import numpy
 
