@@ -31,42 +31,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-
-def _children(table: dict[int, int], pid: int) -> list[int]:
-    out, todo = [], [pid]
-    kids: dict[int, list[int]] = {}
-    for child, parent in table.items():
-        kids.setdefault(parent, []).append(child)
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
-
-
-def _table() -> dict[int, int]:
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as fh:
-                    stat = fh.read()
-                table[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
-    return table
-
-
-def _pss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
+from autograder.sandbox.processes import memory_of, process_table, process_tree  # noqa: E402
 
 
 class PeakMemory(threading.Thread):
@@ -78,7 +45,7 @@ class PeakMemory(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            self.peak = max(self.peak, sum(_pss(p) for p in _children(_table(), self.pid)))
+            self.peak = max(self.peak, sum(memory_of(p) for p in process_tree(self.pid, process_table())))
             time.sleep(self.every)
 
 

@@ -21,7 +21,6 @@ import statistics
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
@@ -31,6 +30,7 @@ from autograder.grade import GradeOptions, grade
 from autograder.release import load_release
 from autograder.rubric.check import rubric_configs
 from autograder.verify import corpus_notebooks, grade_batch, verify
+from tests.notebook_kernel import execute_in_folder
 
 transformers = pytest.importorskip("transformers")
 
@@ -258,24 +258,15 @@ EPOCH_LINE = re.compile(r"epoch (\d+): .* valid acc ([\d.]+)%")
 def executed(release, tmp_path_factory):
     """The answer key run in a fresh kernel in a student's folder: (notebook path, its stdout, world)."""
     pytest.importorskip("pyarrow")
-    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("nbclient")
     from tests.bert_inside.tiny_world import build_world
 
     world = build_world(tmp_path_factory.mktemp("world"))
     folder = tmp_path_factory.mktemp("student")
-    nb = nbformat.read(release.dir / "answer_key.ipynb", as_version=4)
     env = {"BERT_ENCODER": str(world["encoder"]), "IMDB_PATH": str(world["imdb"]), "TRAIN_SUBSET": "0",
            "EPOCHS": "3", "MAX_LEN": "64", "BATCH_SIZE": "16", "LEARNING_RATE": "3e-3", "TQDM_DISABLE": "1",
            "OMP_NUM_THREADS": "1"}
-    with pytest.MonkeyPatch.context() as mp:  # the kernel inherits the environment
-        for key, value in env.items():
-            mp.setenv(key, value)
-        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                resources={"metadata": {"path": str(folder)}}).execute()
-    path = folder / "bert_inside.ipynb"
-    nbformat.write(nb, path)
-    stdout = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                     if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    path, stdout = execute_in_folder(release.dir / "answer_key.ipynb", folder, env, "bert_inside.ipynb")
     return path, stdout, world
 
 

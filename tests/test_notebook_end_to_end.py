@@ -14,7 +14,6 @@ import re
 import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
 
 pytest.importorskip("transformers")
@@ -25,6 +24,7 @@ from autograder.cli import main  # noqa: E402
 from autograder.grade import GradeOptions, grade  # noqa: E402
 from autograder.release import load_release  # noqa: E402
 from autograder.rubric.check import rubric_configs  # noqa: E402
+from tests.notebook_kernel import execute_in_folder  # noqa: E402
 from tests.transformers_bert.tiny_world import build_world  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -43,21 +43,11 @@ def course(tmp_path_factory):
 @pytest.fixture(scope="module")
 def executed(course, tmp_path_factory):
     """The answer key run in a fresh kernel in a student's folder: (notebook path, its stdout, world)."""
-    from nbclient import NotebookClient
-
     world = build_world(tmp_path_factory.mktemp("world"), n_train=800, n_test=100)
     folder = tmp_path_factory.mktemp("student")
-    nb = nbformat.read(course.dir / "answer_key.ipynb", as_version=4)
     env = {"BERT_ENCODER": str(world["encoder"]), "IMDB_PATH": str(world["imdb"]), "TRAIN_SUBSET": "0",
            "EPOCHS": "3", "MAX_LEN": "64", "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
-    with pytest.MonkeyPatch.context() as mp:  # the kernel inherits the environment
-        for key, value in env.items():
-            mp.setenv(key, value)
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
-    path = folder / "transformers_bert.ipynb"
-    nbformat.write(nb, path)
-    stdout = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                     if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    path, stdout = execute_in_folder(course.dir / "answer_key.ipynb", folder, env, "transformers_bert.ipynb")
     return path, stdout, world
 
 

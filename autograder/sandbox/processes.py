@@ -15,7 +15,7 @@ MONITOR_SECONDS = 0.1  # how often the memory monitor looks at the machine's fre
 LOW_MEMORY_FRACTION = 0.08  # below this fraction of RAM available, the largest worker is stopped
 
 
-def _process_table() -> dict[int, int]:
+def process_table() -> dict[int, int]:
     """pid -> parent pid, for every process of the machine."""
     table = {}
     for entry in os.listdir("/proc"):
@@ -32,7 +32,7 @@ def _process_table() -> dict[int, int]:
 
 def process_tree(pid: int, table: dict[int, int] | None = None) -> list[int]:
     """`pid` and all its descendants (a worker's, with its PID namespace: everything it started)."""
-    table = _process_table() if table is None else table
+    table = process_table() if table is None else table
     children: dict[int, list[int]] = {}
     for child, parent in table.items():
         children.setdefault(parent, []).append(child)
@@ -45,7 +45,7 @@ def process_tree(pid: int, table: dict[int, int] | None = None) -> list[int]:
     return out
 
 
-def _memory_of(pid: int) -> int:
+def memory_of(pid: int) -> int:
     """Proportional set size (shared pages split between their users), or resident size."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
@@ -116,13 +116,13 @@ class MemoryMonitor:
 
     @staticmethod
     def _check(workers: list, low: bool) -> None:
-        table = _process_table()
+        table = process_table()
         usage = []
         for w in workers:
             tree = process_tree(w.pid, table)
             if len(tree) <= 2:  # the worker (and the namespace's init): bounded by RLIMIT_AS
                 continue
-            used = sum(_memory_of(p) for p in tree)
+            used = sum(memory_of(p) for p in tree)
             limit = w.spec.confinement.memory_bytes
             if limit and used > limit:
                 w.stop(f"its processes together used more than the memory limit ({limit // 2**20} MB)")

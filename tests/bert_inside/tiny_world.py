@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from tests.transformers_bert import tiny_world as transformers_world
 from tests.transformers_bert.tiny_world import NEGATIVE, NEUTRAL, POSITIVE, save_encoder
 
 
@@ -25,19 +26,8 @@ def review(rng: random.Random, label: int) -> str:
 
 
 def save_imdb(path: Path, n_train: int = 800, n_test: int = 100, seed: int = 0) -> Path:
-    """An IMDB-shaped parquet file (orig_split, label, review), labels alternating 0/1."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rng = random.Random(seed)
-    rows = {"orig_split": [], "label": [], "review": []}
-    for split, n in (("train", n_train), ("test", n_test)):
-        for i in range(n):
-            rows["orig_split"].append(split)
-            rows["label"].append(i % 2)
-            rows["review"].append(review(rng, i % 2))
-    pq.write_table(pa.table(rows), path)
-    return path
+    """An IMDB-shaped parquet file (orig_split, label, review) of this module's several-sentence reviews."""
+    return transformers_world.save_imdb(path, n_train, n_test, seed, make_review=review)
 
 
 def build_world(root: Path, n_train: int = 800, n_test: int = 100) -> dict:

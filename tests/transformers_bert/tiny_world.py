@@ -39,18 +39,20 @@ def save_encoder(folder: Path, hidden_size: int = 16, seed: int = 0) -> Path:
     return folder
 
 
-def save_imdb(path: Path, n_train: int = 160, n_test: int = 40, seed: int = 0) -> Path:
-    """An IMDB-shaped parquet file (orig_split, label, review), labels alternating 0/1."""
+def save_imdb(path: Path, n_train: int = 160, n_test: int = 40, seed: int = 0, make_review=None) -> Path:
+    """An IMDB-shaped parquet file (orig_split, label, review), labels alternating 0/1; reviews from
+    `make_review(rng, label)` (default: this module's `review`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    make_review = make_review or review
     rng = random.Random(seed)
     rows = {"orig_split": [], "label": [], "review": []}
     for split, n in (("train", n_train), ("test", n_test)):
         for i in range(n):
             rows["orig_split"].append(split)
             rows["label"].append(i % 2)
-            rows["review"].append(review(rng, i % 2))
+            rows["review"].append(make_review(rng, i % 2))
     pq.write_table(pa.table(rows), path)
     return path
 

@@ -352,4 +352,15 @@ def bi_tied(model, input_ids, row, delta):
         after = model(input_ids)[0].detach().clone()
         model.bert.embeddings.word.weight[row] -= delta
     return before, after
+
+
+class BiCountingSGD(torch.optim.SGD):
+    """SGD that counts its steps (the training loops of parts 6 and 7)."""
+    def __init__(self, params, lr):
+        super().__init__(params, lr=lr)
+        self.steps = 0
+
+    def step(self, closure=None):
+        self.steps += 1
+        return super().step(closure)
 '''

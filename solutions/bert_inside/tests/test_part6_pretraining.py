@@ -61,16 +61,6 @@ class BiToyPretrainer(nn.Module):
         return h @ self.emb.T, h[:, 0] @ self.w.T + self.b  # (B, T, V), (B, 2)
 
 
-class BiCountingSGD(torch.optim.SGD):
-    def __init__(self, params, lr):
-        super().__init__(params, lr=lr)
-        self.steps = 0
-
-    def step(self, closure=None):
-        self.steps += 1
-        return super().step(closure)
-
-
 def bi_pretraining_steps(emb, w, b, batch, lr, modes):
     """The student's pretraining_step on BiToyPretrainer, once per mode (True: train()); what each call did."""
     model = BiToyPretrainer(emb, w, b)

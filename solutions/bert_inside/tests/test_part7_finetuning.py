@@ -46,16 +46,6 @@ class BiToyClassifier(nn.Module):
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
-class BiCountingSGD(torch.optim.SGD):
-    def __init__(self, params, lr):
-        super().__init__(params, lr=lr)
-        self.steps = 0
-
-    def step(self, closure=None):
-        self.steps += 1
-        return super().step(closure)
-
-
 class BiCountingScheduler(torch.optim.lr_scheduler.LambdaLR):
     """A constant schedule that records, at each of its steps, how many optimizer steps came before."""
     def __init__(self, optimizer):
