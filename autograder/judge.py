@@ -63,12 +63,13 @@ class Program:
         self.worker.explain_name = self.explain_unbound
         self._hints: dict[str, str] | None = None
         self.helpers = list(helpers)
+        self.helper_callables = _defined_callables(self.helpers)
         self._helpers_loaded_in = None
 
     def start(self):
         report = self.worker.ensure_started()
         if self.helpers and self._helpers_loaded_in is not self.worker.proc and \
-                not getattr(self.worker, "replaying", False):  # a replaying worker loads them when it goes live
+                not getattr(self.worker, "manages_helpers", False):  # a replaying worker loads them when it goes live
             self._helpers_loaded_in = self.worker.proc
             deadline, self.worker.deadline = self.worker.deadline, time.monotonic() + self.worker.spec.import_seconds
             try:
@@ -106,6 +107,24 @@ class Program:
         self.worker.kill()
 
 
+def _defined_callables(sources: list[str]) -> frozenset:
+    """Names the grader's helper code binds with `def`, `class` or `import` (a module) at its top level."""
+    import ast
+
+    names = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Import):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return frozenset(names)
+
+
 class ProgramProxy:
     """`sub.NAME` is the notebook's NAME in its worker; `sub.helpers` the grader's helper code there."""
 
@@ -117,9 +136,11 @@ class ProgramProxy:
         report = program.start()
         worker = program.worker
         if name == "helpers":
-            return Remote(worker, Handle(1, "helpers"), "grader helpers")
+            return Remote(worker, Handle(1, "helpers"), "grader helpers", program.helper_callables)
         if name.startswith("__") or name not in report.defined:
             raise MissingName(program.explain_missing(name))
+        if report.defined[name] in ("callable", "module"):  # a handle in any case: looked up where it is used
+            return Remote(worker, Handle(0, "module", name), name)
         module = Remote(worker, Handle(0, "module"), "")
         return worker.request("getattr", module, name, what=f"{worker.spec.owner} {name}", child_label=name)
 
@@ -298,7 +319,6 @@ class Judge:
             submission.worker.callbacks = None
             stub = self._after_check(submission)
             self._after_check(self.reference)
-            self.reference.worker.end_check()
         if substitute and fraction < 1:
             message += (f"\n(graded with the reference's {', '.join(spec.depends_on)} in place of yours, so that "
                         "only this part counts here)")
@@ -317,7 +337,7 @@ class Judge:
             for program in (submission, self.reference):
                 program.worker.deadline = deadline if program is submission else time.monotonic() + max(timeout, 300)
                 program.start()
-                program.worker.request("seed", 0, what="seeding")
+                program.worker.start_check(0)
             if prepare is not None:
                 prepare()
             seed_torch(0)
@@ -346,14 +366,8 @@ class Judge:
             return 0.0, f"the grader could not use what your code returned ({type(exc).__name__}: {exc})"
 
     @staticmethod
-    def _after_check(submission: Program) -> bool:
-        worker = submission.worker
-        if worker.proc is None:
-            return False
-        worker.deadline = time.monotonic() + 10
+    def _after_check(program: Program) -> bool:
         try:
-            stub = bool(worker.request("stub_hit", what="bookkeeping"))
-            worker.request("reset", what="bookkeeping")
-            return stub
+            return program.worker.end_check(0)
         except (WorkerError, StudentError):
             return False

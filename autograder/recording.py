@@ -5,9 +5,11 @@ run in the same environment.
 - Replies. A check sends the reference the same requests for every submission (seeded inputs made by the
   judge), so a grading run replays the recorded replies instead of starting a reference worker. A request
   that was not recorded (an input computed from the student's answers, a call of the student's stand-ins)
-  starts the live reference worker, which first receives the check's earlier requests, then this one; the
-  rest of the check runs live. Requests are keyed by a chain hash of everything the check sent the reference
-  so far (`seed`, then each request), so a reply is only ever used in the state it was recorded in.
+  starts the live reference worker, which is reset and seeded as at the start of a check, then receives the
+  check's earlier requests, then this one; the rest of the check runs live. Requests are keyed by a chain hash
+  of everything the check sent the reference so far, so a reply is only ever used in the state it was
+  recorded in. The bookkeeping around a check (seeding, the end-of-check reset) and the grader's helper code
+  are not part of the chain: the replaying worker does them itself when it goes live.
 - Verdicts. What each check gives the reference graded as a submission, in a worker confined like the
   students': Judge.confirm uses them instead of grading the reference again (never silently wrong, for free).
 - Modules. Everything the reference's worker had imported after its self-grade: the fork server imports
@@ -36,7 +38,8 @@ from autograder.sandbox.client import LoadReport, WorkerProcess
 
 RECORDING = "recording.json"
 REPLIES = "recording.safetensors"
-FORMAT = 1
+FORMAT = 2
+BOOKKEEPING = ("seed", "end_check", "helpers")  # requests that are not part of a check's chain (see above)
 
 
 # -- the fingerprint ------------------------------------------------------------------------------------
@@ -153,7 +156,7 @@ class RecordingWorker(WorkerProcess):
         self.key = START
 
     def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
-        if header.get("op") == "helpers":  # loaded by the replaying worker itself, before any check
+        if header.get("op") in BOOKKEEPING:  # done by the replaying worker itself
             return super().roundtrip(header, tensors, what)
         self.key = chain(self.key, header, tensors)
         reply, reply_tensors = super().roundtrip(header, tensors, what)
@@ -162,8 +165,9 @@ class RecordingWorker(WorkerProcess):
             self.recording.tensors[f"{self.key}/{name}"] = t
         return reply, reply_tensors
 
-    def end_check(self) -> None:
+    def end_check(self, seed: int) -> bool:
         self.key = START
+        return super().end_check(seed)
 
 
 class ReplayingWorker(WorkerProcess):
@@ -178,6 +182,7 @@ class ReplayingWorker(WorkerProcess):
         self.key = START
         self.sent: list[tuple[dict, dict, str]] = []  # this check's requests so far
         self.live = False  # this check goes to the live worker
+        self.seed = 0  # the check's seed, for the live worker if the check goes live
         self.misses = 0  # requests that were not recorded (for benchmarks and tests)
 
     manages_helpers = True  # loads the grader's helper code itself, when it goes live (judge.Program.start)
@@ -189,7 +194,12 @@ class ReplayingWorker(WorkerProcess):
             self.report = LoadReport(dict(self.recording.defined), {}, self.recording.status)
         return self.report
 
+    def start_check(self, seed: int) -> None:
+        self.seed = seed  # a check starts replayed: the live worker is seeded only if it goes live (_go_live)
+
     def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
+        if not self.live and header.get("op") in BOOKKEEPING:
+            return {"ok": False if header.get("op") == "end_check" else None}, {}  # what the live worker answers
         if not self.live:
             self.key = chain(self.key, header, tensors)
             recorded = self.recording.reply(self.key)
@@ -201,20 +211,23 @@ class ReplayingWorker(WorkerProcess):
         return super().roundtrip(header, tensors, what)
 
     def _go_live(self) -> None:
-        """Bring the live worker to where this check is: a clean state, then the check's earlier requests."""
+        """Bring the live worker to where this check is: the state a check starts from (clean, seeded), then the
+        check's earlier requests."""
         self.live = True
         fresh = self.proc is None or self.proc.poll() is not None
         super().ensure_started()
         if fresh:
             for source in self.helpers:
                 super().roundtrip({"op": "helpers", "args": [source]}, {}, "loading the grader's helper code")
-        else:
-            super().roundtrip({"op": "reset", "args": []}, {}, "bookkeeping")
+        super().roundtrip({"op": "end_check", "args": [self.seed]}, {}, "bookkeeping")
         for header, tensors, what in self.sent:
             super().roundtrip(header, tensors, what)
 
-    def end_check(self) -> None:
-        self.key, self.sent, self.live = START, [], False
+    def end_check(self, seed: int) -> bool:
+        try:
+            return super().end_check(seed) if self.live else False
+        finally:
+            self.key, self.sent, self.live = START, [], False
 
 
 def record(release, confinement_status: str, cuda: bool | None = None) -> Recording:

@@ -131,3 +131,100 @@ def test_protocol_round_trip_and_refusals():
         Decoder({}, None).decode({"__tensor__": "t0"})
     with pytest.raises(ProtocolError):
         Decoder({}, None).decode({"__dtype__": "not_a_dtype"})
+
+
+def _through_a_pipe(frames: list[bytes]) -> list:
+    """What the judge reads (client._Replies) from a worker's pipe that carries these frames back to back."""
+    import threading
+    import time
+
+    from autograder.sandbox.client import _Replies
+
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: (_write_all(w, b"".join(frames)), os.close(w)))
+    writer.start()
+    replies = _Replies(r)
+    got = [replies.get(time.monotonic() + 30) for _ in frames]
+    writer.join()
+    replies.close()
+    return got
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _wire(header, tensors):
+    """A message written as a worker writes it, then read back as the worker reads it (a stream) and as the
+    judge reads it (a pipe, twice in a row: frames that arrive together are told apart)."""
+    import io
+
+    from autograder.sandbox.protocol import read_message, write_message
+
+    buf = io.BytesIO()
+    write_message(buf, header, tensors)
+    frame = buf.getvalue()
+    return [read_message(io.BytesIO(frame)), *_through_a_pipe([frame, frame])]
+
+
+def test_tensors_travel_as_their_bytes():
+    base = torch.arange(24, dtype=torch.float64).reshape(4, 6)
+    sent = {"f64": base, "large": torch.arange(3 << 20, dtype=torch.int32),  # 12 MB: many reads "strided": base[:, ::2], "scalar": torch.tensor(3.5), "empty": torch.zeros(0, 5),
+            "bool": torch.tensor([[True, False], [False, True]]), "bf16": torch.arange(3, dtype=torch.bfloat16),
+            "c64": torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64), "i8": torch.tensor([-128, 127], dtype=torch.int8),
+            "long": torch.arange(7) * (2 ** 40)}
+    for header, got in _wire({"ok": 1}, sent):
+        assert header == {"ok": 1} and set(got) == set(sent)
+        for name, t in sent.items():
+            assert type(got[name]) is torch.Tensor and got[name].dtype == t.dtype and got[name].shape == t.shape
+            assert torch.equal(got[name], t), name
+            if got[name].numel():
+                assert got[name].data_ptr() % 16 == 0  # aligned for vectorised kernels
+        got["f64"][0, 0] = -1.0  # writable, and not the sender's memory
+        assert base[0, 0] == 0 and got["f64"][0, 0] == -1
+
+
+def test_the_judge_encoder_snapshots_tensors_a_worker_sends_at_once():
+    t = torch.ones(3)
+    judge, worker = Encoder(on_unknown=None), Encoder(on_unknown=None, snapshot=False)
+    judge.encode(t), worker.encode(t)
+    t.add_(1)  # a check changing its input after sending it: what the judge recorded stays as sent
+    assert torch.equal(judge.tensors["t0"], torch.ones(3)) and torch.equal(worker.tensors["t0"], t)
+    with pytest.raises(TypeError, match="cannot be sent"):
+        Encoder(on_unknown=None).encode(torch.zeros(2, dtype=torch.float8_e5m2fnuz))
+
+
+def _forged(table: dict, data: bytes) -> bytes:
+    import json
+    import struct
+
+    head = json.dumps(table).encode()
+    pad = -(8 + len(head)) % 64
+    blob = struct.pack("<Q", len(head)) + head + bytes(pad) + data
+    header = b'{"ok": 1}'
+    return struct.pack("<Q", len(header)) + header + struct.pack("<Q", len(blob)) + blob
+
+
+@pytest.mark.parametrize("table, data, why", [
+    ({"t0": ["float32", [2], 0, 8]}, b"\0" * 4, "past the end"),
+    ({"t0": ["float32", [3], 0, 8]}, b"\0" * 16, "size disagrees with the shape"),
+    ({"t0": ["object", [1], 0, 8]}, b"\0" * 8, "a dtype not on the list"),
+    ({"t0": ["float32", [-1], 0, 0]}, b"", "a negative dimension"),
+    ({"t0": ["float32", [1] * 65, 0, 4]}, b"\0" * 4, "too many dimensions"),
+    ({"t0": ["float32", [2.0], 0, 8]}, b"\0" * 8, "a float dimension"),
+    ({"t0": ["float32", [2], 0, 8], "t1": ["float32", [2], 4, 8]}, b"\0" * 16, "overlapping tensors"),
+    ({"t0": ["bool", [2], 0, 2]}, b"\x01\x02", "a boolean that is not 0 or 1"),
+    ({"t0": "float32"}, b"", "an entry that is not a list"),
+    ([1, 2], b"", "a table that is not an object"),
+])
+def test_forged_tensor_tables_are_refused(table, data, why):
+    import io
+
+    from autograder.sandbox.protocol import read_message
+
+    frame = _forged(table, data)
+    with pytest.raises(ProtocolError):
+        read_message(io.BytesIO(frame))
+    assert isinstance(_through_a_pipe([frame])[0], ProtocolError)

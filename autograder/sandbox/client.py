@@ -23,7 +23,7 @@ from autograder.sandbox.forkserver import START_SECONDS, ForkServer, Child, work
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.processes import MemoryMonitor, kill_tree
 from autograder.sandbox.protocol import (
-    MAX_BLOB_BYTES, MAX_HEADER_BYTES, Decoder, Encoder, Handle, ProtocolError, read_message, write_message,
+    MAX_BLOB_BYTES, MAX_HEADER_BYTES, Decoder, Encoder, Handle, ProtocolError, decode_message, write_message,
 )
 from autograder.sandbox.remote import Remote
 
@@ -85,69 +85,70 @@ class WorkerSpec:
 
 @dataclass
 class LoadReport:
-    defined: dict[str, str]  # name -> "module" | "value"
+    defined: dict[str, str]  # name -> "module" | "callable" | "value" (data, or an object that is not callable)
     errors: dict[int, str]  # unit index -> what went wrong while running it
     status: str  # isolation status line
-
-
-class _ViewStream:
-    """read() over a memoryview, handing out slices rather than copies."""
-
-    def __init__(self, view: memoryview):
-        self.view, self.pos = view, 0
-
-    def read(self, n: int) -> memoryview:
-        chunk = self.view[self.pos:self.pos + n]
-        self.pos += len(chunk)
-        return chunk
 
 
 class _Replies:
     """The worker's replies, read in the calling thread with a deadline (no reader thread: one less
     thread hand-off per request). A reply is framed as protocol.write_message frames it; lengths
-    over the protocol's limits are refused before anything is buffered."""
+    over the protocol's limits are refused before anything is buffered. A frame's tensor data is read
+    straight into the buffer its tensors then use (no copy on the judge's side)."""
 
     def __init__(self, fd: int):
         self.fd = fd
         os.set_blocking(fd, False)
-        self.buf = bytearray()
+        self.buf = bytearray()  # bytes read and not yet part of a message
+        self.head: bytes | None = None  # the current frame's header, once read
+        self.blob: bytearray | None = None  # its tensor data, filled up to self.got
+        self.got = 0
         self.closed = False
+        self.poller = select.poll()
+        self.poller.register(fd, select.POLLIN)
 
-    def _frame_length(self) -> int | None:
-        """Bytes of the first complete frame in the buffer, or None."""
-        if len(self.buf) < 8:
-            return None
-        (n_head,) = struct.unpack_from("<Q", self.buf, 0)
-        if n_head > MAX_HEADER_BYTES:
-            raise ProtocolError(f"message header of {n_head} bytes is over the limit")
-        if len(self.buf) < 16 + n_head:
-            return None
-        (n_blob,) = struct.unpack_from("<Q", self.buf, 8 + n_head)
-        if n_blob > MAX_BLOB_BYTES:
-            raise ProtocolError(f"message of {n_blob} bytes is over the limit")
-        return 16 + n_head + n_blob if len(self.buf) >= 16 + n_head + n_blob else None
-
-    def _want(self) -> int:
-        """How much to read next: the rest of the current frame when its size is known (capped),
-        else a small block."""
-        if len(self.buf) >= 8:
+    def _message(self):
+        """The first frame as a message, once it is all read; else None."""
+        if self.head is None:
+            if len(self.buf) < 8:
+                return None
             (n_head,) = struct.unpack_from("<Q", self.buf, 0)
-            if len(self.buf) >= 16 + n_head:
-                (n_blob,) = struct.unpack_from("<Q", self.buf, 8 + n_head)
-                return max(4096, min(16 << 20, 16 + n_head + n_blob - len(self.buf)))
-            return max(4096, min(16 << 20, 16 + n_head - len(self.buf)))
-        return 65536
+            if n_head > MAX_HEADER_BYTES:
+                raise ProtocolError(f"message header of {n_head} bytes is over the limit")
+            if len(self.buf) < 16 + n_head:
+                return None
+            (n_blob,) = struct.unpack_from("<Q", self.buf, 8 + n_head)
+            if n_blob > MAX_BLOB_BYTES:
+                raise ProtocolError(f"message of {n_blob} bytes is over the limit")
+            take = min(n_blob, len(self.buf) - 16 - n_head)
+            self.head = bytes(self.buf[8:8 + n_head])
+            self.blob = bytearray(n_blob)
+            self.blob[:take] = self.buf[16 + n_head:16 + n_head + take]
+            self.got = take
+            del self.buf[:16 + n_head + take]
+        if self.got < len(self.blob):
+            return None
+        head, blob, self.head, self.blob = self.head, self.blob, None, None
+        return decode_message(head, blob)
+
+    def _read(self) -> bool:
+        """Read what the pipe holds: into the current frame's tensor data, or the buffer. False at its end."""
+        if self.blob is not None:
+            with memoryview(self.blob) as view:
+                n = os.readv(self.fd, [view[self.got:]])
+            self.got += n
+            return n > 0
+        chunk = os.read(self.fd, 65536)
+        self.buf += chunk
+        return bool(chunk)
 
     def get(self, deadline: float):
         """(header, tensors); an EOFError or ProtocolError instance when the channel ended or carried
         garbage; None at the deadline."""
         while True:
             try:
-                n = self._frame_length()
-                if n is not None:
-                    with memoryview(self.buf) as view:
-                        message = read_message(_ViewStream(view[:n]))  # one copy of the tensor data
-                    del self.buf[:n]
+                message = self._message()
+                if message is not None:
                     return message
             except (ProtocolError, EOFError, ValueError) as exc:
                 return exc if isinstance(exc, (ProtocolError, EOFError)) else ProtocolError(str(exc))
@@ -155,21 +156,16 @@ class _Replies:
                 return EOFError("the worker closed the channel")
             wait = None if deadline == float("inf") else max(0.0, deadline - time.monotonic()) * 1000
             try:
-                poller = select.poll()
-                poller.register(self.fd, select.POLLIN)
-                if not poller.poll(wait):
+                if not self.poller.poll(wait):
                     return None
             except (OSError, ValueError) as exc:
                 return EOFError(str(exc))
             try:
-                chunk = os.read(self.fd, self._want())
+                self.closed = not self._read()
             except BlockingIOError:
                 continue
             except OSError as exc:
                 return EOFError(str(exc))
-            if not chunk:
-                self.closed = True
-            self.buf += chunk
 
     def close(self) -> None:
         try:
@@ -196,6 +192,9 @@ class WorkerProcess:
         # Answers the calls of the worker's stand-ins (kind, payload) -> value; None: it may make none
         self.callbacks = None
         self.explain_name = None  # name -> why the notebook's binding of it is not there (or None)
+        # The worker is in the state a check starts from (its last request was an end_check: reset and seeded),
+        # so the next check needs no seed request of its own
+        self.ready_for_check = False
 
     @property
     def pid(self) -> int | None:
@@ -210,6 +209,8 @@ class WorkerProcess:
         self._stopped_because = ""
         r_in, w_in = os.pipe()
         r_out, w_out = os.pipe()
+        for fd in (w_in, w_out):
+            _widen_pipe(fd)
         conf = Confinement(**{**asdict(self.spec.confinement), "scratch": scratch, "parent_pid": os.getpid(),
                               "channel_fds": [r_in, w_out]})
         config = {"fd_in": r_in, "fd_out": w_out, "scratch": scratch, "threads": self.spec.threads,
@@ -229,6 +230,7 @@ class WorkerProcess:
         finally:
             os.close(r_in)
             os.close(w_out)
+        self.ready_for_check = False
         self._stdin = os.fdopen(w_in, "wb")
         self._replies = _Replies(r_out)
         MemoryMonitor.watch(self)
@@ -359,8 +361,24 @@ class WorkerProcess:
     def request(self, op: str, *args, what: str = "", child_label: str | None = None):
         enc = Encoder(on_unknown=self._encode_remote, by_value=True)
         header = {"op": op, "args": enc.encode(list(args))}
+        self.ready_for_check = False
         reply, tensors = self.roundtrip(header, enc.tensors, what or op)
-        return self.decode_reply(reply, tensors, what or op, child_label)
+        value = self.decode_reply(reply, tensors, what or op, child_label)
+        self.ready_for_check = op == "end_check"
+        return value
+
+    def start_check(self, seed: int) -> None:
+        """Bring the worker to the state a check starts from, if its last request did not (see end_check)."""
+        if not self.ready_for_check:
+            self.request("seed", seed, what="seeding")
+
+    def end_check(self, seed: int) -> bool:
+        """After a check: whether student code hit a stub during it; the worker is then reset and seeded for the
+        next check (one request for both). A worker that is not running has nothing to reset."""
+        if self.proc is None:
+            return False
+        self.deadline = time.monotonic() + 10
+        return bool(self.request("end_check", seed, what="bookkeeping"))
 
     def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
         """Send one encoded request, answer the stand-ins' calls it causes, return the raw reply."""
@@ -381,9 +399,6 @@ class WorkerProcess:
             return Decoder(tensors, lambda h: Remote(self, h, child_label or h.type_name)).decode(reply["ok"])
         except ProtocolError as exc:
             raise WorkerDied(f"{what} returned data the grader cannot read: {exc}") from None
-
-    def end_check(self) -> None:
-        """The judge finished a check (see recording.ReplayingWorker)."""
 
     def _send(self, header: dict, tensors: dict, doing: str) -> None:
         try:
@@ -415,6 +430,18 @@ class WorkerProcess:
             return object.__getattribute__(obj, "_handle")
         raise TypeError(f"cannot send a {type(obj).__name__} to the worker")
 
+
+
+PIPE_BYTES = 1 << 20  # the channel's pipes hold this much: a large tensor crosses in a few writes, not hundreds
+
+
+def _widen_pipe(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (OSError, AttributeError, ImportError):
+        pass  # the system's limit is lower (fs.pipe-max-size): the default size works, with more wake-ups
 
 
 def _no_handles(handle: Handle):

@@ -1,13 +1,17 @@
 """Wire format between the judge and a worker process.
 
-A message is a JSON header plus an optional safetensors blob, framed by lengths:
+A message is a JSON header plus an optional blob of tensors, framed by lengths:
 
     [8-byte header length][header JSON][8-byte blob length][blob]
+    blob: [8-byte table length][table JSON][padding][tensor bytes, each at a 64-byte aligned offset]
 
 Values are encoded as JSON with tagged objects for what JSON lacks (tuples, non-string dict keys,
-non-finite floats, tensors, dtypes, handles). Tensors travel in the safetensors blob. Both sides
-decode with parsers that never execute code (json, safetensors): the judge never unpickles what
-student code produced.
+non-finite floats, tensors, dtypes, handles). Tensors travel in the blob as their raw bytes; the table
+gives each one's dtype, shape and place. Both sides decode with parsers that never execute code (json,
+and a table checked entry by entry before any tensor is made: a dtype from a fixed list, a shape whose
+size is the bytes given, places inside the blob that do not overlap, booleans that are 0 or 1): the
+judge never unpickles what student code produced. A received tensor is a plain torch.Tensor over the
+message's own buffer, no copy.
 """
 from __future__ import annotations
 
@@ -18,12 +22,16 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import torch
-from safetensors.torch import load as load_tensors
-from safetensors.torch import save as save_tensors
-
 MAX_HEADER_BYTES = 64 * 1024 * 1024
 MAX_BLOB_BYTES = 1024 * 1024 * 1024
 _LEN = struct.Struct("<Q")
+_ALIGN = 64  # tensor data offsets in a blob: aligned for any dtype's vectorised loads
+MAX_DIMS = 64
+# the dtypes that travel (by their names in torch), with their element sizes
+DTYPES = {name: getattr(torch, name) for name in (
+    "float64", "float32", "float16", "bfloat16", "complex128", "complex64", "int64", "int32", "int16", "int8",
+    "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3fn", "float8_e5m2") if hasattr(torch, name)}
+_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
 class ProtocolError(Exception):
@@ -32,10 +40,16 @@ class ProtocolError(Exception):
 
 @dataclass(frozen=True)
 class Handle:
-    """A reference to an object that lives in a worker (an instance, a generator, ...)."""
+    """A reference to an object that lives in a worker (an instance, a generator, ...); with a `path`, to what that
+    dotted attribute path of the object is when the worker receives the handle (a function of the notebook,
+    looked up where it is used: no round trip to fetch it first)."""
 
     id: int
     type_name: str
+    path: str = ""
+
+    def child(self, name: str) -> "Handle":
+        return Handle(self.id, "object", f"{self.path}.{name}" if self.path else name)
 
 
 def _float(x: float) -> Any:
@@ -83,11 +97,14 @@ class Encoder:
     Handle, the judge refuses it (the judge sends only plain data and handles it received).
     """
 
-    def __init__(self, on_unknown, by_value: bool = False):
+    def __init__(self, on_unknown, by_value: bool = False, snapshot: bool = True):
         self.tensors: dict[str, torch.Tensor] = {}
         self.on_unknown = on_unknown
         # a torch.Generator travels as its state, a transformers configuration as its settings (else: handles)
         self.by_value = by_value
+        # copy each tensor as it is encoded (the judge keeps requests it may send again: recording.py); a
+        # worker writes its reply at once and needs no copy
+        self.snapshot = snapshot
 
     def encode(self, obj: Any, depth: int = 0) -> Any:
         if depth > 64:
@@ -101,7 +118,7 @@ class Encoder:
         if isinstance(obj, torch.Tensor):
             return self._tensor(obj)
         if isinstance(obj, Handle):
-            return {"__handle__": obj.id, "type": obj.type_name}
+            return _handle(obj)
         if isinstance(obj, torch.dtype):
             return {"__dtype__": str(obj).removeprefix("torch.")}
         if isinstance(obj, torch.device):
@@ -126,21 +143,31 @@ class Encoder:
         handle = self.on_unknown(obj)
         if not isinstance(handle, Handle):
             raise TypeError(f"cannot encode a {type(obj).__name__}")
-        return {"__handle__": handle.id, "type": handle.type_name}
+        return _handle(handle)
 
     def _tensor(self, t: torch.Tensor, numpy: bool = False) -> Any:
         key = f"t{len(self.tensors)}"
         t = t.detach()
         if t.is_sparse:
             t = t.to_dense()
+        if t.dtype not in _DTYPE_NAMES:
+            raise TypeError(f"a tensor of dtype {t.dtype} cannot be sent")
         # Plain torch.Tensor only: a subclass could override anything the judge later calls.
-        self.tensors[key] = torch.Tensor._make_subclass(torch.Tensor, t.cpu().contiguous().clone())
+        t = torch.Tensor._make_subclass(torch.Tensor, t.cpu())
+        self.tensors[key] = t.clone(memory_format=torch.contiguous_format) if self.snapshot else t.contiguous()
         tag = {"__tensor__": key}
         if t.requires_grad:
             tag["requires_grad"] = True
         if numpy:
             tag["numpy"] = True
         return tag
+
+
+def _handle(handle: Handle) -> dict:
+    tag = {"__handle__": handle.id, "type": handle.type_name}
+    if handle.path:
+        tag["path"] = handle.path
+    return tag
 
 
 def _is_plain_mapping(obj) -> bool:
@@ -186,7 +213,8 @@ class Decoder:
                 return t.numpy()
             return t.requires_grad_(True) if data.get("requires_grad") and t.is_floating_point() else t
         if "__handle__" in data:
-            return self.make_handle(Handle(int(data["__handle__"]), str(data.get("type", "object"))))
+            return self.make_handle(Handle(int(data["__handle__"]), str(data.get("type", "object")),
+                                           str(data.get("path", ""))))
         if "__float__" in data:
             return float(data["__float__"])
         if "__bigint__" in data:
@@ -221,13 +249,80 @@ class Decoder:
         return key
 
 
+def _pack_tensors(tensors: dict[str, torch.Tensor]) -> list:
+    """The blob of `tensors` as a list of buffers (the tensors' own memory, no copy)."""
+    table, datas, offset = {}, [], 0
+    for name, t in tensors.items():
+        dtype = _DTYPE_NAMES.get(t.dtype)
+        if dtype is None or t.device.type != "cpu":
+            raise TypeError(f"a {t.device.type} tensor of dtype {t.dtype} cannot be sent")
+        t = t.contiguous()
+        nbytes = t.numel() * t.element_size()
+        offset += -offset % _ALIGN
+        table[str(name)] = [dtype, list(t.shape), offset, nbytes]
+        datas.append((offset, t.reshape(-1).view(torch.uint8).numpy() if nbytes else b""))
+        offset += nbytes
+    head = json.dumps(table).encode()
+    start = 8 + len(head)
+    parts, end = [_LEN.pack(len(head)), head, bytes(-start % _ALIGN)], 0
+    for at, data in datas:
+        parts += [bytes(at - end), data] if at > end else [data]
+        end = at + len(data)
+    return parts
+
+
 def write_message(stream: BinaryIO, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
     head = json.dumps(header, allow_nan=False).encode()
-    blob = save_tensors(tensors) if tensors else b""
-    stream.write(_LEN.pack(len(head)) + head + _LEN.pack(len(blob)))
-    if blob:
-        stream.write(blob)
+    blob = _pack_tensors(tensors) if tensors else []  # everything is ready before the first byte is written
+    size = sum(len(part) for part in blob)
+    stream.write(_LEN.pack(len(head)) + head + _LEN.pack(size))
+    for part in blob:
+        stream.write(part)
     stream.flush()
+
+
+def _unpack_tensors(blob: bytearray) -> dict[str, torch.Tensor]:
+    """The tensors of a blob, each checked against its table entry; they share the blob's memory."""
+    if len(blob) < 8:
+        raise ProtocolError("tensor data too short")
+    (n_table,) = _LEN.unpack_from(blob, 0)
+    if n_table > len(blob) - 8:
+        raise ProtocolError("tensor table longer than the tensor data")
+    try:
+        table = json.loads(bytes(blob[8:8 + n_table]))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"malformed tensor table: {exc}") from None
+    if not isinstance(table, dict):
+        raise ProtocolError("malformed tensor table")
+    start = -(-(8 + n_table) // _ALIGN) * _ALIGN
+    size = len(blob) - start
+    places, tensors = [], {}
+    for name, entry in table.items():
+        dtype, shape, offset, nbytes = _table_entry(entry, size)
+        places.append((offset, offset + nbytes))
+        if nbytes == 0:
+            tensors[name] = torch.empty(shape, dtype=dtype)
+            continue
+        t = torch.frombuffer(blob, dtype=dtype, count=nbytes // dtype.itemsize, offset=start + offset)
+        if dtype is torch.bool and bool((t.view(torch.uint8) > 1).any()):
+            raise ProtocolError("a boolean tensor holds values other than 0 and 1")
+        tensors[name] = t.view(shape)
+    places.sort()
+    if any(a_end > b_start for (_, a_end), (b_start, _) in zip(places, places[1:])):
+        raise ProtocolError("tensors overlap in the message")
+    return tensors
+
+
+def _table_entry(entry, size: int) -> tuple[torch.dtype, list[int], int, int]:
+    if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in DTYPES and isinstance(entry[1], list)
+            and len(entry[1]) <= MAX_DIMS and all(type(d) is int and d >= 0 for d in entry[1])
+            and all(type(x) is int and x >= 0 for x in entry[2:])):
+        raise ProtocolError("malformed tensor table entry")
+    dtype, shape, offset, nbytes = DTYPES[entry[0]], entry[1], entry[2], entry[3]
+    numel = math.prod(shape)
+    if numel * dtype.itemsize != nbytes or offset + nbytes > size:
+        raise ProtocolError("a tensor's shape, size and place in the message disagree")
+    return dtype, shape, offset, nbytes
 
 
 def _read_exact(stream: BinaryIO, n: int) -> bytes:
@@ -241,25 +336,39 @@ def _read_exact(stream: BinaryIO, n: int) -> bytes:
     return b"".join(chunks)
 
 
+def _read_blob(stream: BinaryIO, n: int) -> bytearray:
+    blob = bytearray(n)
+    view, got = memoryview(blob), 0
+    with view:
+        while got < n:
+            k = stream.readinto(view[got:])
+            if not k:
+                raise EOFError("the worker closed the channel")
+            got += k
+    return blob
+
+
+def _header(data) -> dict:
+    try:
+        header = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"malformed message header: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("message header is not an object")
+    return header
+
+
 def read_message(stream: BinaryIO) -> tuple[dict, dict[str, torch.Tensor]]:
     (n_head,) = _LEN.unpack(_read_exact(stream, 8))
     if n_head > MAX_HEADER_BYTES:
         raise ProtocolError(f"message header of {n_head} bytes is over the limit")
-    try:
-        header = json.loads(_read_exact(stream, n_head))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"malformed message header: {exc}") from None
+    header = _header(_read_exact(stream, n_head))
     (n_blob,) = _LEN.unpack(_read_exact(stream, 8))
     if n_blob > MAX_BLOB_BYTES:
         raise ProtocolError(f"message of {n_blob} bytes is over the limit")
-    tensors = {}
-    if n_blob:
-        try:
-            tensors = load_tensors(_read_exact(stream, n_blob))
-        except EOFError:
-            raise
-        except Exception as exc:  # safetensors raises its own error types
-            raise ProtocolError(f"malformed tensor data: {exc}") from None
-    if not isinstance(header, dict):
-        raise ProtocolError("message header is not an object")
-    return header, tensors
+    return header, _unpack_tensors(_read_blob(stream, n_blob)) if n_blob else {}
+
+
+def decode_message(head: bytes, blob: bytearray) -> tuple[dict, dict[str, torch.Tensor]]:
+    """A message from its header's bytes and its blob (read separately); the tensors use the blob's memory."""
+    return _header(head), _unpack_tensors(blob) if blob else {}

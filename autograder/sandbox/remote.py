@@ -12,12 +12,15 @@ class Remote:
     """A proxy for an object in a worker. Attribute access, calls, indexing and iteration are remote
     requests; what comes back is plain data or another Remote."""
 
-    __slots__ = ("_worker", "_handle", "_label")
+    __slots__ = ("_worker", "_handle", "_label", "_callables")
 
-    def __init__(self, worker: WorkerProcess, handle: Handle, label: str):
+    def __init__(self, worker: WorkerProcess, handle: Handle, label: str, callables: frozenset = frozenset()):
         object.__setattr__(self, "_worker", worker)
         object.__setattr__(self, "_handle", handle)
         object.__setattr__(self, "_label", label)
+        # attributes known to be functions, classes or modules: never plain data, so `obj.name` is a handle with
+        # that path, looked up in the worker where it is used (one request less per call)
+        object.__setattr__(self, "_callables", callables)
 
     def _req(self, op, *args, what=None):
         w = object.__getattribute__(self, "_worker")
@@ -34,6 +37,8 @@ class Remote:
         label = object.__getattribute__(self, "_label")
         child = f"{label}.{name}" if label else name
         w = object.__getattribute__(self, "_worker")
+        if name in object.__getattribute__(self, "_callables"):
+            return Remote(w, object.__getattribute__(self, "_handle").child(name), child)
         return w.request("getattr", self, name, what=f"{w.spec.owner} {child}", child_label=child)
 
     def __setattr__(self, name, value):

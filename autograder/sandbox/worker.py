@@ -79,10 +79,13 @@ class Worker:
     def _resolve(self, handle: Handle):
         if handle.id not in self.objects:
             raise LookupError("this object is no longer available in the worker")
-        return self.objects[handle.id]
+        target = self.objects[handle.id]
+        for name in handle.path.split(".") if handle.path else ():
+            target = getattr(target, name)
+        return target
 
     def reply(self, value, keep: bool = False) -> None:
-        enc = Encoder(on_unknown=self._keep)
+        enc = Encoder(on_unknown=self._keep, snapshot=False)
         data = enc.encode(self._keep(value) if keep else value)
         write_message(self.out, {"ok": data}, enc.tensors)
 
@@ -99,10 +102,11 @@ class Worker:
     # -- requests -------------------------------------------------------------------------------
     def handle(self, header: dict, tensors: dict) -> None:
         op = header.get("op")
-        args = Decoder(tensors, self._resolve, build_configs=True).decode(header.get("args", []))
         if op == "load":
             return self.load(header["units"])
         try:
+            # in the try: a handle's path is looked up here, and what it raises is the reply
+            args = Decoder(tensors, self._resolve, build_configs=True).decode(header.get("args", []))
             fn = getattr(self, f"op_{op}", None)
             if fn is None:
                 raise ValueError(f"unknown request {op!r}")
@@ -135,7 +139,8 @@ class Worker:
         defined = {}
         for name, value in list(vars(self.module).items()):
             if not name.startswith("__"):
-                defined[name] = "module" if isinstance(value, types.ModuleType) else "value"
+                defined[name] = "module" if isinstance(value, types.ModuleType) else \
+                    "callable" if callable(value) else "value"
         write_message(self.out, {"ok": {"__dict__": [[k, v] for k, v in defined.items()]},
                                  "load_errors": errors})
 
@@ -151,8 +156,13 @@ class Worker:
         self.stub_hit = False
         return None, False
 
-    def op_stub_hit(self):
-        return self.stub_hit, False
+    def op_end_check(self, seed):
+        """Whether student code hit a stub during the check; then the state every check starts from: a clean
+        one (see op_reset), seeded with `seed` (see op_seed)."""
+        stub = self.stub_hit
+        self.op_reset()
+        self.op_seed(seed)
+        return stub, False
 
     def op_getattr(self, target, name):
         return getattr(target, name), False
@@ -221,7 +231,7 @@ class Worker:
 
     def ask_judge(self, kind: str, payload: dict):
         """A stand-in's call: sent to the judge, answered by the reference's worker."""
-        enc = Encoder(on_unknown=_refuse, by_value=True)
+        enc = Encoder(on_unknown=_refuse, by_value=True, snapshot=False)
         try:
             data = enc.encode(payload)
         except TypeError as exc:
