@@ -132,6 +132,23 @@ def main(argv: list[str] | None = None, resume_fd: int | None = None) -> int:
     return code
 
 
+def _grades_in_a_pool(words: list[str]) -> bool:
+    """`autograder grade ... --jobs N` with N > 1, read before the arguments are parsed (see grade._grade_in_pool)."""
+    if words[0] != "grade":
+        return False
+    for i, word in enumerate(words):
+        value = None
+        if word in ("--jobs", "-j") and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith("--jobs="):
+            value = word.split("=", 1)[1]
+        elif word.startswith("-j") and len(word) > 2:
+            value = word[2:]
+        if value is not None:
+            return value.isdigit() and int(value) > 1
+    return False
+
+
 def _run(argv: list[str] | None, resume_fd: int | None) -> int:
     from autograder.sandbox import forkserver
 
@@ -148,7 +165,9 @@ def _run(argv: list[str] | None, resume_fd: int | None) -> int:
             pass
     if early and resume_fd is None:
         forkserver.start_early()  # in a process that is not a clean command: its torch import beside ours
-    if early and len(words) > 1:  # the fork server imports what the workers will need while this process goes on
+    if early and len(words) > 1 and not _grades_in_a_pool(words):
+        # the fork server imports what the workers will need while this process goes on (with --jobs N, the
+        # grading processes' fork servers do: this one would only take a core from them)
         from autograder.recording import modules_hint
 
         forkserver.preload_modules(modules_hint(words[1]), wait=False)

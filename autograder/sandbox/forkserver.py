@@ -10,6 +10,8 @@ right after the fork (isolation.py). Set AUTOGRADER_FORK_SERVER=0 to start every
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import queue
@@ -42,6 +44,22 @@ def worker_environment(threads: int = 1) -> dict[str, str]:
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8"))
     return env
 
+
+
+@contextlib.contextmanager
+def imports_without_collector():
+    """Import large libraries (torch, transformers) with the cyclic garbage collector paused: it would walk every
+    object imported so far, again and again (a fifth of their import time), and what they import lives as long as
+    the process. Afterwards gc.freeze(): later collections skip all of it, in this process and in the processes
+    forked from it (no walk over it, and no copy-on-write of the pages it is on)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.freeze()
 
 
 _FRAME = struct.Struct("<Q")
@@ -302,9 +320,10 @@ def fork_zygote() -> bool:
         return False
     if ForkServer._instance is not None or ForkServer._early is not None:
         return False
-    import torch  # noqa: F401 - what the fork is for
+    with imports_without_collector():
+        import torch  # noqa: F401 - what the fork is for
 
-    from autograder.sandbox import worker  # noqa: F401 - the worker's code, imported once for every fork
+        from autograder.sandbox import worker  # noqa: F401 - the worker's code, imported once for every fork
     if threading.active_count() > 1 or len(os.listdir("/proc/self/task")) > 1:
         return False  # a fork would copy another thread's locks, held: never fork a process with threads
     keep_env = worker_environment()
@@ -416,13 +435,14 @@ def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
 
     linux.set_pdeathsig(judge_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import torch  # noqa: F401 - the point of the server: imported once, shared by every fork
+    with imports_without_collector():
+        import torch  # noqa: F401 - the point of the server: imported once, shared by every fork
 
-    from autograder.sandbox import worker  # noqa: F401
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        pass
+        from autograder.sandbox import worker  # noqa: F401
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            pass
     torch.set_num_threads(1)
     sock = socket.socket(fileno=sock_fd)
     channel = _Channel(sock)
@@ -453,7 +473,9 @@ def _fork_server_main(sock_fd: int, judge_pid: int) -> None:
         try:
             request = channel.recv()
             if "preload" in request:
-                _send_frame(sock, {"preloaded": _preload([str(n) for n in request["preload"]][:5000])})
+                with imports_without_collector():
+                    done = _preload([str(n) for n in request["preload"]][:5000])
+                _send_frame(sock, {"preloaded": done})
                 continue
             fds = channel.take_fds(3)  # a spawn: its descriptors came with it
         except (EOFError, OSError, ValueError):
