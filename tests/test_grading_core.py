@@ -178,3 +178,16 @@ def test_partial_credit_is_clamped_and_proportional(submission, example_release,
     check = next(c for c in result.checks if c.name == "softmax: values along every dim")
     assert check.score == pytest.approx(1.0) and check.status == "partial"
     assert "right along 1 of 3" in check.message
+
+
+@pytest.mark.parametrize("words, pool", [
+    (["grade", "vectors", "a.ipynb", "--jobs", "2"], True), (["grade", "vectors", "-j3", "a.ipynb"], True),
+    (["grade", "vectors", "--jobs=2"], True), (["grade", "vectors", "a.ipynb", "--jobs", "1"], False),
+    (["grade", "vectors", "a.ipynb"], False), (["verify", "vectors", "--jobs", "2"], False),
+])
+def test_a_pool_of_grading_processes_is_seen_before_the_arguments_are_parsed(words, pool):
+    """With --jobs N > 1 the command's own fork server grades nothing: it must not import the workers' modules
+    (seconds of a core the grading processes need)."""
+    from autograder.cli import _grades_in_a_pool
+
+    assert _grades_in_a_pool(words) is pool

@@ -93,6 +93,28 @@ def test_remote_objects_stay_in_the_worker():
         p.close()
 
 
+def test_functions_are_called_in_one_request_and_values_still_come_back_as_data():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import math\nLIMIT = 3\nSCALE = torch = None\ndef f(x):\n    return x + LIMIT\nclass C:\n    k = 2\n")])
+    ex = extract(nb)
+    helpers = ["import math\nTABLE = [1, 2]\ndef g(x):\n    return submission.f(x) * 10\n"]
+    p = Program(ex, WorkerSpec([u.to_wire() for u in ex.units], import_seconds=30), helpers)
+    sent = []
+    original = p.worker.roundtrip
+    p.worker.roundtrip = lambda header, tensors, what: (sent.append(header["op"]), original(header, tensors, what))[1]
+    try:
+        sub = p.proxy()
+        p.start()
+        sent.clear()
+        assert sub.f(1) == 4 and sent == ["call"]  # no getattr first
+        assert sub.helpers.g(1) == 40 and sent == ["call", "call"]
+        assert sub.LIMIT == 3 and sub.helpers.TABLE == [1, 2]  # data: fetched, and it arrives as data
+        assert sub.C.k == 2 and sub.math.sqrt(4.0) == 2.0 and sub.helpers.math.floor(2.5) == 2
+        assert sub.SCALE is None
+    finally:
+        p.close()
+
+
 def test_the_root_holds_only_what_the_worker_needs():
     """An allowlist: the top level of the worker's root, /etc, /dev and the working directory hold what
     rootfs.py lists, nothing else of the machine."""
@@ -163,9 +185,20 @@ def _wire(header, tensors):
 
     from autograder.sandbox.protocol import read_message, write_message
 
-    buf = io.BytesIO()
+    class Gathering:  # a stream that gathers what it is given with `+=` (a bytes-like object, not an array)
+        data = bytearray()
+
+        def write(self, part):
+            self.data += part
+
+        def flush(self):
+            pass
+
+    buf, gathered = io.BytesIO(), Gathering()
     write_message(buf, header, tensors)
+    write_message(gathered, header, tensors)
     frame = buf.getvalue()
+    assert bytes(gathered.data) == frame
     return [read_message(io.BytesIO(frame)), *_through_a_pipe([frame, frame])]
 
 

@@ -260,7 +260,7 @@ def _pack_tensors(tensors: dict[str, torch.Tensor]) -> list:
         nbytes = t.numel() * t.element_size()
         offset += -offset % _ALIGN
         table[str(name)] = [dtype, list(t.shape), offset, nbytes]
-        datas.append((offset, t.reshape(-1).view(torch.uint8).numpy() if nbytes else b""))
+        datas.append((offset, memoryview(t.reshape(-1).view(torch.uint8).numpy()) if nbytes else b""))
         offset += nbytes
     head = json.dumps(table).encode()
     start = 8 + len(head)
