@@ -31,7 +31,7 @@ from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult, write_atomic, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
-from autograder.sandbox.client import StudentError, WorkerError, WorkerSpec
+from autograder.sandbox.client import StudentError, WorkerError, WorkerProcess, WorkerSpec
 from autograder.sandbox.forkserver import adopt_environment, fork_zygote, preload_modules, start_environment
 from autograder.sandbox.isolation import Confinement, probe
 from autograder.sandbox.protocol import Handle
@@ -162,6 +162,7 @@ class Grader:
         if self.recording is not None:
             self.judge.reference_verdicts = {name: CheckResult(**v) for name, v in self.recording.verdicts.items()}
         self._warm = False
+        self._next_worker: WorkerProcess | None = None  # prestarted for the next submission (see grade_one)
 
     def reference_as_submission(self) -> Program:
         """The reference solution as a submission: same confinement, limits and helpers as a student's."""
@@ -174,6 +175,8 @@ class Grader:
         return self._reference_as_submission
 
     def close(self) -> None:
+        if self._next_worker is not None:
+            self._next_worker.kill()
         self.reference.close()
         if self._reference_as_submission is not None:
             self._reference_as_submission.close()
@@ -225,19 +228,31 @@ class Grader:
             self._reference_as_submission = None
         preload_modules(self.worker_modules(self.reference))
 
-    def grade_one(self, path: Path, sub_id: str) -> SubmissionResult:
+    def grade_one(self, path: Path, sub_id: str, more: bool = False) -> SubmissionResult:
+        """Grade one notebook. `more`: another submission follows; its worker is started (forked and confined,
+        nothing of it loaded) as this one ends, while the caller writes the results."""
         self.warm_up()
         start = time.monotonic()
+        try:
+            return self._grade_one(path, sub_id, start)
+        finally:
+            if more and self._next_worker is None:
+                self._next_worker = WorkerProcess(self._worker_spec([]))
+                self._next_worker.prestart()
+
+    def _worker_spec(self, units: list[dict]) -> WorkerSpec:
+        return WorkerSpec(units, confinement=self.confinement, import_seconds=self.release.config.limits.import_seconds)
+
+    def _grade_one(self, path: Path, sub_id: str, start: float) -> SubmissionResult:
         try:
             nb, notes = read_notebook(path)
         except NotebookError as exc:
             return self._ungraded(path, sub_id, str(exc), start)
         extraction = extract(nb, self.names_read)
         notes += [f"cell {s.cell} was not graded: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
-        limits = self.release.config.limits
-        spec = WorkerSpec([u.to_wire() for u in extraction.units], confinement=self.confinement,
-                          import_seconds=limits.import_seconds)
-        program = Program(extraction, spec, self.release.helpers)
+        worker, self._next_worker = self._next_worker, None
+        program = Program(extraction, self._worker_spec([u.to_wire() for u in extraction.units]), self.release.helpers,
+                          worker)
         try:
             # Start both workers before the first check, so that its time limit covers the check only
             # (not a fork server or a reference worker starting in a fresh grading process). A failure
@@ -374,7 +389,7 @@ def _serve() -> None:
     try:
         for line in sys.stdin:
             task = json.loads(line)
-            result = grader.grade_one(Path(task["path"]), task["id"])
+            result = grader.grade_one(Path(task["path"]), task["id"], more=bool(task.get("more")))
             channel.write(json.dumps({"result": result.to_dict(), "status": grader.isolation_status}) + "\n")
             channel.flush()
     finally:
@@ -398,10 +413,11 @@ class _GradingProcess:
         self.proc.kill()  # its fork server and workers follow (parent-death signals)
         self.proc.wait()
 
-    def give(self, task: tuple[int, Path, str]) -> bool:
+    def give(self, task: tuple[int, Path, str], more: bool) -> bool:
+        """Send it a submission to grade; `more`: another will probably follow (its worker is started early)."""
         self.task = task
         try:
-            self.proc.stdin.write(json.dumps({"path": str(task[1]), "id": task[2]}) + "\n")
+            self.proc.stdin.write(json.dumps({"path": str(task[1]), "id": task[2], "more": more}) + "\n")
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError):
@@ -445,7 +461,8 @@ def _grade_in_pool(release: Release, options: GradeOptions, items: list[tuple[in
     def feed(gp: _GradingProcess) -> None:
         gp.task = None
         if todo:
-            gp.give(todo.pop(0))  # if it is dead, its end of file puts the task back
+            task = todo.pop(0)
+            gp.give(task, more=len(todo) >= options.jobs)  # if it is dead, its end of file puts the task back
 
     def died(gp: _GradingProcess) -> None:
         sel.unregister(gp.proc.stdout)
@@ -595,8 +612,8 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
         if jobs == 1 and todo:
             grader = Grader(release, options, paths, self_grade=len(todo) > 1)
             try:
-                for i, path, sub_id in todo:
-                    finish(i, grader.grade_one(path, sub_id))
+                for n, (i, path, sub_id) in enumerate(todo, start=1):
+                    finish(i, grader.grade_one(path, sub_id, more=n < len(todo)))
                 finish.status = grader.isolation_status
             finally:
                 grader.close()

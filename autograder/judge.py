@@ -57,9 +57,11 @@ class CheckResult:
 class Program:
     """A notebook's definitions running in a worker, seen through a module-like proxy."""
 
-    def __init__(self, extraction: Extraction, spec: WorkerSpec, helpers: list[str] = ()):
+    def __init__(self, extraction: Extraction, spec: WorkerSpec, helpers: list[str] = (),
+                 worker: WorkerProcess | None = None):
         self.extraction = extraction
-        self.worker = WorkerProcess(spec)
+        self.worker = worker or WorkerProcess(spec)  # `worker`: one prestarted for this spec's confinement
+        self.worker.spec = spec
         self.worker.explain_name = self.explain_unbound
         self._hints: dict[str, str] | None = None
         self.helpers = list(helpers)

@@ -4,6 +4,7 @@ Each submission is the example's answer key with a bug or an attack written into
 one batch as a course would.
 """
 import csv
+import os
 import json
 
 import pytest
@@ -191,3 +192,49 @@ def test_a_pool_of_grading_processes_is_seen_before_the_arguments_are_parsed(wor
     from autograder.cli import _grades_in_a_pool
 
     assert _grades_in_a_pool(words) is pool
+
+
+def _ends_within(pid: int, seconds: float) -> bool:
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_next_submissions_worker_is_started_early_and_nothing_outlives_the_run(submission, example_release,
+                                                                                    tmp_path):
+    """grade_one(more=True) forks and confines the next worker as it ends; the next submission loads into it and
+    is graded as it would be in a worker of its own; a run that ends leaves no worker behind."""
+    from autograder.grade import Grader, preflight
+
+    buggy, good = submission("buggy.ipynb", BUGGY_NORMALIZE), submission("good.ipynb")
+    options = GradeOptions(tmp_path / "out", quiet=True)
+    options.confinement_status = preflight(example_release, options)
+    grader = Grader(example_release, options, [buggy, good])
+    try:
+        first = grader.grade_one(buggy, "buggy", more=True)
+        early = grader._next_worker
+        assert early is not None and early.pid is not None
+        second = grader.grade_one(good, "good", more=True)
+        assert early.report is not None and early.report.status.startswith("isolated")  # it graded `good`
+        spare = grader._next_worker
+        assert spare is not early and spare.pid is not None
+        pid = spare.pid
+    finally:
+        grader.close()
+    assert spare.proc is None and _ends_within(pid, 10)
+    alone = Grader(example_release, options, [good])
+    try:
+        assert [(c.score, c.message) for c in alone.grade_one(good, "good").checks] == \
+            [(c.score, c.message) for c in second.checks]
+    finally:
+        alone.close()
+    assert first.score < second.score == example_release.max_score

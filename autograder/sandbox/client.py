@@ -195,6 +195,7 @@ class WorkerProcess:
         # The worker is in the state a check starts from (its last request was an end_check: reset and seeded),
         # so the next check needs no seed request of its own
         self.ready_for_check = False
+        self._prestarted = False  # forked and confining itself; its "ready" not read yet, nothing loaded (prestart)
 
     @property
     def pid(self) -> int | None:
@@ -202,7 +203,22 @@ class WorkerProcess:
         return proc.pid if proc is not None and proc.poll() is None else None
 
     # -- process lifecycle --------------------------------------------------------------------
+    def prestart(self) -> None:
+        """Fork the worker now and let it confine itself, before the definitions it will load are known
+        (ensure_started loads them): the next submission's worker starts while the judge finishes this one.
+        Nothing is waited for; what it holds until then is what every worker starts with."""
+        self.kill()
+        try:
+            self._begin_spawn()
+            self._prestarted = True
+        except (OSError, WorkerError):
+            self.kill()  # ensure_started starts one the usual way, and says what fails
+
     def _spawn(self) -> str:
+        self._begin_spawn()
+        return self._await_ready()
+
+    def _begin_spawn(self) -> None:
         scratch_root = "/tmp" if os.path.isdir("/tmp") else None
         self._scratch = tempfile.TemporaryDirectory(prefix="ag-worker-", dir=scratch_root)
         scratch = self._scratch.name
@@ -234,6 +250,8 @@ class WorkerProcess:
         self._stdin = os.fdopen(w_in, "wb")
         self._replies = _Replies(r_out)
         MemoryMonitor.watch(self)
+
+    def _await_ready(self) -> str:
         header, _ = self._next(time.monotonic() + START_SECONDS, "starting the worker")
         status = str(header.get("ready", ""))
         self._isolated = status.startswith("isolated") and "PID namespace" in status
@@ -248,6 +266,7 @@ class WorkerProcess:
             kill_tree(proc.pid)
 
     def kill(self) -> None:
+        self._prestarted = False
         if self.proc is not None:
             kill_tree(self.proc.pid, sweep=not self._isolated)
             if isinstance(self.proc, subprocess.Popen):  # the fork server reaps its own children
@@ -320,11 +339,13 @@ class WorkerProcess:
     # -- loading ------------------------------------------------------------------------------
     def ensure_started(self) -> LoadReport:
         """Start and load, excluding any statement that hung or killed the process on a previous try."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None and not self._prestarted:
             return self.report
         for _ in range(self.spec.max_restarts + 1):
-            self.kill()
-            status = self._spawn()
+            status = self._prestarted_status()
+            if status is None:
+                self.kill()
+                status = self._spawn()
             units = [u if i not in self.excluded else {**u, "source": "pass"} for i, u in enumerate(self.spec.units)]
             write_message(self._stdin, {"op": "load", "units": units})
             deadline = time.monotonic() + self.spec.import_seconds
@@ -351,6 +372,17 @@ class WorkerProcess:
             self.report = LoadReport(defined, errors, status)
             return self.report
         raise WorkerDied(f"{self.spec.label} could not be loaded after {self.spec.max_restarts} restarts")
+
+    def _prestarted_status(self) -> str | None:
+        """The status of the worker prestart() started, once it is ready; None if there is none, or it failed
+        (it is then started again the usual way)."""
+        prestarted, self._prestarted = self._prestarted, False
+        if not prestarted or self.proc is None:
+            return None
+        try:
+            return self._await_ready()
+        except WorkerError:
+            return None
 
     def _exclude(self, unit: int, why: str) -> None:
         if unit < 0:  # died or hung before any statement: nothing to exclude, the worker itself failed
