@@ -249,6 +249,11 @@ class Decoder:
         return key
 
 
+def _data_start(n_table: int) -> int:
+    """Where a blob's tensor data begins: after its table's length and the table, aligned."""
+    return -(-(8 + n_table) // _ALIGN) * _ALIGN
+
+
 def _pack_tensors(tensors: dict[str, torch.Tensor]) -> list:
     """The blob of `tensors` as a list of buffers (the tensors' own memory, no copy)."""
     table, datas, offset = {}, [], 0
@@ -263,8 +268,7 @@ def _pack_tensors(tensors: dict[str, torch.Tensor]) -> list:
         datas.append((offset, memoryview(t.reshape(-1).view(torch.uint8).numpy()) if nbytes else b""))
         offset += nbytes
     head = json.dumps(table).encode()
-    start = 8 + len(head)
-    parts, end = [_LEN.pack(len(head)), head, bytes(-start % _ALIGN)], 0
+    parts, end = [_LEN.pack(len(head)), head, bytes(_data_start(len(head)) - 8 - len(head))], 0
     for at, data in datas:
         parts += [bytes(at - end), data] if at > end else [data]
         end = at + len(data)
@@ -294,7 +298,7 @@ def _unpack_tensors(blob: bytearray) -> dict[str, torch.Tensor]:
         raise ProtocolError(f"malformed tensor table: {exc}") from None
     if not isinstance(table, dict):
         raise ProtocolError("malformed tensor table")
-    start = -(-(8 + n_table) // _ALIGN) * _ALIGN
+    start = _data_start(n_table)
     size = len(blob) - start
     places, tensors = [], {}
     for name, entry in table.items():
