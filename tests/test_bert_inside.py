@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from autograder import corpus as corpus_module
+from tests.goldens import compare_or_update, grades
 from autograder.build import build
 from autograder.grade import GradeOptions, grade
 from autograder.release import load_release
@@ -303,3 +304,8 @@ def test_executed_notebook_gets_every_point_and_the_rubric_measures_its_checkpoi
     (rubric,) = [c for c in graded["checks"] if c["name"] == rubric_name]
     expected = 8 * min(max((details["accuracy"] - 0.8) / 0.1, 0.0), 1.0)
     assert rubric["status"] != "pending" and abs(rubric["score"] - expected) < 1e-6
+
+
+def test_grades_match_the_golden_file(graded, update_goldens):
+    """Every corpus submission's checks (status, score, message) as committed in tests/goldens/."""
+    compare_or_update("bert_inside_corpus", grades(graded[0]), update_goldens)

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from autograder import corpus as corpus_module
+from tests.goldens import compare_or_update, grades
 from autograder.build import build
 from autograder.grade import GradeOptions, grade
 from autograder.release import load_release
@@ -196,3 +197,8 @@ def test_the_recorded_reference_grades_every_submission_as_the_live_one(release,
         for name, keys in (("results.json", ["execution_time"]), ("grading.json", ["execution_time"])):
             assert without_timings(replayed_out / sub_id / name, keys) == without_timings(tmp_path / "live" / sub_id / name,
                                                                                           keys), (sub_id, name)
+
+
+def test_grades_match_the_golden_file(graded, update_goldens):
+    """Every corpus submission's checks (status, score, message) as committed in tests/goldens/."""
+    compare_or_update("transformers_bert_corpus", grades(graded[0]), update_goldens)
