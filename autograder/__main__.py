@@ -1,4 +1,5 @@
-from autograder.cli import main
 import sys
 
-sys.exit(main())
+from autograder.entrypoints import command_line
+
+sys.exit(command_line())

@@ -14,24 +14,20 @@ Outputs (byte-for-byte deterministic for a given source):
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.config import AssignmentConfig, load_config
+from autograder.config import load_config
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.markers import (
     HIDDEN, MarkerError, check_cell, is_test_cell, nbgrader_meta, public_lines, secret_lines, solution_source,
     student_source,
 )
-from autograder.reports.results import write_atomic
+from autograder.files import write_atomic
+from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
 from autograder.testing import CheckSpec, hidden_test_files, load_test_file
-
-MANIFEST = "manifest.json"
-BUILD_FORMAT = 4  # bump when the release layout or the extraction changes: old releases are rebuilt
-
 
 class BuildError(ValueError):
     pass
@@ -58,16 +54,6 @@ class Transformed:
     cell_checks: list[CheckSpec]
     secrets: list[str]  # lines inside solution / hidden regions
     public: list[str]  # every source line outside solution and hidden regions (computed from the source)
-
-
-def source_hash(source: Path, config: AssignmentConfig) -> str:
-    h = hashlib.sha256()
-    files = [source / "assignment.toml", source / config.notebook, *sorted((source / "tests").glob("*.py")),
-             *(source / f for f in config.files)]
-    for f in files:
-        if f.is_file():
-            h.update(f.relative_to(source).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 def _clean(cell) -> None:
@@ -128,14 +114,13 @@ def _read_source_notebook(path: Path):
         return nb
     except FileNotFoundError:
         raise BuildError(f"{path}: the notebook named in assignment.toml does not exist") from None
-    except Exception as exc:  # nbformat's validation and JSON errors
+    except Exception as exc:  # noqa: BLE001 - nbformat's validation and JSON errors have no common base
         raise BuildError(f"{path}: not a valid notebook: {exc}") from None
 
 
-def build(source: Path, assignments_root: Path | None = None, release_root: Path | None = None,
-          record: bool = True, log=None) -> Paths:
-    """`record`: also record the reference (autograder/recording.py), so that grading runs in this environment
-    need no reference worker; `log(line)` hears how that went."""
+def build(source: Path, assignments_root: Path | None = None, release_root: Path | None = None) -> Paths:
+    """Write the student notebook and the release bundle of `source` (see the module's docstring). Recording
+    the reference, which runs it, is the grading layer's (autograder.grading.build_and_record)."""
     paths = Paths.for_source(Path(source), assignments_root, release_root)
     config = load_config(paths.source)
     nb_path = paths.source / config.notebook
@@ -161,8 +146,6 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         from autograder.student import add_student_cells
         add_student_cells(out.student, config.student, config.title)
         add_student_cells(out.answer_key, config.student, config.title, public_from=out.student)
-    from autograder.release import names_read
-
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
     reference = extract(out.answer_key, names_read([c.source for c in out.cell_checks], test_sources))
     _write_notebook(paths.assignment / config.notebook, out.student)
@@ -186,12 +169,6 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout} for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
-    if record:
-        from autograder.recording import record_release
-
-        _, line = record_release(paths.release)
-        if log is not None:
-            log(line)
     return paths
 
 
@@ -200,3 +177,30 @@ def _copy(src: Path, dst: Path) -> None:
         raise BuildError(f"{src}: listed in assignment.toml but missing")
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dst)
+
+
+def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool = True,
+                    after_build=None) -> Release:
+    """`name` -> release/<name> (rebuilt from solutions/<name> when missing or out of date), or a path to
+    a release folder or a solutions folder. `after_build(release_dir)` runs after a rebuild (the grading
+    layer records the reference there)."""
+    root = root or Path.cwd()
+    p = Path(name_or_path)
+    if (p / MANIFEST).is_file() and not (p / "assignment.toml").is_file():
+        return load_release(p)
+    source = p if (p / "assignment.toml").is_file() else root / "solutions" / name_or_path
+    release_dir = source.resolve().parent.parent / "release" / source.name
+    if source.is_dir() and rebuild:
+        manifest = release_dir / MANIFEST
+        built = json.loads(manifest.read_text()) if manifest.is_file() else {}
+        current = built.get("format") == BUILD_FORMAT and \
+            built.get("source_hash") == source_hash(source, load_config(source))
+        if not current:
+            build(source)
+            if after_build is not None:
+                after_build(release_dir)
+        return load_release(release_dir)
+    if (root / "release" / name_or_path / MANIFEST).is_file():
+        return load_release(root / "release" / name_or_path)
+    raise ReleaseError(f"no assignment {name_or_path!r}: looked for solutions/{name_or_path}/ and "
+                       f"release/{name_or_path}/ under {root}")

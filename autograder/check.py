@@ -8,9 +8,6 @@ does not have them), so passing every public check does not mean full marks.
 """
 from __future__ import annotations
 
-import json
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,29 +109,3 @@ def describe(run: CheckRun) -> str:
     lines.append(f"{total} of {len(run.results)} public checks pass. "
                  "Grading also runs hidden checks, so this is not your score.")
     return "\n".join(lines)
-
-
-def cmd_check(args) -> int:
-    start = time.monotonic()
-    code = 0
-    for notebook in args.notebooks:
-        run = run_checks(Path(notebook), args.part)
-        if args.json:
-            print(json.dumps(run.to_dict(), indent=1))
-        else:
-            print(describe(run))
-        if run.error:
-            code = max(code, 2)
-        elif not run.ok:
-            code = max(code, 1)
-    if not args.json and len(args.notebooks) > 1:
-        print(f"({time.monotonic() - start:.1f} s)", file=sys.stderr)
-    return code
-
-
-def add_parser(sub) -> None:
-    c = sub.add_parser("check", help="run a notebook's public checks (the test cells a student can read)")
-    c.add_argument("notebooks", nargs="+", metavar="SUBMISSION.ipynb")
-    c.add_argument("--part", help="only this part's checks, e.g. '1. Normalize'")
-    c.add_argument("--json", action="store_true", help="machine-readable verdicts")
-    c.set_defaults(run=cmd_check)

@@ -1,6 +1,7 @@
 """An assignment's settings: `solutions/<name>/assignment.toml`."""
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,13 +62,36 @@ def load_config(source_dir: Path) -> AssignmentConfig:
     return AssignmentConfig(
         name=source_dir.name, title=data["title"], notebook=data["notebook"], files=list(data.get("files", [])),
         limits=Limits(**limits), gpu_checks=list(data.get("gpu", {}).get("checks", [])),
-        student=_student_options(data.get("student", {}), path))
+        student=student_options(data.get("student", {}), str(path)))
 
 
-def _student_options(data, path: Path) -> dict:
-    from autograder.student import OptionsError, student_options
+STUDENT_OPTIONS = {"checks", "install"}  # the [student] table's settings (autograder/student.py)
 
-    try:
-        return student_options(data, str(path))
-    except OptionsError as exc:
-        raise ConfigError(str(exc)) from None
+
+def student_options(data, where: str = "assignment.toml") -> dict:
+    """Validate the `[student]` table; returns it normalised ({"checks": bool, "install": [[module, pip]]})."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: [student] must be a table")
+    unknown = set(data) - STUDENT_OPTIONS
+    if unknown:
+        raise ConfigError(f"{where}: unknown [student] setting(s) {sorted(unknown)}; known: {sorted(STUDENT_OPTIONS)}")
+    checks = data.get("checks", False)
+    if not isinstance(checks, bool):
+        raise ConfigError(f"{where}: [student] checks must be true or false")
+    install = []
+    for item in data.get("install", []):
+        if isinstance(item, str) and item.strip():
+            install.append([_module_of(item), item.strip()])
+        elif isinstance(item, dict) and set(item) <= {"module", "pip"} and all(
+                isinstance(item.get(k), str) and item.get(k) for k in ("module", "pip")):
+            install.append([item["module"], item["pip"]])
+        else:
+            raise ConfigError(f"{where}: [student] install entries are requirement strings or "
+                               f"{{module = \"...\", pip = \"...\"}} tables, not {item!r}")
+    return {"checks": checks, "install": install} if (checks or install) else {}
+
+
+def _module_of(requirement: str) -> str:
+    """The import name of a requirement ("scikit-image>=0.2" -> "scikit_image"); use a table when it differs."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
+    return name.replace("-", "_").replace(".", "_").lower()

@@ -27,8 +27,7 @@ PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
                "The instructor runs `autograder rubric` on a GPU machine and merges the points.")
 
 
-UNSCORED = ("pending", "ungraded")  # statuses without a score: neither failed nor 0
-UNGRADED = ("not graded: the grader cannot run this check correctly here ({why}). This is a problem of the "
+UNGRADED_MESSAGE = ("not graded: the grader cannot run this check correctly here ({why}). This is a problem of the "
             "grading setup, not of your notebook: your instructor has been told and will grade it again.")
 
 
@@ -277,7 +276,7 @@ class Judge:
         result.grader_problem = (f"the reference solution gets {verdict.score:g}/{verdict.max_score:g} on this check "
                                  f"here: {first}")
         result.status, result.score = "ungraded", 0.0
-        result.message = UNGRADED.format(why=result.grader_problem)
+        result.message = UNGRADED_MESSAGE.format(why=result.grader_problem)
 
     def run_check(self, spec: CheckSpec, submission: Program, budget_end: float) -> CheckResult:
         result = CheckResult(spec.name, spec.part, spec.points, 0.0, "failed", "", spec.visibility)

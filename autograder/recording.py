@@ -27,14 +27,15 @@ import json
 import os
 import platform
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors.torch import load_file, save_file
+from autograder.files import write_atomic
+from autograder.sandbox.environment import worker_environment
 
-from autograder.sandbox.client import LoadReport, WorkerProcess
+if TYPE_CHECKING:
+    import torch
 
 RECORDING = "recording.json"
 REPLIES = "recording.safetensors"
@@ -68,7 +69,7 @@ def _distributions() -> list[str]:
 
 
 def fingerprint(manifest_digest: str, confinement_status: str, cuda: bool) -> str:
-    from autograder.sandbox.forkserver import worker_environment
+    import torch
 
     parts = {
         "format": FORMAT, "manifest": manifest_digest, "package": _package_digest(),
@@ -91,8 +92,10 @@ def _confinement_kind(status: str) -> str:
 START = hashlib.sha256(b"autograder check start").hexdigest()
 
 
-def chain(previous: str, header: dict, tensors: dict[str, torch.Tensor]) -> str:
+def chain(previous: str, header: dict, tensors: dict[str, "torch.Tensor"]) -> str:
     """The key of a request, given the key of the one before it in the same check."""
+    import torch
+
     h = hashlib.sha256(previous.encode())
     h.update(json.dumps(header, sort_keys=True, allow_nan=False).encode())
     for name in sorted(tensors):
@@ -112,11 +115,12 @@ class Recording:
     verdicts: dict[str, dict] = field(default_factory=dict)  # check name -> CheckResult as a dict
     modules: list[str] = field(default_factory=list)  # modules the reference's workers had imported
     replies: dict[str, dict] = field(default_factory=dict)  # request key -> reply header (tensors renamed)
-    tensors: dict[str, torch.Tensor] = field(default_factory=dict)  # "<key>/<name>" -> tensor
+    tensors: dict[str, "torch.Tensor"] = field(default_factory=dict)  # "<key>/<name>" -> tensor
     seconds: float = 0.0
 
     def save(self, folder: Path) -> None:
-        from autograder.reports.results import write_atomic
+        import torch
+        from safetensors.torch import save_file
 
         save_file({k: v.contiguous() for k, v in self.tensors.items()} or {"_": torch.zeros(0)},
                   str(folder / REPLIES))
@@ -129,6 +133,8 @@ class Recording:
     @classmethod
     def read(cls, folder: Path) -> "Recording | None":
         """The recording in `folder`, whatever environment made it (check its fingerprint before using it)."""
+        from safetensors.torch import load_file
+
         try:
             data = json.loads((folder / RECORDING).read_text(encoding="utf-8"))
             if data.get("format") != FORMAT:
@@ -145,136 +151,6 @@ class Recording:
             return None
         tensors = {name: self.tensors[f"{key}/{name}"] for name in header.get("_tensors", [])}
         return {k: v for k, v in header.items() if k != "_tensors"}, tensors
-
-
-class RecordingWorker(WorkerProcess):
-    """The live reference worker, noting every request and reply of each check into a Recording."""
-
-    def __init__(self, spec, recording: Recording):
-        super().__init__(spec)
-        self.recording = recording
-        self.key = START
-
-    def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
-        if header.get("op") in BOOKKEEPING:  # done by the replaying worker itself
-            return super().roundtrip(header, tensors, what)
-        self.key = chain(self.key, header, tensors)
-        reply, reply_tensors = super().roundtrip(header, tensors, what)
-        self.recording.replies[self.key] = {**reply, "_tensors": sorted(reply_tensors)}
-        for name, t in reply_tensors.items():
-            self.recording.tensors[f"{self.key}/{name}"] = t
-        return reply, reply_tensors
-
-    def end_check(self, seed: int) -> bool:
-        self.key = START
-        return super().end_check(seed)
-
-
-class ReplayingWorker(WorkerProcess):
-    """The reference's worker as recorded: replies come from the recording; the first request of a check that
-    was not recorded starts the live worker (if it is not running), which gets the check's earlier requests
-    again, and the rest of the check runs live."""
-
-    def __init__(self, spec, recording: Recording, helpers: list[str]):
-        super().__init__(spec)
-        self.recording = recording
-        self.helpers = list(helpers)
-        self.key = START
-        self.sent: list[tuple[dict, dict, str]] = []  # this check's requests so far
-        self.live = False  # this check goes to the live worker
-        self.seed = 0  # the check's seed, for the live worker if the check goes live
-        self.misses = 0  # requests that were not recorded (for benchmarks and tests)
-
-    manages_helpers = True  # loads the grader's helper code itself, when it goes live (judge.Program.start)
-
-    def ensure_started(self) -> LoadReport:
-        if self.live:
-            return super().ensure_started()
-        if self.report is None:
-            self.report = LoadReport(dict(self.recording.defined), {}, self.recording.status)
-        return self.report
-
-    def start_check(self, seed: int) -> None:
-        self.seed = seed  # a check starts replayed: the live worker is seeded only if it goes live (_go_live)
-
-    def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
-        if not self.live and header.get("op") in BOOKKEEPING:
-            return {"ok": False if header.get("op") == "end_check" else None}, {}  # what the live worker answers
-        if not self.live:
-            self.key = chain(self.key, header, tensors)
-            recorded = self.recording.reply(self.key)
-            if recorded is not None:
-                self.sent.append((header, tensors, what))
-                return recorded
-            self.misses += 1
-            self._go_live()
-        return super().roundtrip(header, tensors, what)
-
-    def _go_live(self) -> None:
-        """Bring the live worker to where this check is: the state a check starts from (clean, seeded), then the
-        check's earlier requests."""
-        self.live = True
-        fresh = self.proc is None or self.proc.poll() is not None
-        super().ensure_started()
-        if fresh:
-            for source in self.helpers:
-                super().roundtrip({"op": "helpers", "args": [source]}, {}, "loading the grader's helper code")
-        super().roundtrip({"op": "end_check", "args": [self.seed]}, {}, "bookkeeping")
-        for header, tensors, what in self.sent:
-            super().roundtrip(header, tensors, what)
-
-    def end_check(self, seed: int) -> bool:
-        try:
-            return super().end_check(seed) if self.live else False
-        finally:
-            self.key, self.sent, self.live = START, [], False
-
-
-def record(release, confinement_status: str, cuda: bool | None = None) -> Recording:
-    """Grade the reference against itself with a live, recording reference worker; return the Recording."""
-    from autograder.grade import GradeOptions, Grader
-
-    start = time.monotonic()
-    grader = Grader(release, GradeOptions(release.dir / ".recording-out", quiet=True, cuda=cuda,
-                                          confinement_status=confinement_status), [], self_grade=False,
-                    recording=None)
-    recording = Recording(fingerprint(release.manifest_digest, confinement_status, grader.cuda), {}, "")
-    worker = RecordingWorker(grader.reference.worker.spec, recording)
-    grader.reference.worker = worker
-    worker.explain_name = grader.reference.explain_unbound
-    try:
-        grader.warm_up()
-        program = grader.reference_as_submission()
-        results = grader.judge.grade(program, confirm=False)
-        recording.verdicts = {r.name: r.to_dict() for r in results}
-        recording.modules = sorted(set(grader.worker_modules(program)) | set(grader.worker_modules(grader.reference)))
-        report = grader.reference.start()
-        recording.defined, recording.status = dict(report.defined), report.status
-    finally:
-        grader.close()
-    recording.seconds = time.monotonic() - start
-    return recording
-
-
-def record_release(release_dir: Path, cuda: bool | None = None) -> tuple[Recording | None, str]:
-    """Record the release's reference and save it next to it: (the recording or None, a line saying what
-    happened). Nothing is recorded where student code cannot be confined (the preflight fails)."""
-    from autograder.grade import ConfinementUnavailable, GradeOptions, preflight
-    from autograder.release import load_release
-
-    release = load_release(release_dir)
-    try:
-        status = preflight(release, GradeOptions(release_dir, cuda=cuda))
-    except ConfinementUnavailable as exc:
-        return None, f"reference not recorded ({exc}); grading runs will use a live reference"
-    recording = record(release, status, cuda)
-    recording.save(release_dir)
-    failed = [name for name, v in recording.verdicts.items() if v["status"] not in ("passed", "pending")]
-    line = (f"reference recorded: {len(recording.replies)} replies, {len(recording.modules)} modules, "
-            f"{len(recording.verdicts)} verdicts in {recording.seconds:.1f} s")
-    if failed:
-        line += f"; WARNING: the reference does not pass {', '.join(failed)} here (autograder verify says why)"
-    return recording, line
 
 
 def modules_hint(assignment: str) -> list[str]:

@@ -6,14 +6,28 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.build import BUILD_FORMAT, MANIFEST, build, source_hash
-from autograder.config import AssignmentConfig, load_config
+from autograder.config import AssignmentConfig
+from autograder.recording import Recording
 from autograder.notebook.extract import Extraction, Unit
 from autograder.testing import CheckSpec, load_test_file
 
 
+MANIFEST = "manifest.json"
+BUILD_FORMAT = 4  # bump when the release layout or the extraction changes: old releases are rebuilt
+
+
 class ReleaseError(ValueError):
     pass
+
+
+def source_hash(source: Path, config: AssignmentConfig) -> str:
+    h = hashlib.sha256()
+    files = [source / "assignment.toml", source / config.notebook, *sorted((source / "tests").glob("*.py")),
+             *(source / f for f in config.files)]
+    for f in files:
+        if f.is_file():
+            h.update(f.relative_to(source).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 @dataclass
@@ -34,8 +48,6 @@ class Release:
     def recording(self):
         """The recording of the reference next to the release (recording.py), read once and kept, or None."""
         if self._recording is None:
-            from autograder.recording import Recording
-
             self._recording = Recording.read(self.dir) or False
         return self._recording or None
 
@@ -90,26 +102,3 @@ def load_release(release_dir: Path) -> Release:
     units = [Unit(**u) for u in json.loads((release_dir / "reference.json").read_text(encoding="utf-8"))]
     return Release(release_dir, config, checks, Extraction(units, []), manifest.get("helpers", []),
                    hashlib.sha256(manifest_bytes).hexdigest())
-
-
-def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool = True) -> Release:
-    """`name` -> release/<name> (rebuilt from solutions/<name> when missing or out of date), or a path to
-    a release folder or a solutions folder."""
-    root = root or Path.cwd()
-    p = Path(name_or_path)
-    if (p / MANIFEST).is_file() and not (p / "assignment.toml").is_file():
-        return load_release(p)
-    source = p if (p / "assignment.toml").is_file() else root / "solutions" / name_or_path
-    release_dir = source.resolve().parent.parent / "release" / source.name
-    if source.is_dir() and rebuild:
-        manifest = release_dir / MANIFEST
-        built = json.loads(manifest.read_text()) if manifest.is_file() else {}
-        current = built.get("format") == BUILD_FORMAT and \
-            built.get("source_hash") == source_hash(source, load_config(source))
-        if not current:
-            build(source)
-        return load_release(release_dir)
-    if (root / "release" / name_or_path / MANIFEST).is_file():
-        return load_release(root / "release" / name_or_path)
-    raise ReleaseError(f"no assignment {name_or_path!r}: looked for solutions/{name_or_path}/ and "
-                       f"release/{name_or_path}/ under {root}")

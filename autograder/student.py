@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import json
 import random
-import re
 import sys
 import traceback
 import zlib
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 
 SKIP_TAG = "skip-grading"  # the grader never runs these cells (see autograder.notebook.extract)
 SETUP_TAG, CHECK_TAG, INSTALL_TAG = "autograder-setup", "autograder-check", "autograder-install"
-OPTIONS = {"checks", "install"}
 
 SETUP_SOURCE = '''\
 # Sets up check("<part>"): run this cell once. Each check("...") cell below runs that part's public checks.
@@ -50,39 +48,6 @@ _needed = {needed}
 _missing = " ".join(shlex.quote(pip) for module, pip in _needed if importlib.util.find_spec(module) is None)
 if _missing:
     %pip install -q {{_missing}}'''
-
-
-class OptionsError(ValueError):
-    pass
-
-
-def student_options(data, where: str = "assignment.toml") -> dict:
-    """Validate the `[student]` table; returns it normalised ({"checks": bool, "install": [[module, pip]]})."""
-    if not isinstance(data, dict):
-        raise OptionsError(f"{where}: [student] must be a table")
-    unknown = set(data) - OPTIONS
-    if unknown:
-        raise OptionsError(f"{where}: unknown [student] setting(s) {sorted(unknown)}; known: {sorted(OPTIONS)}")
-    checks = data.get("checks", False)
-    if not isinstance(checks, bool):
-        raise OptionsError(f"{where}: [student] checks must be true or false")
-    install = []
-    for item in data.get("install", []):
-        if isinstance(item, str) and item.strip():
-            install.append([_module_of(item), item.strip()])
-        elif isinstance(item, dict) and set(item) <= {"module", "pip"} and all(
-                isinstance(item.get(k), str) and item.get(k) for k in ("module", "pip")):
-            install.append([item["module"], item["pip"]])
-        else:
-            raise OptionsError(f"{where}: [student] install entries are requirement strings or "
-                               f"{{module = \"...\", pip = \"...\"}} tables, not {item!r}")
-    return {"checks": checks, "install": install} if (checks or install) else {}
-
-
-def _module_of(requirement: str) -> str:
-    """The import name of a requirement ("scikit-image>=0.2" -> "scikit_image"); use a table when it differs."""
-    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
-    return name.replace("-", "_").replace(".", "_").lower()
 
 
 # -- build side ----------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ from pathlib import Path
 import nbformat
 
 from autograder import corpus as corpus_module
-from autograder.build import _read_source_notebook, build, transform
+from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
-from autograder.grade import GradeOptions, grade
+from autograder.grading import GradeOptions, build_and_record, grade
 from autograder.release import Release, load_release
 
 
@@ -80,7 +80,7 @@ def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs:
 
 def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, jobs: int = 2) -> VerifyReport:
     report = VerifyReport()
-    paths = build(source)
+    paths = build_and_record(source)
     release = load_release(paths.release)
     config = release.config
     corpus = corpus_module.load_corpus(paths.source) if with_corpus else corpus_module.Corpus([], [])

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from autograder import corpus as corpus_module
-from autograder.build import build
+from autograder.grading import build_and_record
 from autograder.release import load_release
 from autograder.verify import corpus_notebooks, grade_batch
 
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="ag-corpus-") as tmp:
         copy = Path(tmp) / "solutions" / args.source.resolve().name
         shutil.copytree(args.source, copy)
-        paths = build(copy)
+        paths = build_and_record(copy)
         release = load_release(paths.release)
         student = paths.assignment / release.config.notebook
         folder = Path(tmp) / "corpus"

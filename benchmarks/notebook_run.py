@@ -96,7 +96,7 @@ def main(argv=None) -> int:
         start = time.monotonic()
         try:
             client.execute()
-        except Exception as exc:  # CellExecutionError and friends: report, keep the timings
+        except Exception as exc:  # noqa: BLE001 - CellExecutionError and friends: report, keep the timings
             print(f"FAILED: {type(exc).__name__}: {str(exc)[-2000:]}", file=sys.stderr)
             return 1
         finally:

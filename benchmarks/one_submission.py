@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autograder.sandbox.processes import memory_of, process_table, process_tree  # noqa: E402
+from autograder.sandbox.processes import memory_of, process_table, process_tree
 
 
 class PeakMemory(threading.Thread):

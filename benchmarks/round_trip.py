@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import nbformat  # noqa: E402
-import torch  # noqa: E402
+import nbformat
+import torch
 
-from autograder.judge import Program  # noqa: E402
-from autograder.notebook.extract import extract  # noqa: E402
-from autograder.sandbox.client import WorkerSpec  # noqa: E402
+from autograder.judge import Program
+from autograder.notebook.extract import extract
+from autograder.sandbox.client import WorkerSpec
 
 
 def timed(fn, repeat: int) -> float:

@@ -41,19 +41,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
+import torch
 
-from autograder.build import build  # noqa: E402
-import autograder.judge  # noqa: E402
-from autograder.grade import GradeOptions, Grader, grade  # noqa: E402
-from autograder.judge import _fraction, _run_cell_check, judge_imports  # noqa: E402
-from autograder.notebook.extract import extract  # noqa: E402
-from autograder.notebook.load import read_notebook  # noqa: E402
-from autograder.release import load_release  # noqa: E402
-from autograder.sandbox.client import WorkerDied, WorkerProcess  # noqa: E402
-from autograder.sandbox.forkserver import shutdown_fork_server  # noqa: E402
-from autograder.sandbox.protocol import read_message  # noqa: E402
-from autograder.testing import Fail  # noqa: E402
+from autograder.grading import build_and_record
+import autograder.judge
+from autograder.grading import GradeOptions, Grader, grade
+from autograder.judge import _fraction, _run_cell_check, judge_imports
+from autograder.notebook.extract import extract
+from autograder.notebook.load import read_notebook
+from autograder.release import load_release
+from autograder.sandbox.client import WorkerDied, WorkerProcess
+from autograder.sandbox.forkserver import shutdown_fork_server
+from autograder.sandbox.protocol import read_message
+from autograder.testing import Fail
 
 EXAMPLE = ROOT / "tests" / "example_course" / "solutions" / "vectors"
 
@@ -166,7 +166,7 @@ def loopback(release, notebooks, out: Path, full: float) -> tuple[list[float], b
     # what student code prints (progress bars...) would land in this process's output
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         try:
-            grader = Grader(release, GradeOptions(out, quiet=True), notebooks)
+            grader = Grader(release, GradeOptions(out, quiet=True))
             grader.grade_one(notebooks[0], "warm-up")
             times, ok = [], True
             for i, nb in enumerate(notebooks):
@@ -199,7 +199,7 @@ def direct(release, notebooks, repeats: int, full: float) -> tuple[list[float], 
 def prepare(assignment: Path, work: Path, copies: int):
     source = work / "solutions" / assignment.name
     shutil.copytree(assignment, source)
-    paths = build(source)
+    paths = build_and_record(source)
     release = load_release(paths.release)
     subs = work / "submissions"
     subs.mkdir()

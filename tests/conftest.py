@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.build import build
+from autograder.grading import build_and_record
 
 EXAMPLE_SOURCE = Path(__file__).parent / "example_course" / "solutions" / "vectors"
 
@@ -28,7 +28,7 @@ def example_build(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     source = root / "solutions" / "vectors"
     shutil.copytree(EXAMPLE_SOURCE, source)
-    paths = build(source)
+    paths = build_and_record(source)
     return paths
 
 

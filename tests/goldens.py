@@ -36,6 +36,7 @@ def compare_or_update(name: str, table: dict, update: bool) -> None:
     path = GOLDENS / f"{name}.json"
     text = json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     if update or not path.exists():
+        path.parent.mkdir(exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return
     golden = json.loads(path.read_text(encoding="utf-8"))

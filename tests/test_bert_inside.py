@@ -26,8 +26,8 @@ import torch
 
 from autograder import corpus as corpus_module
 from tests.goldens import compare_or_update, grades
-from autograder.build import build
-from autograder.grade import GradeOptions, grade
+from autograder.grading import build_and_record
+from autograder.grading import GradeOptions, grade
 from autograder.release import load_release
 from autograder.rubric.check import rubric_configs
 from autograder.verify import corpus_notebooks, grade_batch, verify
@@ -64,7 +64,7 @@ def source(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def release(source):
-    return load_release(build(source).release)
+    return load_release(build_and_record(source).release)
 
 
 @pytest.fixture(scope="module")
@@ -285,7 +285,7 @@ def test_notebook_runs_top_to_bottom_and_saves_its_checkpoint(executed):
 
 
 def test_executed_notebook_gets_every_point_and_the_rubric_measures_its_checkpoint(release, executed, tmp_path):
-    from autograder.cli import main
+    from autograder.entrypoints import command_line as main
 
     path, stdout, world = executed
     out = tmp_path / "out"

@@ -86,7 +86,7 @@ def test_helper_modules_are_shared_by_test_files_and_never_scanned_for_checks(tm
     """tests/_name.py: shipped with the release, importable by the test files, its checks ignored; two
     assignments with a helper module of the same name each get their own."""
     from autograder.export.nbgrader import KernelChecks
-    from autograder.grade import GradeOptions, grade
+    from autograder.grading import GradeOptions, grade
     from autograder.release import load_release
 
     scores = []

@@ -8,11 +8,11 @@ import shutil
 import nbformat
 import pytest
 
-from autograder.build import build
+from autograder.grading import build_and_record
 from autograder.check import run_checks
-from autograder.cli import main
+from autograder.entrypoints import command_line as main
 from autograder.config import ConfigError, load_config
-from autograder.grade import GradeOptions, grade
+from autograder.grading import GradeOptions, grade
 from autograder.release import load_release
 from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG, SKIP_TAG, Checks, public_checks
 from autograder.verify import find_leaks, secret_lines
@@ -42,7 +42,7 @@ def course(tmp_path_factory):
     shutil.copytree(EXAMPLE_SOURCE, source)
     with open(source / "assignment.toml", "a") as f:
         f.write(STUDENT_TABLE)
-    paths = build(source)
+    paths = build_and_record(source)
     subs = {name: make_submission(root / f"{name}.ipynb", paths.release / "answer_key.ipynb", replace)
             for name, replace in VARIANTS.items()}
     subs["untouched"] = paths.assignment / "vectors.ipynb"
@@ -76,7 +76,7 @@ def test_build_inserts_student_cells(course):
 def test_build_stays_reproducible(course, tmp_path):
     paths, _ = course
     first = (paths.assignment / "vectors.ipynb").read_bytes()
-    build(paths.source)
+    build_and_record(paths.source)
     assert (paths.assignment / "vectors.ipynb").read_bytes() == first
 
 

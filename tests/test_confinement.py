@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.build import build
+from autograder.grading import build_and_record
 from autograder.judge import Program
 from autograder.notebook.extract import extract
 from autograder.sandbox.client import WorkerSpec
@@ -66,7 +66,7 @@ def _course_copy(where: Path, marker: str) -> Path:
     tests.write_text(tests.read_text() + f"\n# {marker}\n")
     nb = source / "vectors.ipynb"
     nb.write_text(nb.read_text().replace("Rows of v (N, D) scaled to unit L2 norm.", f"{marker} rows scaled"))
-    build(source)
+    build_and_record(source)
     (where / "old-results" / "alice").mkdir(parents=True)
     (where / "old-results" / "alice" / "grading.json").write_text(json.dumps({"marker": marker}))
     return source
@@ -139,7 +139,7 @@ def test_a_module_missing_in_the_workers_leaves_checks_ungraded_never_zero(tmp_p
             cell.source = cell.source.replace(HELPER_IMPORT, HELPER_IMPORT + "\nimport course_helpers\n")
         cell.source = cell.source.replace("return v / v.norm(dim=-1, keepdim=True)", "return course_helpers.unit(v)")
     nbformat.write(nb, source / "vectors.ipynb")
-    paths = build(source)
+    paths = build_and_record(source)
     key = paths.release / "answer_key.ipynb"
     wrong = make_submission(tmp_path / "wrong_softmax.ipynb", key, {"return e / e.sum(dim=dim, keepdim=True)": "return e"})
     out = tmp_path / "out"
@@ -149,7 +149,7 @@ def test_a_module_missing_in_the_workers_leaves_checks_ungraded_never_zero(tmp_p
     assert done.returncode == 3, done.stderr
     assert "GRADER PROBLEM" in done.stderr and "normalize_test" in done.stderr
     assert "course_helpers" in done.stderr  # the cause, named
-    for sub_id, softmax_points in (("answer_key", 6), ("wrong_softmax", 0)):
+    for sub_id, _softmax_points in (("answer_key", 6), ("wrong_softmax", 0)):
         result = json.loads((out / sub_id / "grading.json").read_text())
         checks = {c["name"]: c for c in result["checks"]}
         assert checks["normalize_test"]["status"] == "ungraded", sub_id
@@ -242,7 +242,7 @@ def test_the_graders_environment_and_command_line_are_nowhere_in_a_workers_memor
     other = tmp_path / f"alice-{name}.ipynb"
     key = example_build.release / "answer_key.ipynb"
     shutil.copy(key, other)
-    digest = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
+    digest = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731 - a one-line helper
     hostile = make_submission(tmp_path / "search.ipynb", key, {
         "return v / v.norm(dim=-1, keepdim=True)":
         f"raise RuntimeError(repr([search_memory('AG-SECRET-', {digest(token)!r}, 32), "

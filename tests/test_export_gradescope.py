@@ -26,12 +26,12 @@ BROKEN_SOFTMAX = {"shifted = x - x.max(dim=dim, keepdim=True).values": "shifted 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    from autograder.build import build
+    from autograder.grading import build_and_record
 
     root = tmp_path_factory.mktemp("gs-course")
     source = root / "solutions" / "vectors"
     shutil.copytree(EXAMPLE_SOURCE, source)
-    paths = build(source)
+    paths = build_and_record(source)
     release = load_release(paths.release)
     zip_path, warnings = export_gradescope(release)
     return release, zip_path, warnings, paths
@@ -81,7 +81,7 @@ def test_zip_layout(exported):
         reqs = zf.read("requirements.txt").decode().split("\n")
         setup = zf.read("setup.sh").decode()
         run = zf.read("run_autograder").decode()
-    assert {"setup.sh", "run_autograder", "requirements.txt", "autograder/grade.py",
+    assert {"setup.sh", "run_autograder", "requirements.txt", "autograder/grading/run.py",
             "release/vectors/manifest.json", "release/vectors/reference.json",
             "release/vectors/tests/test_hidden.py"} <= names
     assert modes["setup.sh"] == modes["run_autograder"] == 0o755

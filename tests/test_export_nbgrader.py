@@ -30,7 +30,7 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def filled(release_nb, source_nb, broken: dict[str, tuple[str, str]] = {}):
+def filled(release_nb, source_nb, broken: dict[str, tuple[str, str]] | None = None):
     """A student's submission: nbgrader's release version with the solutions written in."""
     nb = copy.deepcopy(release_nb)
     answers = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in source_nb.cells}
@@ -38,7 +38,7 @@ def filled(release_nb, source_nb, broken: dict[str, tuple[str, str]] = {}):
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
             text = re.sub(r"[ \t]*### (BEGIN|END) SOLUTION\n?", "", answers[meta["grade_id"]])
-            if meta["grade_id"] in broken:
+            if meta["grade_id"] in (broken or {}):
                 text = text.replace(*broken[meta["grade_id"]])
             cell.source = text
     return nb

@@ -4,12 +4,11 @@ Each submission is the example's answer key with a bug or an attack written into
 one batch as a course would.
 """
 import csv
-import os
 import json
 
 import pytest
 
-from autograder.grade import GradeOptions, grade
+from autograder.grading import GradeOptions, grade
 
 BUGGY_NORMALIZE = {"return v / v.norm(dim=-1, keepdim=True)": "return v / v.sum(dim=-1, keepdim=True)"}
 
@@ -181,17 +180,21 @@ def test_partial_credit_is_clamped_and_proportional(submission, example_release,
     assert "right along 1 of 3" in check.message
 
 
-@pytest.mark.parametrize("words, pool", [
-    (["grade", "vectors", "a.ipynb", "--jobs", "2"], True), (["grade", "vectors", "-j3", "a.ipynb"], True),
-    (["grade", "vectors", "--jobs=2"], True), (["grade", "vectors", "a.ipynb", "--jobs", "1"], False),
-    (["grade", "vectors", "a.ipynb"], False), (["verify", "vectors", "--jobs", "2"], False),
+@pytest.mark.parametrize("words, preload", [
+    (["grade", "vectors", "a.ipynb", "--out", "o", "--jobs", "2"], None),
+    (["grade", "vectors", "-j3", "a.ipynb", "--out", "o"], None),
+    (["grade", "vectors", "a.ipynb", "--out", "o", "--jobs=2"], None),
+    (["grade", "vectors", "a.ipynb", "--out", "o", "--jobs", "1"], "vectors"),
+    (["grade", "vectors", "a.ipynb", "--out", "o"], "vectors"), (["verify", "vectors", "--jobs", "2"], "vectors"),
+    (["report", "results"], None),
 ])
-def test_a_pool_of_grading_processes_is_seen_before_the_arguments_are_parsed(words, pool):
+def test_a_pool_of_grading_processes_does_not_preload_in_the_command(words, preload):
     """With --jobs N > 1 the command's own fork server grades nothing: it must not import the workers' modules
     (seconds of a core the grading processes need)."""
-    from autograder.cli import _grades_in_a_pool
+    from autograder.cli import parse
 
-    assert _grades_in_a_pool(words) is pool
+    command, args = parse(words)
+    assert command.assignment_to_preload(args) == preload
 
 
 def _ends_within(pid: int, seconds: float) -> bool:
@@ -213,12 +216,12 @@ def test_the_next_submissions_worker_is_started_early_and_nothing_outlives_the_r
                                                                                     tmp_path):
     """grade_one(more=True) forks and confines the next worker as it ends; the next submission loads into it and
     is graded as it would be in a worker of its own; a run that ends leaves no worker behind."""
-    from autograder.grade import Grader, preflight
+    from autograder.grading import Grader, preflight
 
     buggy, good = submission("buggy.ipynb", BUGGY_NORMALIZE), submission("good.ipynb")
     options = GradeOptions(tmp_path / "out", quiet=True)
-    options.confinement_status = preflight(example_release, options)
-    grader = Grader(example_release, options, [buggy, good])
+    status = preflight(example_release, options)
+    grader = Grader(example_release, options, status)
     try:
         first = grader.grade_one(buggy, "buggy", more=True)
         early = grader._next_worker
@@ -231,7 +234,7 @@ def test_the_next_submissions_worker_is_started_early_and_nothing_outlives_the_r
     finally:
         grader.close()
     assert spare.proc is None and _ends_within(pid, 10)
-    alone = Grader(example_release, options, [good])
+    alone = Grader(example_release, options, status)
     try:
         assert [(c.score, c.message) for c in alone.grade_one(good, "good").checks] == \
             [(c.score, c.message) for c in second.checks]

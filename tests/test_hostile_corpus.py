@@ -21,9 +21,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.cli import main as cli_main
-from autograder.grade import GradeOptions, grade
-from autograder.release import resolve_release
+from autograder.entrypoints import command_line as cli_main
+from autograder.grading import GradeOptions, grade
+from autograder.grading import resolve_release
 from autograder.reports.results import SubmissionResult
 from autograder.sandbox.forkserver import shutdown_fork_server
 from autograder.submissions import discover

@@ -5,7 +5,7 @@ import xml.dom.minidom
 
 import pytest
 
-from autograder.cli import main
+from autograder.entrypoints import command_line as main
 from autograder.judge import CheckResult
 from autograder.reports.html import (
     check_stats, class_report_html, find_chromium, histogram_svg, render_png, submission_html, write_reports,

@@ -19,13 +19,13 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("pyarrow")
 
-from autograder.build import build  # noqa: E402
-from autograder.cli import main  # noqa: E402
-from autograder.grade import GradeOptions, grade  # noqa: E402
-from autograder.release import load_release  # noqa: E402
-from autograder.rubric.check import rubric_configs  # noqa: E402
-from tests.notebook_kernel import execute_in_folder  # noqa: E402
-from tests.transformers_bert.tiny_world import build_world  # noqa: E402
+from autograder.grading import build_and_record
+from autograder.entrypoints import command_line as main
+from autograder.grading import GradeOptions, grade
+from autograder.release import load_release
+from autograder.rubric.check import rubric_configs
+from tests.notebook_kernel import execute_in_folder
+from tests.transformers_bert.tiny_world import build_world
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ EPOCH_LINE = re.compile(r"epoch (\d+): .* valid loss ([\d.]+) acc ([\d.]+)%")
 def course(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     shutil.copytree(SOURCE, root / "solutions" / "transformers_bert")
-    return load_release(build(root / "solutions" / "transformers_bert").release)
+    return load_release(build_and_record(root / "solutions" / "transformers_bert").release)
 
 
 @pytest.fixture(scope="module")

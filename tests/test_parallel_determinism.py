@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grade import GradeOptions, grade, scrub
+from autograder.grading import GradeOptions, grade, scrub
 from autograder.reports.summary import summarize
 from autograder.sandbox.forkserver import shutdown_fork_server
 
@@ -124,13 +124,13 @@ def test_transformers_variants_grade_identically_again(tmp_path):
     sample of wrong submissions: the same scores and messages with --jobs 2 in one order and --jobs 1
     in the opposite order."""
     pytest.importorskip("transformers")
-    from autograder.build import build
+    from autograder.grading import build_and_record
     from autograder.release import load_release
     from autograder.corpus import load_corpus, make_notebook
 
     source = tmp_path / "solutions" / "transformers_bert"
     shutil.copytree(TRANSFORMERS, source)
-    release = load_release(build(source).release)
+    release = load_release(build_and_record(source).release)
     key = release.dir / "answer_key.ipynb"
     folder = tmp_path / "submissions"
     folder.mkdir()

@@ -448,7 +448,7 @@ def test_merge_adds_a_column_when_the_table_lacks_the_check(tmp_path):
 
 
 def test_command_merges_into_an_earlier_run(world, trained, tmp_path, capsys):
-    from autograder.cli import main
+    from autograder.entrypoints import command_line as main
 
     out = tmp_path / "out"
     nb = _submission(tmp_path / "subs" / "lena", state=trained)
@@ -476,8 +476,8 @@ def test_command_merges_into_an_earlier_run(world, trained, tmp_path, capsys):
 def test_grade_reports_the_declared_rubric_pending(tmp_path):
     """An assignment whose hidden tests declare the rubric: `autograder grade` lists it as pending (no score
     in results.json, `pending` in grades.csv), every other check is graded as usual."""
-    from autograder.build import build
-    from autograder.grade import GradeOptions, grade
+    from autograder.grading import build_and_record
+    from autograder.grading import GradeOptions, grade
     from autograder.release import load_release
 
     example = Path(__file__).parent / "example_course"
@@ -486,7 +486,7 @@ def test_grade_reports_the_declared_rubric_pending(tmp_path):
     (source / "tests" / "test_rubric_part.py").write_text(
         "from autograder.rubric import rubric_check\n\n"
         "validation_accuracy = rubric_check(points=8, part='7. Sentiment classifier')\n", encoding="utf-8")
-    release = load_release(build(source).release)
+    release = load_release(build_and_record(source).release)
     (result,) = grade(release, [example / "submissions" / "student_sample.ipynb"],
                       GradeOptions(tmp_path / "out", quiet=True, cuda=False, summary=False))
     rubric = next(c for c in result.checks if c.name == CONFIG.name)

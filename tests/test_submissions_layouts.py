@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.cli import main as cli_main
+from autograder.entrypoints import command_line as cli_main
 from autograder.sandbox.forkserver import shutdown_fork_server
 from autograder.submissions import discover, extract_zip, submission_ids
 
@@ -158,7 +158,7 @@ def test_end_to_end_layouts_resume_and_regrade(example_build, tmp_path, capsys):
 
 
 def test_progress_bar_counts(capsys):
-    from autograder.grade import Progress
+    from autograder.grading import Progress
     from autograder.judge import CheckResult
     from autograder.reports.results import SubmissionResult
 

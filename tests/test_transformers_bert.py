@@ -20,8 +20,8 @@ import torch
 
 from autograder import corpus as corpus_module
 from tests.goldens import compare_or_update, grades
-from autograder.build import build
-from autograder.grade import GradeOptions, grade
+from autograder.grading import build_and_record
+from autograder.grading import GradeOptions, grade
 from autograder.release import load_release
 from autograder.rubric.check import rubric_configs
 from autograder.verify import corpus_notebooks, grade_batch, verify
@@ -55,7 +55,7 @@ def source(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def release(source):
-    return load_release(build(source).release)
+    return load_release(build_and_record(source).release)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ runs `setup.sh` once to build the image, then for each submission copies `run_au
     autograder/         this package (the grader), source only
     release/<name>/     manifest, reference definitions, hidden tests: what grading reads
 
-The runner side is `python -m autograder.export.gradescope run` (called by run_autograder).
+The runner side is `python -m autograder.entrypoints gradescope run` (called by run_autograder; main below).
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ import argparse
 import ast
 import io
 import json
-import os
 import shutil
 import stat
 import sys
@@ -30,6 +29,8 @@ import time
 import traceback
 import zipfile
 from pathlib import Path
+
+from autograder.files import write_atomic
 
 ZIP_NAME = "gradescope-autograder.zip"
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -89,7 +90,7 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check --no-input)
 # shellcheck disable=SC2086  # TORCH_PIP_ARGS is a list of pip options
 "${PIP[@]}" install --no-cache-dir --no-deps $TORCH_PIP_ARGS "$TORCH_REQUIREMENT"
 "${PIP[@]}" install --no-cache-dir -r "$SOURCE/requirements.txt"
-PYTHONPATH="$SOURCE" "$VENV/bin/python" -c 'import torch, nbformat, autograder.grade; print("grading runtime ready: torch", torch.__version__)'
+PYTHONPATH="$SOURCE" "$VENV/bin/python" -c 'import torch, nbformat, autograder.grading; print("grading runtime ready: torch", torch.__version__)'
 # The reference recorded in this image: each submission is then graded without a reference worker, and the
 # reference's verdicts are known (autograder/recording.py). Without it grading is the same, only slower.
 (cd "$SOURCE" && PYTHONPATH="$SOURCE" "$VENV/bin/python" -m autograder record "$SOURCE/release/@NAME@") || \
@@ -107,7 +108,7 @@ mkdir -p "$RESULTS"
 PY="$ROOT/venv/bin/python"
 [ -x "$PY" ] || PY="$(command -v python3 || echo python3)"
 cd "$SOURCE" 2>/dev/null || cd "$ROOT" || true
-PYTHONPATH="$SOURCE${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m autograder.export.gradescope run \
+PYTHONPATH="$SOURCE${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m autograder.entrypoints gradescope run \
     --root "$ROOT" --release "$SOURCE/release/@NAME@" --forget-release
 status=$?
 if [ ! -s "$RESULTS/results.json" ] || grep -q '"provisional": true' "$RESULTS/results.json"; then
@@ -240,7 +241,7 @@ def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -
     if release.config.gpu_checks or any(c.gpu for c in release.checks):
         warnings.append("GPU checks will show as pending on Gradescope (it has no GPU); see docs/platforms.md "
                         "for merging them later")
-    fill = lambda text: (text.replace("@TITLE@", release.config.title.replace('"', "'")).replace("@NAME@", name)  # noqa: E731
+    fill = lambda text: (text.replace("@TITLE@", release.config.title.replace('"', "'")).replace("@NAME@", name)  # noqa: E731 - one template filler
                          .replace("@TORCH_INDEX@", TORCH_INDEX).replace("@TORCH@", torch_req))
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -256,10 +257,7 @@ def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -
             _add(zf, f"release/{name}/tests/{test.name}", test.read_bytes())
         for file in release.config.files:  # the assignment's input files: the workers see them
             _add(zf, f"release/{name}/files/{file}", (release.dir / "files" / file).read_bytes())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    tmp.write_bytes(buf.getvalue())
-    os.replace(tmp, out)
+    write_atomic(out, buf.getvalue())
     return out, warnings
 
 
@@ -327,10 +325,7 @@ def validate_results(data) -> list[str]:
 
 
 def _write(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def _failure(output: str, **extra) -> dict:
@@ -350,7 +345,7 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
                                 "limit, or a crash of the grader). This is not your grade: your instructor "
                                 "will look into it."), "extra_data": {"provisional": True}})
     try:
-        from autograder.grade import GradeOptions, grade
+        from autograder.grading import GradeOptions, grade
         from autograder.release import load_release
         from autograder.reports.results import gradescope_json
 
@@ -386,31 +381,8 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
         return 1
 
 
-# -- command line --------------------------------------------------------------------------------
-
-def cmd_export(args) -> int:
-    from autograder.release import resolve_release
-
-    release = resolve_release(args.assignment)
-    out, warnings = export_gradescope(release, Path(args.out) if args.out else None, args.pip or [])
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    print(f"Gradescope autograder: {out} ({out.stat().st_size / 1024:.0f} KiB); upload it under "
-          "Configure Autograder > Zip file upload")
-    return 0
-
-
-def add_parser(targets) -> None:
-    g = targets.add_parser("gradescope", help="release/<name>/gradescope-autograder.zip (setup.sh, run_autograder)")
-    g.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
-    g.add_argument("--out", help=f"zip to write (default: release/<name>/{ZIP_NAME})")
-    g.add_argument("--pip", action="append", metavar="REQUIREMENT",
-                   help="another package grading needs (pinned to the installed version); repeatable")
-    g.set_defaults(run=cmd_export)
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autograder.export.gradescope")
+    p = argparse.ArgumentParser(prog="python -m autograder.entrypoints gradescope")
     sub = p.add_subparsers(dest="op", required=True)
     r = sub.add_parser("run", help="grade /autograder/submission (what run_autograder calls)")
     r.add_argument("--root", default="/autograder")
@@ -419,6 +391,3 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     return run(Path(args.root), Path(args.release), args.forget_release)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

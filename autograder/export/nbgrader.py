@@ -37,7 +37,7 @@ NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade
 
 CONFIG_TEMPLATE = '''\
 # nbgrader configuration written by `autograder export nbgrader` (safe to edit; re-export keeps it).
-c = get_config()  # noqa: F821
+c = get_config()  # noqa: F821 - nbgrader defines get_config when it reads this file
 
 c.CourseDirectory.course_id = {course!r}
 # The student version stubs solutions the way `autograder build` does.
@@ -46,8 +46,8 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Seconds a cell may run under `nbgrader autograde`.
 c.Execute.timeout = {timeout}
 # Feedback must not show hidden tests: the setup cell's hidden section holds the reference solution.
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402 - nbgrader config files import after get_config()
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402 - (the same)
 
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 '''
@@ -142,7 +142,7 @@ def export_nbgrader(assignment: str, course: Path | None = None) -> Path:
 
     from autograder.build import Paths
     from autograder.notebook.extract import module_source
-    from autograder.release import resolve_release
+    from autograder.grading import resolve_release
 
     source = _source_dir(assignment)
     release = resolve_release(str(source))
@@ -285,8 +285,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder.grade import GradeOptions, grade
-    from autograder.release import resolve_release
+    from autograder.grading import GradeOptions, grade, resolve_release
     from autograder.reports.html import submission_html
 
     source = _source_dir(assignment)
@@ -349,36 +348,3 @@ class _Scores(dict):
     """student -> score; `not_final`: some check could not be graded here (see autograder.judge.Judge.confirm)."""
 
     not_final = False
-
-
-# -- command line ----------------------------------------------------------------------------------
-
-def cmd_export(args) -> int:
-    course = export_nbgrader(args.assignment, Path(args.course) if args.course else None)
-    print(f"nbgrader course: {course}\nnext, in that folder: nbgrader generate_assignment "
-          f"{Path(args.assignment).name} (then release, collect, and autograde or `autograder nbgrader-grade`)")
-    return 0
-
-
-def cmd_grade(args) -> int:
-    scores = grade_into_gradebook(args.assignment, Path(args.course), args.student, quiet=args.quiet)
-    for student, score in sorted(scores.items()):
-        print(f"{student}: {score:g}")
-    print(f"{len(scores)} submission(s) graded into {Path(args.course) / 'gradebook.db'}", file=sys.stderr)
-    return 3 if scores.not_final else 0
-
-
-def add_parser(targets) -> None:
-    n = targets.add_parser("nbgrader", help="an nbgrader course tree: nbgrader_config.py, source/<name>/")
-    n.add_argument("assignment", help="assignment name (solutions/<name>) or its solutions folder")
-    n.add_argument("--course", help="course folder to write into (default: release/nbgrader)")
-    n.set_defaults(run=cmd_export)
-
-
-def add_grade_parser(sub) -> None:
-    g = sub.add_parser("nbgrader-grade", help="grade an nbgrader course's submitted/ tree into its gradebook")
-    g.add_argument("assignment", help="assignment name (solutions/<name>) or its solutions folder")
-    g.add_argument("--course", required=True, help="the nbgrader course folder (holds gradebook.db)")
-    g.add_argument("--student", action="append", help="only this student; repeatable")
-    g.add_argument("--quiet", action="store_true")
-    g.set_defaults(run=cmd_grade)

@@ -86,7 +86,7 @@ def _converted(data: dict, name: str) -> Node:
 
     try:
         nb = nbformat.reads(json.dumps(data), as_version=4)
-    except Exception as exc:  # nbformat raises several types for malformed or unknown versions
+    except Exception as exc:  # noqa: BLE001 - nbformat raises several types for malformed or unknown versions
         raise NotebookError(f"{name} is not a notebook nbformat can read: {type(exc).__name__}: {exc}") from None
     return Node({**nb, "cells": [Node(c) for c in nb.get("cells", [])]})
 

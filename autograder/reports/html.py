@@ -16,12 +16,12 @@ import math
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from autograder.judge import UNSCORED
-from autograder.reports.results import SubmissionResult, write_atomic
+from autograder.status import UNSCORED
+from autograder.files import write_atomic
+from autograder.reports.results import SubmissionResult
 
 COLORS = {"passed": "#1a7f37", "partial": "#b7791f", "failed": "#c62828", "pending": "#5b6b7f", "ungraded": "#6f42c1"}
 LABELS = {"passed": "passed", "partial": "partial credit", "failed": "failed", "pending": "pending",
@@ -325,28 +325,3 @@ def render_png(page: Path, png: Path, width: int = 1000, height: int | None = No
                         f"--screenshot={png.resolve()}", page.resolve().as_uri()],
                        check=True, capture_output=True, timeout=120)
     return png
-
-
-def cmd_report(args) -> int:
-    results_dir = Path(args.results)
-    results = load_results(results_dir)
-    if not results:
-        print(f"error: no */grading.json under {results_dir} (run autograder grade --out {results_dir} first)",
-              file=sys.stderr)
-        return 2
-    title = args.title or results_dir.resolve().name
-    pages = write_reports(results_dir, title, results)
-    print(f"{len(pages) - 1} feedback page(s) and {results_dir / 'class-report.html'}")
-    if args.png:
-        for page in pages:
-            render_png(page, page.with_suffix(".png"))
-        print(f"PNG renderings beside each page ({len(pages)})")
-    return 0
-
-
-def add_parser(sub) -> None:
-    r = sub.add_parser("report", help="HTML feedback per submission and a class report from grading results")
-    r.add_argument("results", help="the --out folder of autograder grade")
-    r.add_argument("--title", help="title shown on the pages (default: the folder's name)")
-    r.add_argument("--png", action="store_true", help="also render each page to PNG (needs Chromium)")
-    r.set_defaults(run=cmd_report)

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.judge import UNSCORED, CheckResult
+from autograder.files import write_atomic
+from autograder.judge import CheckResult
+from autograder.status import UNSCORED
 
 
 @dataclass
@@ -118,14 +119,6 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
                 lines.append(f"    {msg_line}")
         lines.append("")
     return "\n".join(lines)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a crash never leaves a half-written result."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_submission(out_dir: Path, result: SubmissionResult, title: str) -> Path:

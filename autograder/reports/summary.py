@@ -12,7 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.reports.results import SubmissionResult, write_atomic
+from autograder.files import write_atomic
+from autograder.reports.results import SubmissionResult
 
 TOP_MESSAGES = 3
 

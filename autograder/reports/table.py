@@ -5,8 +5,9 @@ import csv
 import io
 from pathlib import Path
 
-from autograder.judge import UNSCORED
-from autograder.reports.results import SubmissionResult, write_atomic
+from autograder.status import UNSCORED
+from autograder.files import write_atomic
+from autograder.reports.results import SubmissionResult
 
 
 def grades_csv(results: list[SubmissionResult], check_names: list[str]) -> str:

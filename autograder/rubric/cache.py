@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from autograder.files import atomic_folder
 from autograder.rubric.data import ValidationSet
 from autograder.rubric.encoder import Encoder
 
@@ -78,12 +77,18 @@ def build_cache(encoder: Encoder, vset: ValidationSet, root: Path, precision: st
     existing = HiddenStateCache.open(folder)
     if existing is not None:
         return existing
+    start = time.monotonic()
+    with atomic_folder(folder) as tmp:  # another run that finished the same cache first keeps its copy
+        shard_of, seconds = _write_states(tmp, encoder, vset, precision, key, start, log)
+    return HiddenStateCache(folder, shard_of, precision, seconds, False)
+
+
+def _write_states(tmp: Path, encoder: Encoder, vset: ValidationSet, precision: str, key: str, start: float,
+                  log) -> tuple[list[str], float]:
+    """Every validation batch's states as safetensors shards in `tmp`, then its manifest: (shard of each
+    batch, seconds taken)."""
     from safetensors.torch import save_file
 
-    start = time.monotonic()
-    tmp = root / f".states-{key}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True, mode=0o755)
     mixed = precision == "mixed"
     store = torch.float16 if mixed else torch.float32
     shard: dict[str, torch.Tensor] = {}
@@ -116,8 +121,4 @@ def build_cache(encoder: Encoder, vset: ValidationSet, root: Path, precision: st
         "format": FORMAT, "key": key, "precision": precision, "encoder": encoder.source,
         "batches": len(shard_of), "shard_of": shard_of, "seconds": round(seconds, 3)}), encoding="utf-8")
     (tmp / "manifest.json").chmod(0o644)
-    try:
-        os.replace(tmp, folder)
-    except OSError:  # another run finished the same cache first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return HiddenStateCache(folder, shard_of, precision, seconds, False)
+    return shard_of, seconds

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from autograder.judge import Pending
-from autograder.rubric.config import RubricConfig
+from autograder.rubric.config import RubricConfig, pending_message
 from autograder.testing import CheckSpec
 
 
@@ -38,8 +38,6 @@ def rubric_check(name: str | None = None, points: float | None = None, part: str
     config = replace(config, **{k: v for k, v in (("name", name), ("points", points), ("part", part)) if v is not None})
 
     def accuracy_rubric(sub, ref):
-        from autograder.rubric.stage import pending_message
-
         raise Pending(pending_message(config, cuda=torch.cuda.is_available()))
 
     accuracy_rubric._ag_check = CheckSpec(config.name, float(config.points), config.part, config.visibility,

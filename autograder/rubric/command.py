@@ -17,29 +17,9 @@ from pathlib import Path
 from autograder.rubric.config import RubricConfig, RubricOptions
 
 
-def add_parser(sub) -> None:
-    r = sub.add_parser("rubric", help="GPU accuracy rubric: grade saved models, merge the points into results")
-    r.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
-    r.add_argument("submissions", nargs="+", help="submitted .ipynb files (the checkpoint lies next to each)")
-    r.add_argument("--out", required=True, help="the results folder of `autograder grade` to merge into")
-    r.add_argument("--checkpoint-dir", help="checkpoints as DIR/<submission id>/<checkpoint file> instead")
-    r.add_argument("--encoder", help="hub id or local folder (default: $BERT_ENCODER or bert-base-uncased)")
-    r.add_argument("--imdb", help="IMDB parquet file (default: $IMDB_PATH or datasets.load_dataset('imdb'))")
-    r.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
-                   help="auto: CUDA, else report pending; cpu: grade on the CPU anyway (slow)")
-    r.add_argument("--precision", choices=("auto", "fp32", "mixed"), default="auto",
-                   help="encoder precision for the cache (auto: mixed on CUDA, fp32 on CPU)")
-    r.add_argument("--no-cache", action="store_true", help="full forward for every submission (no shared cache)")
-    r.add_argument("--cache-dir", help="where the encoder's hidden states are kept (default: OUT/.rubric-cache)")
-    r.add_argument("--valid-limit", type=int, help="only the first N validation reviews (smoke runs; not for grades)")
-    r.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission (default 1800)")
-    r.add_argument("--quiet", action="store_true")
-    r.set_defaults(run=cmd_rubric)
-
-
 def _config(assignment: str) -> tuple[RubricConfig, str | None, str | None]:
     """The assignment's rubric settings (from its hidden tests), its title and notebook name."""
-    from autograder.release import resolve_release
+    from autograder.grading import resolve_release
     from autograder.rubric.check import rubric_configs
 
     try:
@@ -80,7 +60,8 @@ def checkpoint_path(notebook: Path, sub_id: str, name: str, checkpoint_dir: Path
     return notebook.parent / name
 
 
-def cmd_rubric(args) -> int:
+def run(args) -> int:
+    """`autograder rubric` with its parsed arguments (autograder/commands/rubric.py)."""
     from autograder.rubric.merge import merge_check, refresh_summary
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover

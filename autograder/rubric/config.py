@@ -55,3 +55,12 @@ class RubricOptions:
     timeout: float = 1800.0  # seconds for one submission's rubric
     threads: int | None = None  # CPU threads of the encoder and the student's worker (default: all)
     memory_mb: int = 16384  # address-space limit of the student's worker on CPU (none with CUDA)
+
+
+def pending_message(config: RubricConfig, cuda: bool) -> str:
+    where = ("a GPU, which this grader does not have" if not cuda
+             else "a GPU, in a separate grading step")
+    return (f"pending, not failed: these {config.points:g} points are the accuracy rubric, measured by the "
+            f"grader itself on the validation split from your saved model `{config.checkpoint}` on {where}. "
+            f"The instructor runs `autograder rubric {config.assignment} <submissions> --out <results folder>` "
+            f"on a machine with CUDA, which adds the points to this grade. Your other points stand.")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from autograder.files import atomic_folder
 from autograder.rubric.worker_side import fingerprint
 
 ENCODER_ENV = "BERT_ENCODER"
@@ -49,11 +50,10 @@ class Encoder:
     def export(self, folder: Path) -> Path:
         """config.json + model.safetensors (float32) that the student's worker loads without pickle."""
         if not (folder / "config.json").is_file():
-            tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-            self.model.save_pretrained(tmp, safe_serialization=True)
-            for p in [tmp, *tmp.iterdir()]:
-                p.chmod(0o755 if p.is_dir() else 0o644)
-            os.replace(tmp, folder)
+            with atomic_folder(folder) as tmp:
+                self.model.save_pretrained(tmp, safe_serialization=True)
+                for p in tmp.iterdir():
+                    p.chmod(0o755 if p.is_dir() else 0o644)
         return folder
 
     def wire_config(self) -> dict:

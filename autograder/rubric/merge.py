@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 from autograder.judge import CheckResult
-from autograder.reports.results import SubmissionResult, write_atomic, write_submission
+from autograder.files import write_atomic
+from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.table import grades_csv
 
 TABLE = "grades.csv"

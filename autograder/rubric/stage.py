@@ -45,7 +45,7 @@ from autograder.judge import CheckResult, Program
 from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
 from autograder.rubric.cache import HiddenStateCache, build_cache
-from autograder.rubric.config import RubricConfig, RubricOptions
+from autograder.rubric.config import RubricConfig, RubricOptions, pending_message
 from autograder.rubric.data import ValidationSet, validation_set
 from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder, load_encoder
 from autograder.rubric.formula import rubric_points
@@ -57,15 +57,6 @@ FP32_TOLERANCE = (1e-3, 1e-3)  # (absolute, relative) agreement of cached and fu
 MIXED_TOLERANCE = (0.1, 0.05)  # the same with a mixed-precision cache
 PIPE_CHUNK_BYTES = 128 * 2**20
 FILE_CHUNK_BATCHES = 16
-
-
-def pending_message(config: RubricConfig, cuda: bool) -> str:
-    where = ("a GPU, which this grader does not have" if not cuda
-             else "a GPU, in a separate grading step")
-    return (f"pending, not failed: these {config.points:g} points are the accuracy rubric, measured by the "
-            f"grader itself on the validation split from your saved model `{config.checkpoint}` on {where}. "
-            f"The instructor runs `autograder rubric {config.assignment} <submissions> --out <results folder>` "
-            f"on a machine with CUDA, which adds the points to this grade. Your other points stand.")
 
 
 @dataclass

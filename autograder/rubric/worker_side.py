@@ -119,7 +119,7 @@ def setup(device: str, threads: int, encoder_dir: str | None, cache_dir: str | N
             for name in sorted(set(manifest["shard_of"])):  # every shard opens: the cache is usable here
                 _STATE["shards"][name] = safe_open(os.path.join(cache_dir, name), framework="pt", device="cpu")
             report["cache"] = True
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - unreadable here: the judge sends the tensors instead
             report["cache_error"] = f"{type(exc).__name__}: {exc}"[:300]
     return report
 
@@ -150,7 +150,7 @@ def inspect_checkpoint(blob: torch.Tensor) -> dict:
     """Read the student's checkpoint (bytes) with weights_only=True; return its keys and shapes."""
     try:
         data = torch.load(io.BytesIO(blob.numpy().tobytes()), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is the student's, reported with its cause
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
     notes = []
     if isinstance(data, dict) and not all(isinstance(v, torch.Tensor) for v in data.values()):

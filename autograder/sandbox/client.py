@@ -14,12 +14,12 @@ import select
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
-from autograder.sandbox.forkserver import START_SECONDS, ForkServer, Child, worker_environment
+from autograder.sandbox.environment import python_command, worker_environment
+from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.processes import MemoryMonitor, kill_tree
 from autograder.sandbox.protocol import (
@@ -240,7 +240,7 @@ class WorkerProcess:
                 self.proc = server.spawn(config, env, scratch, [r_in, w_out, self._log.fileno()])
             else:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "autograder.sandbox.worker", json.dumps(config)],
+                    python_command("worker", json.dumps(config)),
                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(r_in, w_out),
                     start_new_session=True, env=env, cwd=scratch)
         finally:

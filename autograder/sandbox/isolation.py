@@ -39,6 +39,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from autograder.sandbox import linux, rootfs
+from autograder.sandbox.environment import python_command, worker_environment
 from autograder.sandbox.rootfs import SCRATCH_DIR, python_paths  # noqa: F401 - python_paths is public here
 
 SANDBOX_UID = 1000  # the uid and gid student code sees
@@ -244,11 +245,9 @@ def probe(conf: Confinement, timeout: float = 60.0) -> tuple[bool, str]:
     """Build `conf` in a throw-away process (no student code): (confined as required, status or error)."""
     import subprocess
 
-    from autograder.sandbox.forkserver import worker_environment
-
     config = {**asdict(conf), "parent_pid": 0, "channel_fds": [], "scratch": ""}
     try:
-        done = subprocess.run([sys.executable, "-m", "autograder.sandbox.isolation", "--probe", json.dumps(config)],
+        done = subprocess.run(python_command("probe", json.dumps(config)),
                               capture_output=True, text=True, timeout=timeout, env=worker_environment(), cwd="/")
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"the confinement probe did not run: {exc}"
@@ -259,7 +258,8 @@ def probe(conf: Confinement, timeout: float = 60.0) -> tuple[bool, str]:
     return True, lines[-1]
 
 
-def _probe_main(config: str) -> None:
+def probe_main(config: str) -> None:
+    """The probe's process (`python -m autograder.entrypoints probe CONFIG`): confine itself, print the status."""
     conf = Confinement(**json.loads(config))
     try:
         status = confine(conf)
@@ -272,6 +272,3 @@ def _probe_main(config: str) -> None:
     print(status, flush=True)
     os._exit(0)
 
-
-if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--probe":
-    _probe_main(sys.argv[2])

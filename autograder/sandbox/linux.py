@@ -61,7 +61,7 @@ def enter_user_namespace(extra_flags: int = 0, inside_id: int | None = None) -> 
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731 - a one-line converter, local to this call
     check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 

@@ -2,11 +2,16 @@
 requests to the worker; what comes back is plain data or another proxy."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from autograder.sandbox.client import WorkerProcess
-    from autograder.sandbox.protocol import Handle
+from autograder.sandbox.protocol import Handle
+
+
+class Requester(Protocol):
+    """What a proxy needs of its worker (client.WorkerProcess is one): a request, answered with data."""
+
+    def request(self, op: str, *args: Any, what: str = ..., child_label: str | None = ...) -> Any: ...
+
 
 class Remote:
     """A proxy for an object in a worker. Attribute access, calls, indexing and iteration are remote
@@ -14,7 +19,7 @@ class Remote:
 
     __slots__ = ("_worker", "_handle", "_label", "_callables")
 
-    def __init__(self, worker: WorkerProcess, handle: Handle, label: str, callables: frozenset = frozenset()):
+    def __init__(self, worker: Requester, handle: Handle, label: str, callables: frozenset = frozenset()):
         object.__setattr__(self, "_worker", worker)
         object.__setattr__(self, "_handle", handle)
         object.__setattr__(self, "_label", label)

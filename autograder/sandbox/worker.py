@@ -117,7 +117,7 @@ class Worker:
             return self.reply_error(exc)
         try:
             self.reply(result, keep)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a result that cannot be encoded (student code in __reduce__...)
             self.reply_error(TypeError(f"the result could not be sent to the grader: {safe_str(exc)}"))
 
     def load(self, units: list[dict]) -> None:
@@ -131,7 +131,7 @@ class Worker:
             linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
             try:
                 exec(compile(source, filename, "exec"), self.module.__dict__)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:  # noqa: BLE001 - a cell that fails to run is reported, the next one still runs
                 if isinstance(exc, SystemExit):
                     exc = RuntimeError(f"called sys.exit({safe_str(exc.code, 100)})")
                 errors.append({"unit": i, "type": type(exc).__name__, "message": safe_str(exc, 500),
@@ -256,8 +256,11 @@ class Worker:
         return None, False
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
+def main(config_json: str) -> None:
+    """A worker's life: confine itself as `config_json` says, say it is ready, then answer requests until its
+    input ends. Entered from the fork server (forkserver_loop._become_worker) or as
+    `python -m autograder.entrypoints worker CONFIG` (AUTOGRADER_FORK_SERVER=0)."""
+    config = json.loads(config_json)
     fd_in, fd_out = config["fd_in"], config["fd_out"]
     torch.set_num_threads(config.get("threads", 1))
     status = confine(Confinement(**config["confinement"]))
@@ -272,6 +275,3 @@ def main() -> None:
             os._exit(0)
         worker.handle(header, tensors)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,26 @@
+"""What every verb of the command line is: a Command with a name, a summary, its arguments and `run`.
+
+A command module imports only what parsing needs at its top (argparse, pathlib): the layer below is imported
+inside `run`, so that `autograder grade` pays neither nbformat's import nor the build's.
+"""
+from __future__ import annotations
+
+import argparse
+
+
+class Command:
+    name = ""
+    summary = ""
+    starts_workers = False  # runs student or reference code: restarted clean, with its own fork server
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Declare the verb's arguments on its subparser."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Do the work; the exit status (0 success, 1 some failed, 2 a user error, 3 not final)."""
+        raise NotImplementedError
+
+    def assignment_to_preload(self, args: argparse.Namespace) -> str | None:
+        """The assignment whose workers' modules the fork server may import while the command starts (a guess:
+        autograder/recording.py modules_hint), or None."""
+        return getattr(args, "assignment", None) if self.starts_workers else None

@@ -1,0 +1,43 @@
+"""`autograder export gradescope|nbgrader <name>`: package an assignment for a platform (autograder/export/)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from autograder.commands.base import Command
+
+
+class ExportCommand(Command):
+    def add_arguments(self, parser) -> None:
+        targets = parser.add_subparsers(dest="target", required=True)
+        g = targets.add_parser("gradescope", help="release/<name>/gradescope-autograder.zip (setup.sh, run_autograder)")
+        g.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
+        g.add_argument("--out", help="zip to write (default: release/<name>/gradescope-autograder.zip)")
+        g.add_argument("--pip", action="append", metavar="REQUIREMENT",
+                       help="another package grading needs (pinned to the installed version); repeatable")
+        n = targets.add_parser("nbgrader", help="an nbgrader course tree: nbgrader_config.py, source/<name>/")
+        n.add_argument("assignment", help="assignment name (solutions/<name>) or its solutions folder")
+        n.add_argument("--course", help="course folder to write into (default: release/nbgrader)")
+
+    def run(self, args) -> int:
+        return self._gradescope(args) if args.target == "gradescope" else self._nbgrader(args)
+
+    def _gradescope(self, args) -> int:
+        from autograder.export.gradescope import export_gradescope
+        from autograder.grading import resolve_release
+
+        release = resolve_release(args.assignment)
+        out, warnings = export_gradescope(release, Path(args.out) if args.out else None, args.pip or [])
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        print(f"Gradescope autograder: {out} ({out.stat().st_size / 1024:.0f} KiB); upload it under "
+              "Configure Autograder > Zip file upload")
+        return 0
+
+    def _nbgrader(self, args) -> int:
+        from autograder.export.nbgrader import export_nbgrader
+
+        course = export_nbgrader(args.assignment, Path(args.course) if args.course else None)
+        print(f"nbgrader course: {course}\nnext, in that folder: nbgrader generate_assignment "
+              f"{Path(args.assignment).name} (then release, collect, and autograde or `autograder nbgrader-grade`)")
+        return 0

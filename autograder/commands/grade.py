@@ -1,0 +1,54 @@
+"""`autograder grade <name> SUBMISSIONS... --out DIR`: grade notebooks into DIR (autograder/grading/run.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from autograder.commands.base import Command
+
+
+class GradeCommand(Command):
+    starts_workers = True
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
+        parser.add_argument("submissions", nargs="+", help="submitted .ipynb files, folders of them, a Gradescope "
+                            "export (folder or .zip) or an nbgrader submitted/ tree")
+        parser.add_argument("--out", required=True, help="folder for results")
+        parser.add_argument("--quiet", action="store_true", help="no progress lines")
+        parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                            help="grade N submissions side by side (each still in its own worker); default 1")
+        parser.add_argument("--trusted-submissions", action="store_true",
+                            help="grade even where the kernel refuses the namespaces that confine student code "
+                                 "(only for submissions you trust: the worker then sees what the grader's user may "
+                                 "read)")
+        parser.add_argument("--regrade", action="store_true",
+                            help="grade again submissions that --out already holds results for (default: skip them)")
+
+    def assignment_to_preload(self, args) -> str | None:
+        # with --jobs N the grading processes' fork servers import the workers' modules: this one would only
+        # take a core from them
+        return args.assignment if args.jobs <= 1 else None
+
+    def run(self, args) -> int:
+        from autograder.grading import GradeOptions, grade, resolve_release
+        from autograder.submissions import discover
+
+        release = resolve_release(args.assignment)
+        missing = [p for p in args.submissions if not Path(p).exists()]
+        if missing:
+            print(f"warning: not found, graded as missing: {', '.join(missing)}", file=sys.stderr)
+        out = Path(args.out)
+        inputs = discover(args.submissions, release.config.notebook, release.config.name, unpack_dir=out / ".inputs")
+        for line in inputs.layouts if not args.quiet else []:
+            print(line, file=sys.stderr)
+        for problem in inputs.problems:
+            print(f"warning: {problem}", file=sys.stderr)
+        options = GradeOptions(out, quiet=args.quiet, jobs=args.jobs, regrade=args.regrade,
+                               trusted=args.trusted_submissions)
+        results = grade(release, inputs.submissions, options)
+        print(f"graded {len(results)} submission(s): results in {out}/<submission>/results.json, "
+              f"table in {out / 'grades.csv'}")
+        if any(r.ungraded for r in results):
+            return 3  # the grader could not decide some checks here: see GRADER PROBLEM on stderr
+        return 0 if inputs.submissions and len(results) == len(inputs.submissions) else 1

@@ -1,0 +1,31 @@
+"""`autograder rubric <name> SUBMISSIONS... --out DIR`: the GPU accuracy rubric, merged into earlier results
+(autograder/rubric/command.py does the batch)."""
+from __future__ import annotations
+
+from autograder.commands.base import Command
+
+
+class RubricCommand(Command):
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("assignment", help="assignment name (solutions/<name>) or a release/solutions folder")
+        parser.add_argument("submissions", nargs="+", help="submitted .ipynb files (the checkpoint lies next to each)")
+        parser.add_argument("--out", required=True, help="the results folder of `autograder grade` to merge into")
+        parser.add_argument("--checkpoint-dir", help="checkpoints as DIR/<submission id>/<checkpoint file> instead")
+        parser.add_argument("--encoder", help="hub id or local folder (default: $BERT_ENCODER or bert-base-uncased)")
+        parser.add_argument("--imdb", help="IMDB parquet file (default: $IMDB_PATH or datasets.load_dataset('imdb'))")
+        parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                            help="auto: CUDA, else report pending; cpu: grade on the CPU anyway (slow)")
+        parser.add_argument("--precision", choices=("auto", "fp32", "mixed"), default="auto",
+                            help="encoder precision for the cache (auto: mixed on CUDA, fp32 on CPU)")
+        parser.add_argument("--no-cache", action="store_true",
+                            help="full forward for every submission (no shared cache)")
+        parser.add_argument("--cache-dir", help="where the encoder's hidden states are kept (default: OUT/.rubric-cache)")
+        parser.add_argument("--valid-limit", type=int,
+                            help="only the first N validation reviews (smoke runs; not for grades)")
+        parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission (default 1800)")
+        parser.add_argument("--quiet", action="store_true")
+
+    def run(self, args) -> int:
+        from autograder.rubric import command
+
+        return command.run(args)

@@ -1,0 +1,63 @@
+"""Writing files so that a reader never sees half of one: the only place the package writes results,
+releases, bundles and caches.
+
+Guarantees: `write_atomic` and `atomic_folder` either leave the complete new content at the target path or
+leave the target as it was (a crash, a full disk or a kill midway leaves at most a hidden temporary entry
+next to it, never a truncated file). Two writers of the same path never share a temporary name (the name
+holds the process id and a random part); the last to finish wins, whole.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
+    """Write `data` (text as UTF-8) to a temporary file beside `path`, then rename it over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{os.getpid()}", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(tmp, 0o644 if mode is None else mode)  # mkstemp's 0600 would hide a result from its reader
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: Path) -> Iterator[Path]:
+    """Fill the yielded temporary folder; on success it is renamed to `path`. When `path` exists already
+    (another writer finished first: callers are caches keyed by what they hold, so both copies are the
+    same), the first copy stays and this one is dropped. On any failure the temporary folder is removed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=f".tmp{os.getpid()}", dir=path.parent))
+    try:
+        tmp.chmod(0o755)
+        yield tmp
+        os.replace(tmp, path)
+    except OSError:
+        if not path.is_dir():  # not "another writer finished first": the caller must hear of it
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, read in blocks; "unreadable: <why>" when it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    return h.hexdigest()

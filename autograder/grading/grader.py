@@ -1,0 +1,246 @@
+"""The Grader: one judge and the reference, grading one submission at a time in a grading process.
+
+Each submission gets its own confined worker (started, for the next submission, while the results of this one
+are written). The reference is the release's recording replayed when it was made in this very environment
+(autograder/recording.py, grading/replay.py), else a live reference worker. Scores and messages do not depend
+on the order or the batch: every check starts from the same seeds in fresh state.
+"""
+from __future__ import annotations
+
+import random
+import re
+import time
+from pathlib import Path
+
+import torch
+
+from autograder.grading.options import GradeOptions, confinement_for
+from autograder.grading.replay import ReplayingWorker
+from autograder.judge import CheckResult, Judge, Program, judge_imports
+from autograder.notebook.extract import extract
+from autograder.notebook.load import NotebookError, read_notebook
+from autograder.recording import Recording, fingerprint
+from autograder.release import Release
+from autograder.reports.results import SubmissionResult
+from autograder.sandbox.client import StudentError, WorkerError, WorkerProcess, WorkerSpec
+from autograder.sandbox.forkserver import preload_modules
+from autograder.sandbox.protocol import Handle
+from autograder.status import FAILED
+from autograder.sandbox.remote import Remote
+
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,16}\b")
+_SCRATCH = re.compile(r"/tmp/ag-worker-[A-Za-z0-9_]+")
+
+
+def error_result(release: Release, path: Path, sub_id: str, why: str, seconds: float = 0.0) -> SubmissionResult:
+    """The row of a submission that could not be graded at all: every check 0, `why` as the error."""
+    checks = [CheckResult(c.name, c.part, c.points, 0.0, FAILED, f"not graded: {why}", c.visibility)
+              for c in release.checks]
+    return SubmissionResult(sub_id, str(path), checks, [], why, seconds)
+
+
+def imported_modules(units) -> list[str]:
+    """Module names the import statements among `units` import."""
+    import ast
+
+    names = []
+    for unit in units:
+        if unit.kind != "import":
+            continue
+        try:
+            tree = ast.parse(unit.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.append(node.module)
+                names += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
+    return list(dict.fromkeys(names))
+
+
+def scrub(text: str) -> str:
+    """What differs between two runs of the same code but means nothing: memory addresses and the
+    judge's scratch folder names."""
+    return _SCRATCH.sub("/tmp/work", _ADDRESS.sub("0x...", text))
+
+
+class _SeededJudge(Judge):
+    """Also seeds Python's and NumPy's generators in the judge before each check (torch's is seeded
+    by Judge itself), so a check that draws its inputs from them draws the same ones every time."""
+
+    def run_check(self, spec, submission, budget_end):
+        random.seed(0)
+        try:
+            import numpy
+
+            numpy.random.seed(0)
+        except ImportError:
+            pass
+        return super().run_check(spec, submission, budget_end)
+
+
+def recorded_modules(release: Release) -> list[str]:
+    """The modules of the release's recording, whatever environment it was made in (a good guess of what the
+    workers will import; recording.py)."""
+    recording = release.recording()
+    return list(recording.modules) if recording is not None else []
+
+
+def load_recording(release: Release, confinement_status: str, cuda: bool) -> Recording | None:
+    """The release's recording of the reference, if it was made in this very environment (recording.py)."""
+    recording = release.recording()
+    if not confinement_status or recording is None:
+        return None
+    return recording if recording.fingerprint == fingerprint(release.manifest_digest, confinement_status, cuda) else None
+
+
+class Grader:
+    """Holds the reference worker and the judge for a grading run; grades one submission at a time."""
+
+    def __init__(self, release: Release, options: GradeOptions, confinement_status: str = "",
+                 self_grade: bool = True, recording: Recording | None | str = "auto"):
+        """`confinement_status`: what the preflight built (grading/preflight.py); a recording is used only with
+        it. `recording`: "auto" (the release's, when it fits), None (a live reference) or one to use."""
+        self.release = release
+        self.self_grade = self_grade  # warm up by grading the reference against itself (see warm_up)
+        self.options = options
+        limits = release.config.limits
+        self.cuda = cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
+        self.confinement = confinement_for(release, options, cuda)
+        self.reference = Program(release.reference, self.reference_spec(), release.helpers)
+        if recording == "auto":
+            recording = load_recording(release, confinement_status, cuda) if options.use_recording else None
+        self.recording = recording
+        if self.recording is not None:  # the reference as recorded: no reference worker unless a check needs it
+            self.reference.worker = ReplayingWorker(self.reference.worker.spec, self.recording, release.helpers)
+            self.reference.worker.explain_name = self.reference.explain_unbound
+        self._reference_as_submission: Program | None = None
+        self.names_read = release.names_read_from_submissions()
+        self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
+                                  set(release.config.gpu_checks), cuda, self.reference_as_submission)
+        if self.recording is not None:
+            self.judge.reference_verdicts = {name: CheckResult(**v) for name, v in self.recording.verdicts.items()}
+        self._warm = False
+        self._next_worker: WorkerProcess | None = None  # prestarted for the next submission (see grade_one)
+
+    def reference_spec(self) -> WorkerSpec:
+        """A worker running the reference: confined as a student's, more time to import (it is trusted)."""
+        return WorkerSpec([u.to_wire() for u in self.release.reference.units], label="the reference",
+                          owner="the reference's", confinement=self.confinement,
+                          import_seconds=max(self.release.config.limits.import_seconds, 300))
+
+    def reference_as_submission(self) -> Program:
+        """The reference solution as a submission: same confinement, limits and helpers as a student's."""
+        if self._reference_as_submission is None:
+            self._reference_as_submission = Program(self.release.reference, self.reference_spec(),
+                                                    self.release.helpers)
+        return self._reference_as_submission
+
+    def close(self) -> None:
+        if self._next_worker is not None:
+            self._next_worker.kill()
+        self.reference.close()
+        if self._reference_as_submission is not None:
+            self._reference_as_submission.close()
+
+    def worker_modules(self, program: Program) -> list[str]:
+        """The modules loaded in one of the reference's workers (trusted code only ever runs there)."""
+        worker = program.worker
+        if worker.proc is None:
+            return []
+        worker.deadline = time.monotonic() + 30
+        try:
+            worker.request("helpers", "import sys as _ag_sys\n_ag_modules = sorted(_ag_sys.modules)\n",
+                           what="listing the reference's modules")
+            names = Remote(worker, Handle(1, "helpers"), "")._ag_modules
+        except (WorkerError, StudentError):
+            return []
+        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    @property
+    def isolation_status(self) -> str:
+        report = self.reference.worker.report
+        return report.status if report else ""
+
+    def warm_up(self) -> None:
+        """Before the first submission: grade the reference against itself, keeping its verdicts (what each
+        check gives a correct notebook here, see Judge.confirm), then have the fork server import every
+        library the reference worker used. Each fresh worker then starts with them loaded (seconds saved
+        per submission with transformers), and every submission, the first included, meets a reference
+        worker and libraries in the same state. A run that grades one submission only imports the
+        reference's imports and asks for the reference's verdict on a check only when the submission
+        loses points there (scores are the same either way: tests/test_parallel_determinism.py)."""
+        if self._warm:
+            return
+        self._warm = True
+        if self.recording is not None:  # its verdicts are the judge's already; its modules are all of them
+            preload_modules(self.recording.modules, wait=False)
+            return
+        preload_modules(imported_modules(self.release.reference.units))
+        if not self.self_grade:
+            return
+        program = self.reference_as_submission()
+        try:
+            verdicts = self.judge.grade(program, confirm=False)
+            self.judge.reference_verdicts.update({v.name: v for v in verdicts})
+        except Exception:  # noqa: BLE001 - a warm-up only; real submissions meet the problem again
+            pass
+        finally:
+            program.close()
+            self._reference_as_submission = None
+        preload_modules(self.worker_modules(self.reference))
+
+    def grade_one(self, path: Path, sub_id: str, more: bool = False) -> SubmissionResult:
+        """Grade one notebook. `more`: another submission follows; its worker is started (forked and confined,
+        nothing of it loaded) as this one ends, while the caller writes the results."""
+        self.warm_up()
+        start = time.monotonic()
+        try:
+            return self._grade_one(path, sub_id, start)
+        finally:
+            if more and self._next_worker is None:
+                self._next_worker = WorkerProcess(self._worker_spec([]))
+                self._next_worker.prestart()
+
+    def _worker_spec(self, units: list[dict]) -> WorkerSpec:
+        return WorkerSpec(units, confinement=self.confinement, import_seconds=self.release.config.limits.import_seconds)
+
+    def _grade_one(self, path: Path, sub_id: str, start: float) -> SubmissionResult:
+        try:
+            nb, notes = read_notebook(path)
+        except NotebookError as exc:
+            return self._ungraded(path, sub_id, str(exc), start)
+        extraction = extract(nb, self.names_read)
+        notes += [f"cell {s.cell} was not graded: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
+        worker, self._next_worker = self._next_worker, None
+        program = Program(extraction, self._worker_spec([u.to_wire() for u in extraction.units]), self.release.helpers,
+                          worker)
+        try:
+            # Start both workers before the first check, so that its time limit covers the check only
+            # (not a fork server or a reference worker starting in a fresh grading process). A failure
+            # here is met again, and reported, by the checks themselves.
+            for prog in (self.reference, program):
+                try:
+                    prog.start()
+                except WorkerError:
+                    pass
+            checks = self.judge.grade(program)
+            report = program.worker.report
+            if report:
+                for index, why in sorted(report.errors.items()):
+                    unit = extraction.units[index]
+                    if unit.kind not in ("constant", "assignment"):  # a check that needs it says so itself
+                        notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
+        except Exception as exc:  # noqa: BLE001 - a grader bug must still leave a result row
+            return self._ungraded(path, sub_id, f"internal grader error: {type(exc).__name__}: {exc}", start)
+        finally:
+            program.close()
+        for c in checks:
+            c.message, c.grader_problem = scrub(c.message), scrub(c.grader_problem)
+        return SubmissionResult(sub_id, str(path), checks, [scrub(n) for n in notes], "", time.monotonic() - start,
+                                confinement=report.status if report else "")
+
+    def _ungraded(self, path: Path, sub_id: str, why: str, start: float) -> SubmissionResult:
+        return error_result(self.release, path, sub_id, why, time.monotonic() - start)

@@ -1,0 +1,33 @@
+"""What a grading run is asked to do (GradeOptions) and how its workers are confined (confinement_for)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.release import Release
+from autograder.sandbox.isolation import Confinement
+
+
+@dataclass
+class GradeOptions:
+    out_dir: Path
+    quiet: bool = False
+    cuda: bool | None = None  # None: detect
+    trusted: bool = False  # grade even where the kernel refuses the namespaces that confine student code
+    jobs: int = 1  # grading processes side by side (1: grade in this process)
+    regrade: bool = False  # grade submissions again even when DIR already holds their results
+    ids: list[str] | None = None  # one id per submission (default: from the file names)
+    progress: bool | None = None  # one updating progress line (None: when stderr is a terminal)
+    summary: bool = True  # write DIR/summary.md and DIR/summary.csv, print a summary at the end
+    notes: dict[str, str] = field(default_factory=dict)  # id -> a note for the student (how it was found)
+    use_recording: bool = True  # replay the reference as recorded when the recording fits (recording.py)
+
+
+def confinement_for(release: Release, options: "GradeOptions", cuda: bool) -> Confinement:
+    """How every worker of a grading run is confined: the assignment's limits, its declared input files
+    (visible read-only in the working directory), CUDA's devices when it grades on a GPU."""
+    limits = release.config.limits
+    inputs = {name: str(release.dir / "files" / name) for name in release.config.files
+              if (release.dir / "files" / name).exists()}
+    return Confinement(memory_bytes=0 if cuda else limits.memory_mb * 2**20, file_bytes=limits.output_mb * 2**20,
+                       cuda=cuda, inputs=inputs, required=not options.trusted)

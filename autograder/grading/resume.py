@@ -1,0 +1,36 @@
+"""Resuming a grading run: DIR/<id>/.graded.json says from which notebook and which release the result in
+DIR/<id>/ was graded; a later run with the same --out skips a submission whose fingerprints match (a changed
+notebook or a rebuilt release is graded again)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from autograder.files import file_digest
+from autograder.release import Release
+from autograder.reports.results import SubmissionResult
+
+MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
+
+
+def fingerprint(path: Path, release_id: str) -> dict:
+    """What a result was graded from: the notebook's bytes, the release, the path as given."""
+    return {"notebook": file_digest(path), "release": release_id, "file": str(path)}
+
+
+def release_fingerprint(release: Release) -> str:
+    manifest = release.dir / "manifest.json"
+    data = manifest.read_bytes() if manifest.is_file() else json.dumps(release.config.to_dict()).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult | None:
+    """The result already in DIR for this id, if it was graded from the same notebook and release."""
+    folder = out_dir / sub_id
+    try:
+        if json.loads((folder / MARKER).read_text(encoding="utf-8")) != fingerprint:
+            return None
+        return SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,168 @@
+"""A grading run: `autograder grade <name> SUBMISSIONS... --out DIR` as a function, `grade()`.
+
+Submissions are graded by `jobs` grading processes side by side (grading/pool.py), or in this process with
+--jobs 1 (grading/grader.py); every submission still gets its own worker process. Results are written as each
+submission finishes, so an interrupted run loses nothing: running again skips submissions already graded from
+the same notebook and the same release (grading/resume.py; `regrade` grades them again). Scores and messages
+do not depend on the order, on the batch, or on `jobs` (see docs/isolation.md for what is and is not
+deterministic).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from autograder.files import write_atomic
+from autograder.grading.resume import MARKER, fingerprint, previous, release_fingerprint
+from autograder.grading.grader import Grader, imported_modules, recorded_modules
+from autograder.grading.options import GradeOptions
+from autograder.grading.pool import Pool
+from autograder.grading.preflight import preflight
+from autograder.grading.progress import Progress
+from autograder.release import Release
+from autograder.reports.results import SubmissionResult, write_submission
+from autograder.reports.summary import write_summary
+from autograder.reports.table import write_grades
+from autograder.sandbox.forkserver import preload_modules
+from autograder.submissions import Submission, submission_ids
+
+
+def report_grader_problems(results: list[SubmissionResult]) -> None:
+    """On stderr, whatever `quiet` says: checks that no submission could be graded on here, and why."""
+    causes: dict[str, set[str]] = {}
+    for r in results:
+        for c in r.ungraded:
+            causes.setdefault(c.name, set()).add(c.grader_problem)
+    if not causes:
+        return
+    affected = sum(1 for r in results if r.ungraded)
+    lines = [f"GRADER PROBLEM: the reference solution does not pass {len(causes)} check(s) in this grading "
+             f"environment, so {affected} submission(s) were not graded on them (marked NOT GRADED, never 0; their "
+             "grades are not final):"]
+    for name, why in sorted(causes.items()):
+        lines.append(f"  - {name}: {'; '.join(sorted(why))}")
+    lines.append("Fix the environment (a module missing, a broken install, a file the reference needs), then grade "
+                 "again with --regrade.")
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _ids_and_notes(submissions: list, paths: list[Path], options: GradeOptions) -> tuple[list[str], dict]:
+    """One id per submission (given, the students' of `Submission`s, or from the file names), and the notes."""
+    if options.ids is not None:
+        ids = list(options.ids)
+    elif submissions and all(isinstance(s, Submission) for s in submissions):
+        ids = [s.student for s in submissions]
+    else:
+        ids = submission_ids(paths)
+    if len(set(ids)) != len(ids):
+        raise ValueError("submission ids must be unique")
+    notes = dict(options.notes)
+    for s in submissions:
+        if isinstance(s, Submission) and s.note:
+            notes.setdefault(s.student, s.note)
+    return ids, notes
+
+
+class Run:
+    """The results of one grading run, written into its folder as each submission finishes."""
+
+    def __init__(self, release: Release, options: GradeOptions, paths: list[Path], ids: list[str], notes: dict):
+        self.release, self.options, self.out, self.notes = release, options, options.out_dir, notes
+        self.names = [c.name for c in release.checks]
+        release_id = release_fingerprint(release)
+        self.prints = [fingerprint(path, release_id) for path in paths]
+        self.results: list[SubmissionResult | None] = [None] * len(paths)
+        self.todo = []
+        for i, (path, sub_id) in enumerate(zip(paths, ids)):
+            earlier = None if options.regrade else previous(self.out, sub_id, self.prints[i])
+            if earlier is not None:
+                self.results[i] = earlier
+            else:
+                self.todo.append((i, path, sub_id))
+        self.jobs = max(1, min(options.jobs, len(self.todo)))
+        self.status = ""  # the workers' confinement status line
+        self.progress = Progress(len(paths), len(paths) - len(self.todo), self.jobs, options.quiet, options.progress)
+
+    def finish(self, i: int, result: SubmissionResult) -> None:
+        note = self.notes.get(result.submission)
+        if note and note not in result.notes:
+            result.notes.insert(0, note)
+        write_submission(self.out, result, self.release.config.title)
+        write_atomic(self.out / result.submission / MARKER, json.dumps(self.prints[i], indent=1, sort_keys=True))
+        self.results[i] = result
+        write_grades(self.out, self.done(), self.names)
+        self.progress.update(result)
+
+    def done(self) -> list[SubmissionResult]:
+        return [r for r in self.results if r is not None]
+
+    def grade_todo(self) -> None:
+        """Grade what is left: in this process (one job) or in a pool of grading processes."""
+        if not self.todo:
+            return
+        if self.jobs == 1:
+            self._grade_here()
+        else:
+            pool = Pool(self.release, self.options, self.status, self.finish)
+            pool.run(self.todo)
+            self.status = self.status or pool.status  # the preflight's line, as a worker would say it
+
+    def _grade_here(self) -> None:
+        grader = Grader(self.release, self.options, self.status, self_grade=len(self.todo) > 1)
+        try:
+            for n, (i, path, sub_id) in enumerate(self.todo, start=1):
+                self.finish(i, grader.grade_one(path, sub_id, more=n < len(self.todo)))
+            self.status = grader.isolation_status
+        finally:
+            grader.close()
+
+    def summarize(self) -> None:
+        """summary.md and summary.csv, and a few lines on stderr (unless quiet)."""
+        final = self.done()
+        extra = [f"Isolation: {self.status}."] if self.status else []
+        write_summary(self.out, final, self.release.config.title, extra)
+        if not self.options.quiet:
+            print("\n".join(self._closing_lines(final)), file=sys.stderr, flush=True)
+
+    def _closing_lines(self, final: list[SubmissionResult]) -> list[str]:
+        progress, elapsed = self.progress, time.monotonic() - self.progress.start
+        rate = f" ({progress.done / elapsed * 60:.1f}/min with {self.jobs} job(s))" if progress.done and elapsed > 0 else ""
+        lines = [f"graded {progress.done} submission(s) in {elapsed:.1f} s{rate}; "
+                 f"{progress.skipped} already graded; {progress.failed} could not be graded"]
+        scored = [r for r in final if not r.error]
+        if scored:
+            lines.append(f"mean score {sum(r.score for r in scored) / len(scored):.2f} / "
+                         f"{max(r.max_score for r in scored):g}; per-check summary in {self.out / 'summary.md'}")
+        return lines
+
+
+def grade(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
+    """Grade `submissions` (paths, or `Submission`s from autograder.submissions) into options.out_dir.
+    Returns one result per submission, in the order given."""
+    options.out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [Path(s.path) if isinstance(s, Submission) else Path(s) for s in submissions]
+    ids, notes = _ids_and_notes(submissions, paths, options)
+    run = Run(release, options, paths, ids, notes)
+    if run.todo and run.jobs == 1:  # the fork server imports what the workers will need while this process goes on
+        preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
+    run.status = preflight(release, options) if run.todo else ""
+    if run.progress.skipped and not options.quiet:
+        print(f"{run.progress.skipped} submission(s) already graded in {options.out_dir}: skipped (--regrade grades "
+              "them again)", file=sys.stderr, flush=True)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
+        run.grade_todo()
+    finally:
+        torch.set_num_threads(threads)
+        run.progress.finish()
+    final = run.done()
+    write_grades(options.out_dir, final, run.names)
+    report_grader_problems(final)
+    if options.summary:
+        run.summarize()
+    return final

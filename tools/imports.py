@@ -1,0 +1,126 @@
+"""The package's import graph, function-level imports included, read with ast (nothing is imported).
+
+    python tools/imports.py            the layers, then any import that runs back up or goes round a circle
+    python tools/imports.py --graph    every module and what it imports
+
+Layers, lowest first (LAYERS below): a module may import its own layer and the layers under it, never one
+above. Exit status 1 when an import runs back up or modules import each other in a circle.
+tests/test_layers.py runs this check.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "autograder"
+
+# lowest first; a module belongs to the first entry whose prefix names it (a package prefix covers its modules)
+LAYERS: list[tuple[str, list[str]]] = [
+    ("foundations", ["autograder.status", "autograder.files", "autograder.seeding", "autograder.config",
+                     "autograder.notebook"]),
+    ("processes", ["autograder.sandbox"]),
+    ("checks", ["autograder.testing", "autograder.rubric.check", "autograder.rubric.config",
+                "autograder.rubric.kinds", "autograder.rubric.worker_side", "autograder.substitution",
+                "autograder.judge"]),
+    ("release format and recording data", ["autograder.recording", "autograder.release"]),
+    ("results and inputs", ["autograder.reports", "autograder.submissions"]),
+    ("build", ["autograder.student", "autograder.build", "autograder.corpus"]),
+    ("grading", ["autograder.grading"]),
+    ("services", ["autograder.check", "autograder.verify", "autograder.export", "autograder.rubric",
+                  "autograder.importers"]),
+    ("command line", ["autograder.commands", "autograder.cli"]),
+    ("process map", ["autograder.entrypoints", "autograder.__main__"]),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Modules of the package that `path` imports, anywhere in it (TYPE_CHECKING blocks included)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    # `from autograder import x` names the package only as where x lives: its __init__ holds a docstring
+    return {m for m in found if m.startswith("autograder.")}
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    return {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def layer_of(module: str) -> int:
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    raise LookupError(f"{module} is in no layer of tools/imports.py")
+
+
+def upward_imports(g: dict[str, set[str]]) -> list[str]:
+    return [f"{m} ({LAYERS[layer_of(m)][0]}) imports {t} ({LAYERS[layer_of(t)][0]})"
+            for m in sorted(g) for t in sorted(g[m]) if layer_of(t) > layer_of(m)]
+
+
+def circles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    g = graph()
+    if "--graph" in argv:
+        for m in sorted(g):
+            print(f"{m}: {', '.join(sorted(g[m]))}")
+        return 0
+    for name, prefixes in LAYERS:
+        print(f"{name}: {', '.join(prefixes)}")
+    problems = upward_imports(g) + [" -> ".join(c) for c in circles(g)]
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    print(f"{len(g)} modules; {len(upward_imports(g))} imports back up; {len(circles(g))} circles")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
