@@ -20,6 +20,7 @@ from autograder.release import names_read
 from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement
 from autograder.testing import CheckSpec
+from autograder.status import PASSED
 
 
 @dataclass
@@ -31,7 +32,7 @@ class CheckRun:
 
     @property
     def ok(self) -> bool:
-        return not self.error and all(r.status == "passed" for r in self.results)
+        return not self.error and all(r.status == PASSED for r in self.results)
 
     def to_dict(self) -> dict:
         return {"notebook": self.notebook, "error": self.error, "notes": self.notes,
@@ -99,13 +100,13 @@ def describe(run: CheckRun) -> str:
     for r in run.results:
         parts.setdefault(r.part or "Checks", []).append(r)
     for part, results in parts.items():
-        passed = sum(r.status == "passed" for r in results)
+        passed = sum(r.status == PASSED for r in results)
         lines.append(f"{part}: {passed} of {len(results)} public check(s) pass")
         for r in results:
             lines.append(f"  [{'PASS' if r.status == 'passed' else 'FAIL'}] {r.name}" +
                          (f": {r.message.splitlines()[0]}" if r.message else ""))
             lines += [f"      {more}" for more in r.message.splitlines()[1:]]
-    total = sum(r.status == "passed" for r in run.results)
+    total = sum(r.status == PASSED for r in run.results)
     lines.append(f"{total} of {len(run.results)} public checks pass. "
                  "Grading also runs hidden checks, so this is not your score.")
     return "\n".join(lines)

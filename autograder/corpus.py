@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from autograder.status import PENDING, UNGRADED
 
 CORPUS_DIR = "corpus"
 
@@ -175,7 +176,7 @@ def make_notebook(path: Path, answer_key: Path, edits: Edits, student: Path | No
 
 def lost_points(result) -> dict[str, str]:
     """check name -> message, for every graded check that did not get all its points."""
-    return {c.name: c.message for c in result.checks if c.status not in ("pending", "ungraded")
+    return {c.name: c.message for c in result.checks if c.status not in (PENDING, UNGRADED)
             and c.score < c.max_score}
 
 
@@ -214,6 +215,6 @@ def points_lost_by_part(result) -> dict[str, float]:
     """part -> points lost (pending and ungraded checks left out)."""
     out: dict[str, float] = {}
     for c in result.checks:
-        if c.status not in ("pending", "ungraded") and c.score < c.max_score:
+        if c.status not in (PENDING, UNGRADED) and c.score < c.max_score:
             out[c.part] = round(out.get(c.part, 0.0) + c.max_score - c.score, 6)
     return out

@@ -1,7 +1,7 @@
 """The status of a check in a result, the only spelling of each: results.json, grading.json, grades tables,
 feedback and the class statistics all use these values.
 
-- PASSED / FAILED: scored (a failed check may still have partial points).
+- PASSED / PARTIAL / FAILED: scored (full points, some, none or some).
 - PENDING: decided later, elsewhere (the GPU accuracy rubric): no score yet, neither failed nor 0.
 - UNGRADED: the grader could not decide the check in its environment (the reference does not pass it here):
   no score, never 0; the grade is not final until it is graded again.
@@ -9,8 +9,9 @@ feedback and the class statistics all use these values.
 from __future__ import annotations
 
 PASSED = "passed"
+PARTIAL = "partial"
 FAILED = "failed"
 PENDING = "pending"
 UNGRADED = "ungraded"
 UNSCORED = (PENDING, UNGRADED)  # statuses without a score: neither failed nor 0
-STATUSES = (PASSED, FAILED, PENDING, UNGRADED)
+STATUSES = (PASSED, PARTIAL, FAILED, PENDING, UNGRADED)

@@ -22,6 +22,7 @@ from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
 from autograder.release import Release, load_release
+from autograder.status import PENDING, UNGRADED
 
 
 @dataclass
@@ -93,9 +94,9 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     report.results = results
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
     for c in ref_result.checks:
-        if c.status == "pending":
+        if c.status == PENDING:
             report.lines.append(f"reference   {c.name}: pending (needs a GPU)")
-        elif c.status == "ungraded":  # graded as a submission, it did not pass: Judge.confirm says how
+        elif c.status == UNGRADED:  # graded as a submission, it did not pass: Judge.confirm says how
             report.problems.append(f"{c.name}: {c.grader_problem}")
         elif c.score < c.max_score:
             report.problems.append(f"the reference gets {c.score:g}/{c.max_score:g} on {c.name}: {c.message}")

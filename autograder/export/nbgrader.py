@@ -29,6 +29,7 @@ import shutil
 import sys
 import warnings
 from pathlib import Path
+from autograder.status import PENDING, UNGRADED
 
 SETUP_ID = "autograder_setup"
 META_KEY = "autograder"
@@ -326,7 +327,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
                 if grade_id is None:
                     continue
                 g = gb.find_grade(grade_id, nb_id, name, student)
-                if check.status in ("pending", "ungraded"):  # no score yet: flagged for the instructor, never 0
+                if check.status in (PENDING, UNGRADED):  # no score yet: flagged for the instructor, never 0
                     g.auto_score, g.needs_manual_grade = None, True
                 else:
                     g.auto_score, g.needs_manual_grade = check.score, False

@@ -18,6 +18,7 @@ from autograder.grading.preflight import ConfinementUnavailable, preflight
 from autograder.grading.replay import RecordingWorker
 from autograder.recording import Recording, fingerprint
 from autograder.release import Release, load_release
+from autograder.status import PASSED, PENDING
 
 
 def record(release, confinement_status: str, cuda: bool | None = None) -> Recording:
@@ -53,7 +54,7 @@ def record_release(release_dir: Path, cuda: bool | None = None) -> tuple[Recordi
         return None, f"reference not recorded ({exc}); grading runs will use a live reference"
     recording = record(release, status, cuda)
     recording.save(release_dir)
-    failed = [name for name, v in recording.verdicts.items() if v["status"] not in ("passed", "pending")]
+    failed = [name for name, v in recording.verdicts.items() if v["status"] not in (PASSED, PENDING)]
     line = (f"reference recorded: {len(recording.replies)} replies, {len(recording.modules)} modules, "
             f"{len(recording.verdicts)} verdicts in {recording.seconds:.1f} s")
     if failed:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from autograder.files import write_atomic
 from autograder.judge import CheckResult
-from autograder.status import UNSCORED
+from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, UNSCORED
 
 
 @dataclass
@@ -30,12 +30,12 @@ class SubmissionResult:
 
     @property
     def pending(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.status == "pending"]
+        return [c for c in self.checks if c.status == PENDING]
 
     @property
     def ungraded(self) -> list[CheckResult]:
         """Checks the grader could not decide in its environment (Judge.confirm): this grade is not final."""
-        return [c for c in self.checks if c.status == "ungraded"]
+        return [c for c in self.checks if c.status == UNGRADED]
 
     def not_final_note(self) -> str:
         if not self.ungraded:
@@ -62,13 +62,13 @@ def gradescope_json(result: SubmissionResult) -> dict:
     for number, c in enumerate(result.checks, start=1):
         test = {"name": c.name, "number": str(number), "max_score": c.max_score, "visibility": c.visibility,
                 "output": c.message, "extra_data": {"part": c.part, "status": c.status}}
-        if c.status == "pending":
+        if c.status == PENDING:
             test["output"] = "Pending: " + c.message  # no score yet: neither failed nor 0
-        elif c.status == "ungraded":
+        elif c.status == UNGRADED:
             test["output"] = "NOT GRADED: " + c.message  # the grader's problem: no score, never 0
         else:
             test["score"] = c.score
-            test["status"] = "passed" if c.status == "passed" else "failed"
+            test["status"] = "passed" if c.status == PASSED else "failed"  # Gradescope's two values
         if c.part:
             test["tags"] = [c.part]
         tests.append(test)
@@ -111,8 +111,8 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
         got = sum(c.score for c in checks if c.status not in UNSCORED)
         lines += [f"## {part}: {got:g} / {sum(c.max_score for c in checks):g}", ""]
         for c in shown:
-            mark = {"passed": "PASS", "partial": "PART", "failed": "FAIL", "pending": "PENDING",
-                    "ungraded": "NOT GRADED"}[c.status]
+            mark = {PASSED: "PASS", PARTIAL: "PART", FAILED: "FAIL", PENDING: "PENDING",
+                    UNGRADED: "NOT GRADED"}[c.status]
             score = c.status if c.status in UNSCORED else f"{c.score:g}/{c.max_score:g}"
             lines.append(f"- [{mark}] {c.name} ({score})")
             for msg_line in c.message.splitlines():

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.rubric.config import RubricConfig, RubricOptions
+from autograder.status import PENDING
 
 
 def _config(assignment: str) -> tuple[RubricConfig, str | None, str | None]:
@@ -116,7 +117,7 @@ def run(args) -> int:
                                                   encoding="utf-8")
         if not args.quiet:
             c = outcome.check
-            score = "pending" if c.status == "pending" else f"{c.score:g}/{c.max_score:g}"
+            score = PENDING if c.status == PENDING else f"{c.score:g}/{c.max_score:g}"
             first = c.message.splitlines()[0][:110] if c.message else ""
             print(f"[{i}/{len(notebooks)}] {sub_id}: rubric {score} ({time.monotonic() - start:.1f} s) {first}",
                   file=sys.stderr, flush=True)

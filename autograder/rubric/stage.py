@@ -51,6 +51,7 @@ from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder,
 from autograder.rubric.formula import rubric_points
 from autograder.sandbox.client import MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout
 from autograder.sandbox.isolation import Confinement
+from autograder.status import FAILED, PARTIAL, PASSED, PENDING
 
 HELPER_SOURCE = (Path(__file__).with_name("worker_side.py")).read_text(encoding="utf-8")
 FP32_TOLERANCE = (1e-3, 1e-3)  # (absolute, relative) agreement of cached and full logits, fp32 cache
@@ -169,11 +170,11 @@ class RubricRun:
     # -- one submission -------------------------------------------------------------------------
     def grade(self, notebook: Path, checkpoint: Path) -> RubricOutcome:
         c = self.config
-        check = CheckResult(c.name, c.part, c.points, 0.0, "failed", "", c.visibility)
+        check = CheckResult(c.name, c.part, c.points, 0.0, FAILED, "", c.visibility)
         start = time.monotonic()
         details: dict = {"notebook": str(notebook), "checkpoint": str(checkpoint)}
         if self.pending:
-            check.status, check.message = "pending", pending_message(c, cuda=False)
+            check.status, check.message = PENDING, pending_message(c, cuda=False)
             return RubricOutcome(check, details)
         try:
             extraction = Extraction([], [])  # a library model: none of the student's code is needed
@@ -201,7 +202,7 @@ class RubricRun:
         else:
             points = rubric_points(accuracy, c.points, c.floor, c.full)
             check.score = points
-            check.status = "passed" if points >= c.points else "partial" if points > 0 else "failed"
+            check.status = PASSED if points >= c.points else PARTIAL if points > 0 else FAILED
             subset = "" if n == self.vset.n_total else f" (the first {n} of its {self.vset.n_total} reviews)"
             check.message = (
                 f"validation accuracy {accuracy:.2%} ({correct}/{n} reviews of the seeded validation split{subset}), "
