@@ -4,7 +4,7 @@ An assignment opts in with a `[student]` table in its assignment.toml:
 
     [student]
     checks = true       # a setup cell near the top, and a `check("<part>")` cell after each part
-    install = ["torch", {module = "autograder", pip = "autograder @ git+https://example.org/course/autograder"}]
+    install = ["torch", {module = "autograder", pip = "torchgrade @ git+https://example.org/course/autograder"}]
 
 `install` prepends a first cell that pip-installs whatever of the list is missing (Colab, a fresh
 JupyterHub image) and does nothing where everything is installed.

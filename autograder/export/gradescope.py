@@ -142,7 +142,9 @@ def core_requirements() -> list[str]:
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     if pyproject.is_file():
         return list(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"])
-    return [r for r in importlib.metadata.requires("autograder") or [] if "extra ==" not in r]
+    from autograder import DISTRIBUTION
+
+    return [r for r in importlib.metadata.requires(DISTRIBUTION) or [] if "extra ==" not in r]
 
 
 def notebook_distributions(import_sources: list[str]) -> tuple[list[str], list[str]]:
