@@ -27,7 +27,7 @@ from autograder.notebook.markers import (
 )
 from autograder.files import write_atomic
 from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
-from autograder.testing import CheckSpec, hidden_test_files, load_test_file
+from autograder.testing import CheckSpec, hidden_test_files, load_test_file, test_cell_check
 
 class BuildError(ValueError):
     pass
@@ -84,18 +84,10 @@ def transform(nb, where: str) -> Transformed:
         _clean(student.cells[index])
         _clean(key.cells[index])
         if cell.get("cell_type") == "code" and is_test_cell(cell):
-            points = meta.get("points")
-            if not isinstance(points, (int, float)) or points < 0:
-                raise MarkerError(f"{loc}: test cell {grade_id!r} needs nbgrader 'points' >= 0")
-            depends_on = meta.get("depends_on", [])
-            if not isinstance(depends_on, list) or not all(isinstance(n, str) and n.isidentifier() for n in depends_on):
-                raise MarkerError(f"{loc}: nbgrader 'depends_on' must be a list of names the notebook defines")
-            checks.append(CheckSpec(
-                name=grade_id, points=float(points), part=str(meta.get("part", "")),
-                visibility=str(meta.get("visibility", "visible")),
-                source=solution_source(cell, regions, keep_hidden=True), public=True, depends_on=tuple(depends_on)))
-            if any(r.kind == HIDDEN for r in regions):
-                checks[-1].public = False
+            spec = test_cell_check(cell, index + 1, where)
+            spec.source = solution_source(cell, regions, keep_hidden=True)  # the judge runs the hidden part too
+            spec.public = not any(r.kind == HIDDEN for r in regions)
+            checks.append(spec)
     return Transformed(student, key, checks, secrets, public)
 
 

@@ -15,11 +15,11 @@ from autograder.config import Limits
 from autograder.judge import CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
-from autograder.notebook.markers import cell_source, is_test_cell, nbgrader_meta
+from autograder.notebook.markers import MarkerError, is_test_cell
 from autograder.release import names_read
 from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement
-from autograder.testing import CheckSpec
+from autograder.testing import CheckSpec, test_cell_check
 from autograder.status import PASSED
 
 
@@ -42,16 +42,8 @@ class CheckRun:
 
 def public_specs(nb) -> list[CheckSpec]:
     """The notebook's test cells as checks (their code is public: it is in the notebook)."""
-    specs = []
-    for cell in nb.cells:
-        if cell.get("cell_type") == "code" and is_test_cell(cell):
-            meta = nbgrader_meta(cell)
-            points = meta.get("points", 0)
-            specs.append(CheckSpec(str(meta.get("grade_id") or f"cell {len(specs) + 1}"),
-                                   float(points) if isinstance(points, (int, float)) else 0.0,
-                                   str(meta.get("part", "")), str(meta.get("visibility", "visible")),
-                                   None, cell_source(cell), public=True))
-    return specs
+    return [test_cell_check(cell, number, "the notebook") for number, cell in enumerate(nb.cells, start=1)
+            if cell.get("cell_type") == "code" and is_test_cell(cell)]
 
 
 def run_checks(path: Path, part: str | None = None, limits: Limits | None = None) -> CheckRun:
@@ -60,9 +52,13 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
         nb, notes = read_notebook(path)
     except NotebookError as exc:
         return CheckRun(str(path), [], [], str(exc))
-    specs = [s for s in public_specs(nb) if part is None or s.part == part]
+    try:
+        every = public_specs(nb)
+    except MarkerError as exc:  # a test cell's metadata edited by hand
+        return CheckRun(str(path), [], notes, str(exc))
+    specs = [s for s in every if part is None or s.part == part]
     if part is not None and not specs:
-        parts = sorted({s.part for s in public_specs(nb)})
+        parts = sorted({s.part for s in every})
         return CheckRun(str(path), [], notes, f"no public checks in part {part!r}; parts: {parts}")
     extraction = extract(nb, names_read([s.source for s in specs], []))
     notes += [f"cell {s.cell} was not run: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]

@@ -54,15 +54,12 @@ if _missing:
 
 def public_checks(nb) -> list[dict]:
     """The notebook's test cells as students see them (hidden sections already removed)."""
-    out = []
-    for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") == "code" and meta.get("grade") and not meta.get("solution"):
-            source = cell.get("source", "")
-            out.append({"name": str(meta.get("grade_id", "")), "part": str(meta.get("part", "")),
-                        "points": meta.get("points", 0), "source": "".join(source) if isinstance(source, list)
-                        else source})
-    return out
+    from autograder.notebook.markers import is_test_cell  # build side only: this module loads in student kernels
+    from autograder.testing import test_cell_check
+
+    specs = [test_cell_check(cell, number, "the student notebook") for number, cell in enumerate(nb.cells, start=1)
+             if cell.get("cell_type") == "code" and is_test_cell(cell)]
+    return [{"name": s.name, "part": s.part, "points": s.points, "source": s.source} for s in specs]
 
 
 def encode(checks: list[dict], title: str = "") -> str:

@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from autograder.notebook.markers import MarkerError, cell_source, nbgrader_meta
 from autograder.sandbox.client import MissingName, StudentError  # re-exported for test files
 from autograder.sandbox.remote import (  # re-exported for test files
     Remote, keep, remote_attr, remote_isinstance, remote_items, remote_type,
@@ -55,6 +56,25 @@ class CheckSpec:
     def describe(self) -> dict:
         return {"name": self.name, "points": self.points, "part": self.part, "visibility": self.visibility,
                 "public": self.public, "gpu": self.gpu, "depends_on": list(self.depends_on)}
+
+
+def test_cell_check(cell, number: int, where: str = "notebook") -> CheckSpec:
+    """The check a notebook test cell declares: the one reading of its metadata, for the build (source notebook),
+    `autograder check` and the student notebook's check() (student notebooks). nbgrader's grade_id and points,
+    this project's part, visibility and depends_on; the source is the cell's as it stands. Raises MarkerError
+    naming `where: cell <number>` when the metadata is not valid."""
+    meta, loc = nbgrader_meta(cell), f"{where}: cell {number}"
+    grade_id, points = meta.get("grade_id"), meta.get("points")
+    if not isinstance(grade_id, str) or not grade_id:
+        raise MarkerError(f"{loc}: test cell without an nbgrader grade_id")
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
+        raise MarkerError(f"{loc}: test cell {grade_id!r} needs nbgrader 'points' >= 0")
+    depends_on = meta.get("depends_on", [])
+    if not isinstance(depends_on, list) or not all(isinstance(n, str) and n.isidentifier() for n in depends_on):
+        raise MarkerError(f"{loc}: nbgrader 'depends_on' must be a list of names the notebook defines")
+    return CheckSpec(name=grade_id, points=float(points), part=str(meta.get("part", "")),
+                     visibility=str(meta.get("visibility", "visible")), source=cell_source(cell), public=True,
+                     depends_on=tuple(depends_on))
 
 
 def check(name: str, points: float, part: str = "", visibility: str = "visible", gpu: bool = False,
