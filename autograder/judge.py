@@ -7,9 +7,11 @@ comparison and every score is computed here, with the judge's own, unpatched lib
 from __future__ import annotations
 
 import builtins
+import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable
+from typing import AbstractSet, Callable
 
 import torch
 
@@ -18,6 +20,7 @@ from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
     MissingName, StudentError, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
 )
+from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import Remote
 from autograder.seeding import seed_torch
@@ -56,7 +59,7 @@ class CheckResult:
 class Program:
     """A notebook's definitions running in a worker, seen through a module-like proxy."""
 
-    def __init__(self, extraction: Extraction, spec: WorkerSpec, helpers: list[str] = (),
+    def __init__(self, extraction: Extraction, spec: WorkerSpec, helpers: Sequence[str] = (),
                  worker: WorkerProcess | None = None):
         self.extraction = extraction
         self.worker = worker or WorkerProcess(spec)  # `worker`: one prestarted for this spec's confinement
@@ -65,7 +68,7 @@ class Program:
         self._hints: dict[str, str] | None = None
         self.helpers = list(helpers)
         self.helper_callables = _defined_callables(self.helpers)
-        self._helpers_loaded_in = None
+        self._helpers_loaded_in: subprocess.Popen | Child | None = None  # the worker process they were loaded in
 
     def start(self):
         report = self.worker.ensure_started()
@@ -223,7 +226,7 @@ def _public_line(spec: CheckSpec, exc: BaseException) -> str:
 
     lines = spec.source.split("\n")
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename == f"<test cell {spec.name}>" and 0 < frame.lineno <= len(lines):
+        if frame.filename == f"<test cell {spec.name}>" and frame.lineno is not None and 0 < frame.lineno <= len(lines):
             return f"this assertion failed: {lines[frame.lineno - 1].strip()}"
     return "an assertion in this public check failed"
 
@@ -232,7 +235,7 @@ class Judge:
     """Runs checks for submissions against one reference program."""
 
     def __init__(self, checks: list[CheckSpec], reference: Program, limits: Limits, cell_globals: "JudgeImports",
-                 gpu_checks: set[str] = frozenset(), cuda: bool | None = None,
+                 gpu_checks: AbstractSet[str] = frozenset(), cuda: bool | None = None,
                  reference_as_submission: Callable[[], Program] | None = None):
         self.checks = checks
         self.reference = reference
@@ -259,6 +262,7 @@ class Judge:
 
     def reference_verdict(self, spec: CheckSpec) -> CheckResult:
         if spec.name not in self.reference_verdicts:
+            assert self.reference_as_submission is not None  # confirm(), the only caller, returns first without it
             program = self.reference_as_submission()
             self.reference_verdicts[spec.name] = self.run_check(spec, program, float("inf"))
         return self.reference_verdicts[spec.name]

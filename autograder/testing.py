@@ -151,6 +151,7 @@ def load_test_file(path: Path) -> tuple[list[CheckSpec], list[str]]:
     """Import a hidden test file (instructor code, in the judge) and list its checks in file order."""
     module_name = f"_ag_tests_{path.stem}_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None  # a .py file's location always has a loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     with _importable_helpers(path.parent):

@@ -144,7 +144,7 @@ def _keep(node: ast.stmt) -> bool:
 def _bound_names(node: ast.stmt) -> list[str]:
     """The global names a top-level statement binds (not the local names of the functions it defines)."""
     names: set[str] = set()
-    todo = [node]
+    todo: list[ast.AST] = [node]
     while todo:
         sub = todo.pop()
         if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -188,6 +188,7 @@ UNUSED = ("the grader runs definitions, imports, constants and the assignments t
 
 def _assigned_names(node: ast.stmt) -> list[str]:
     """Plain names a top-level assignment binds (`x = ...`, `x, y = ...`, `x += ...`, `x: T = ...`)."""
+    assert isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))  # extract() passes only these
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     names = []
     for target in targets:
@@ -200,7 +201,7 @@ def _mutated_name(node: ast.stmt) -> str | None:
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if len(targets) == 1 and isinstance(targets[0], (ast.Subscript, ast.Attribute)):
-            base = targets[0]
+            base: ast.expr = targets[0]
             while isinstance(base, (ast.Subscript, ast.Attribute)):
                 base = base.value
             if isinstance(base, ast.Name):

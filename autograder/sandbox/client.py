@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from typing import BinaryIO, Callable
 
 from autograder.sandbox.environment import python_command, worker_environment
 from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
@@ -126,6 +127,7 @@ class _Replies:
             self.blob[:take] = self.buf[16 + n_head:16 + n_head + take]
             self.got = take
             del self.buf[:16 + n_head + take]
+        assert self.blob is not None  # set with self.head, above or by an earlier call
         if self.got < len(self.blob):
             return None
         head, blob, self.head, self.blob = self.head, self.blob, None, None
@@ -184,14 +186,14 @@ class WorkerProcess:
         self.excluded: dict[int, str] = {}
         self.report: LoadReport | None = None
         self._replies: _Replies | None = None
-        self._stdin = None
-        self._log = None
+        self._stdin: BinaryIO | None = None
+        self._log: BinaryIO | None = None
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._stopped_because = ""
         self._isolated = False  # the worker runs in its own PID namespace: killing it ends all it started
         # Answers the calls of the worker's stand-ins (kind, payload) -> value; None: it may make none
-        self.callbacks = None
-        self.explain_name = None  # name -> why the notebook's binding of it is not there (or None)
+        self.callbacks: Callable[[str, dict], object] | None = None
+        self.explain_name: Callable[[str], str | None] | None = None  # name -> why the notebook's binding of it is not there (or None)
         # The worker is in the state a check starts from (its last request was an end_check: reset and seeded),
         # so the next check needs no seed request of its own
         self.ready_for_check = False
@@ -277,7 +279,8 @@ class WorkerProcess:
             self.proc = None
         for res in (self._stdin, self._log, self._replies):
             try:
-                res and res.close()
+                if res:
+                    res.close()
             except OSError:
                 pass
         self._stdin = self._log = self._replies = None
@@ -340,6 +343,7 @@ class WorkerProcess:
     def ensure_started(self) -> LoadReport:
         """Start and load, excluding any statement that hung or killed the process on a previous try."""
         if self.proc is not None and self.proc.poll() is None and not self._prestarted:
+            assert self.report is not None  # set by the load that started this process
             return self.report
         for _ in range(self.spec.max_restarts + 1):
             status = self._prestarted_status()
@@ -347,6 +351,7 @@ class WorkerProcess:
                 self.kill()
                 status = self._spawn()
             units = [u if i not in self.excluded else {**u, "source": "pass"} for i, u in enumerate(self.spec.units)]
+            assert self._stdin is not None  # set with the process it writes to (_begin_spawn)
             write_message(self._stdin, {"op": "load", "units": units})
             deadline = time.monotonic() + self.spec.import_seconds
             current = -1
@@ -433,6 +438,7 @@ class WorkerProcess:
             raise WorkerDied(f"{what} returned data the grader cannot read: {exc}") from None
 
     def _send(self, header: dict, tensors: dict, doing: str) -> None:
+        assert self._stdin is not None  # set with the process it writes to (_begin_spawn); started before any send
         try:
             write_message(self._stdin, header, tensors)
         except (BrokenPipeError, OSError):

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import threading
 import time
+from typing import Protocol
 
 from autograder.sandbox.environment import (
     fork_server_enabled, imports_without_collector, python_command, worker_environment,
@@ -50,6 +51,16 @@ class Child:
         self.done.set()
 
 
+class ServerProcess(Protocol):
+    """The fork server's process as ForkServer uses it: a subprocess.Popen, or a _Forked (fork_zygote)."""
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int | None: ...
+
+
 def start_fork_server(for_pid: int | None = None) -> tuple[socket.socket, subprocess.Popen]:
     """Start a fork server; returns the socket its client talks to it on, and the process. The server
     ends when the process that called this ends (`for_pid`: that process's pid, checked at start)."""
@@ -70,9 +81,9 @@ class ForkServer:
     _lock = threading.Lock()
     _instance: "ForkServer | None" = None
     _failed_at = 0.0
-    _early: tuple[socket.socket, subprocess.Popen] | None = None  # see start_early
+    _early: tuple[socket.socket, ServerProcess] | None = None  # see start_early
 
-    def __init__(self, sock: socket.socket | None = None, proc: subprocess.Popen | None = None):
+    def __init__(self, sock: socket.socket | None = None, proc: ServerProcess | None = None):
         self.proc = proc
         if sock is None:
             sock, self.proc = start_fork_server()

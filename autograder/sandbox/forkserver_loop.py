@@ -41,8 +41,9 @@ def serve(sock_fd: int, judge_pid: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     send_frame(sock, {"ready": os.getpid()})
+    watched: list[socket.socket | int] = [sock, wake_r]
     while True:
-        readable, _, _ = select.select([sock, wake_r], [], [], 0 if channel.buffered() else 1.0)
+        readable, _, _ = select.select(watched, [], [], 0 if channel.buffered() else 1.0)
         if wake_r in readable:
             try:
                 os.read(wake_r, 4096)

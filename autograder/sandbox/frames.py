@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Sequence
 
 FRAME = struct.Struct("<Q")
 
 
-def send_frame(sock: socket.socket, data: dict, fds: list[int] = ()) -> None:
+def send_frame(sock: socket.socket, data: dict, fds: Sequence[int] = ()) -> None:
     payload = json.dumps(data).encode()
     blob = FRAME.pack(len(payload)) + payload
     if fds:

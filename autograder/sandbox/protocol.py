@@ -19,7 +19,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import torch
 MAX_HEADER_BYTES = 64 * 1024 * 1024
@@ -155,7 +155,7 @@ class Encoder:
         # Plain torch.Tensor only: a subclass could override anything the judge later calls.
         t = torch.Tensor._make_subclass(torch.Tensor, t.cpu())
         self.tensors[key] = t.clone(memory_format=torch.contiguous_format) if self.snapshot else t.contiguous()
-        tag = {"__tensor__": key}
+        tag: dict[str, str | bool] = {"__tensor__": key}
         if t.requires_grad:
             tag["requires_grad"] = True
         if numpy:
@@ -227,7 +227,7 @@ class Decoder:
         if "__device__" in data:
             return torch.device(str(data["__device__"]))
         if "__config__" in data:
-            value = ConfigValue(str(data["__config__"]), data.get("settings"))
+            value = ConfigValue(str(data["__config__"]), data.get("settings"))  # type: ignore[arg-type]  # the peer's data, not yet checked: valid() below refuses what is not a dict
             if not value.valid():
                 raise ProtocolError("malformed configuration in message")
             return value.build() if self.build_configs else value
@@ -265,9 +265,10 @@ def _pack_tensors(tensors: dict[str, torch.Tensor]) -> list:
         nbytes = t.numel() * t.element_size()
         offset += -offset % _ALIGN
         table[str(name)] = [dtype, list(t.shape), offset, nbytes]
-        datas.append((offset, memoryview(t.reshape(-1).view(torch.uint8).numpy()) if nbytes else b""))
+        datas.append((offset, t.reshape(-1).view(torch.uint8).numpy().data if nbytes else b""))
         offset += nbytes
     head = json.dumps(table).encode()
+    parts: list[bytes | memoryview]
     parts, end = [_LEN.pack(len(head)), head, bytes(_data_start(len(head)) - 8 - len(head))], 0
     for at, data in datas:
         parts += [bytes(at - end), data] if at > end else [data]
@@ -329,7 +330,16 @@ def _table_entry(entry, size: int) -> tuple[torch.dtype, list[int], int, int]:
     return dtype, shape, offset, nbytes
 
 
-def _read_exact(stream: BinaryIO, n: int) -> bytes:
+class Readable(Protocol):
+    """What a message is read from: a binary stream that can also read into a buffer (a pipe opened with
+    os.fdopen(fd, "rb"), io.BytesIO)."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+
+def _read_exact(stream: Readable, n: int) -> bytes:
     chunks, left = [], n
     while left:
         chunk = stream.read(left)
@@ -340,7 +350,7 @@ def _read_exact(stream: BinaryIO, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_blob(stream: BinaryIO, n: int) -> bytearray:
+def _read_blob(stream: Readable, n: int) -> bytearray:
     blob = bytearray(n)
     view, got = memoryview(blob), 0
     with view:
@@ -362,7 +372,7 @@ def _header(data) -> dict:
     return header
 
 
-def read_message(stream: BinaryIO) -> tuple[dict, dict[str, torch.Tensor]]:
+def read_message(stream: Readable) -> tuple[dict, dict[str, torch.Tensor]]:
     (n_head,) = _LEN.unpack(_read_exact(stream, 8))
     if n_head > MAX_HEADER_BYTES:
         raise ProtocolError(f"message header of {n_head} bytes is over the limit")

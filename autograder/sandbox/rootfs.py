@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
 from autograder.sandbox import linux
 
@@ -86,7 +87,7 @@ def cache_paths() -> list[str]:
     return [os.environ[v] for v in CACHE_VARIABLES if os.environ.get(v)]
 
 
-def visible_paths(expose: list[str] = ()) -> list[str]:
+def visible_paths(expose: Sequence[str] = ()) -> list[str]:
     """Every path bound read-only into the worker's root (the special ones, /dev, /etc, /tmp, /proc and
     /sys, come on top). Outer paths first; paths inside another one are left out."""
     wanted = [*SYSTEM_PATHS, *python_paths(), *library_dirs(), *cache_paths(), *expose]
@@ -224,7 +225,7 @@ def _make_read_only(points: list[str]) -> None:
                 raise
 
 
-def build(owner: int, scratch_bytes: int, shm_bytes: int, expose: list[str] = (), inputs: dict[str, str] | None = None,
+def build(owner: int, scratch_bytes: int, shm_bytes: int, expose: Sequence[str] = (), inputs: dict[str, str] | None = None,
           cuda: bool = False) -> int:
     """Replace this mount namespace's root by the allowlist root described above; returns how many paths
     were bound from the machine. `owner`: the uid that will own /tmp/work and /dev/shm."""

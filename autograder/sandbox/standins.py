@@ -20,12 +20,12 @@ The other side, in the reference's worker, is `Answers`: forward, backward and d
 from __future__ import annotations
 
 import types
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
 
-AskJudge = Callable[[str, dict], object]  # (kind, payload) -> the judge's answer
+AskJudge = Callable[[str, dict], Any]  # (kind, payload) -> the judge's answer (decoded data, shaped by kind)
 
 
 # -- tensors inside nested arguments --------------------------------------------------------------------
@@ -33,7 +33,11 @@ AskJudge = Callable[[str, dict], object]  # (kind, payload) -> the judge's answe
 def tensors_in(obj) -> list[torch.Tensor]:
     """The tensors of a nested value (tuples, lists, dicts), in a fixed traversal order."""
     out: list[torch.Tensor] = []
-    _map(obj, lambda t: out.append(t) or t)
+
+    def keep(t):
+        out.append(t)
+        return t
+    _map(obj, keep)
     return out
 
 
@@ -148,6 +152,7 @@ class StandInModule(nn.Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
         ask = type(self)._ag_ask
+        assert ask is not None  # set on every subclass (class_standin); the base is never built
         built = ask("construct", {"name": type(self)._ag_name, "args": list(args), "kwargs": dict(kwargs)})
         object.__setattr__(self, "_ag_token", built["token"])
         for name, value in built["attributes"].items():
@@ -162,7 +167,8 @@ class StandInModule(nn.Module):
 
     def _owner(self, dotted: str) -> tuple[nn.Module, str]:
         """The (plain) submodule holding `dotted`'s last name, created on the way."""
-        module, *path = [self] + dotted.split(".")
+        module: nn.Module = self
+        path = dotted.split(".")
         for name in path[:-1]:
             child = module._modules.get(name)
             if child is None:
@@ -172,9 +178,11 @@ class StandInModule(nn.Module):
         return module, path[-1]
 
     def forward(self, *args, **kwargs):
-        tensors = dict(self.named_parameters())
+        tensors: dict[str, torch.Tensor] = dict(self.named_parameters())
         tensors.update(self.named_buffers())
-        return call_remote(type(self)._ag_ask, self._ag_token, args, kwargs, tensors, self.training)
+        ask = type(self)._ag_ask
+        assert ask is not None  # set on every subclass (class_standin); the base is never built
+        return call_remote(ask, self._ag_token, args, kwargs, tensors, self.training)
 
 
 def class_standin(ask: AskJudge, name: str, original) -> type:
@@ -193,7 +201,7 @@ def substitute(module: types.ModuleType, names: list[str], ask: AskJudge) -> dic
         if isinstance(original, type):
             if not issubclass(original, nn.Module):
                 continue  # only modules can be stood in for: their state lives here, their computation there
-            standin = class_standin(ask, name, original)
+            standin: Callable = class_standin(ask, name, original)
         else:
             standin = function_standin(ask, name, original)
         for key, value in list(module.__dict__.items()):

@@ -64,7 +64,7 @@ class Worker:
         self.module = types.ModuleType(MODULE_NAME)
         sys.modules[MODULE_NAME] = self.module
         self.helpers = types.ModuleType("helpers")
-        self.helpers.submission = self.module
+        self.helpers.submission = self.module  # type: ignore[attr-defined]  # a module's attributes are its globals: the helper code's `submission`
         self.objects: dict[int, object] = {0: self.module, 1: self.helpers}
         self.next_id = 2
         self.stub_hit = False
