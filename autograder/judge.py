@@ -24,6 +24,7 @@ from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import Remote
 from autograder.seeding import seed_torch
+from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED
 from autograder.testing import CheckSpec, Fail
 
 PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
@@ -255,7 +256,7 @@ class Judge:
         budget_end = time.monotonic() + self.limits.submission_seconds
         for spec in self.checks:
             result = self.run_check(spec, submission, budget_end)
-            if confirm and result.status in ("failed", "partial"):
+            if confirm and result.status in (FAILED, PARTIAL):
                 self.confirm(spec, result)
             results.append(result)
         return results
@@ -274,18 +275,18 @@ class Judge:
         if self.reference_as_submission is None:
             return
         verdict = self.reference_verdict(spec)
-        if verdict.status in ("passed", "pending"):
+        if verdict.status in (PASSED, PENDING):
             return
         first = (verdict.message.strip().splitlines() or ["no message"])[0]
         result.grader_problem = (f"the reference solution gets {verdict.score:g}/{verdict.max_score:g} on this check "
                                  f"here: {first}")
-        result.status, result.score = "ungraded", 0.0
+        result.status, result.score = UNGRADED, 0.0
         result.message = UNGRADED_MESSAGE.format(why=result.grader_problem)
 
     def run_check(self, spec: CheckSpec, submission: Program, budget_end: float) -> CheckResult:
-        result = CheckResult(spec.name, spec.part, spec.points, 0.0, "failed", "", spec.visibility)
+        result = CheckResult(spec.name, spec.part, spec.points, 0.0, FAILED, "", spec.visibility)
         if (spec.gpu or spec.name in self.gpu_checks) and not self.cuda:
-            result.status, result.message = "pending", PENDING_GPU
+            result.status, result.message = PENDING, PENDING_GPU
             return result
         if time.monotonic() >= budget_end:
             result.message = (f"not run: the submission used up its {self.limits.submission_seconds:.0f} s "
@@ -301,12 +302,12 @@ class Judge:
                 if again[0] >= fraction:
                     fraction, message, stub = again
         except Pending as exc:
-            result.status, result.message = "pending", str(exc) or PENDING_GPU
+            result.status, result.message = PENDING, str(exc) or PENDING_GPU
             return result
         finally:
             result.seconds = round(time.monotonic() - start, 3)
         result.score = round(fraction * spec.points, 6)
-        result.status = "passed" if fraction >= 1 else "partial" if fraction > 0 else "failed"
+        result.status = PASSED if fraction >= 1 else PARTIAL if fraction > 0 else FAILED
         result.message = message
         result.stub_hit = stub
         return result
