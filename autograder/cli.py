@@ -18,10 +18,11 @@ def _user_errors() -> tuple:
     from autograder.build import BuildError
     from autograder.config import ConfigError
     from autograder.grading import ConfinementUnavailable
+    from autograder.grading.outdir import OutDirBusy
     from autograder.notebook.markers import MarkerError
     from autograder.release import ReleaseError
 
-    return (BuildError, ConfigError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable)
+    return (BuildError, ConfigError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy)
 
 
 def parser() -> argparse.ArgumentParser:

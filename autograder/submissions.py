@@ -41,8 +41,16 @@ class Inputs:
     problems: list[str] = field(default_factory=list)  # arguments that held nothing to grade
 
 
+# What a grading run writes at the top of --out besides one folder per submission: a submission never gets
+# one of these names as its id (a notebook named grades.csv.ipynb is graded as "grades.csv_submission").
+RUN_FILES = frozenset({"grades.csv", "summary.md", "summary.csv", "class-report.html", "histogram.svg",
+                       "pass-rates.svg", "index.html"})
+
+
 def safe_id(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._@+-]+", "_", text).strip("._") or "submission"
+    """A folder name from `text`: letters, digits and ._@+- only, never one of the run's own files."""
+    base = re.sub(r"[^A-Za-z0-9._@+-]+", "_", text).strip("._") or "submission"
+    return f"{base}_submission" if base.lower() in RUN_FILES else base
 
 
 def unique_ids(ids: list[str]) -> list[str]:

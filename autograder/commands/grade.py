@@ -31,10 +31,17 @@ class GradeCommand(Command):
         return args.assignment if args.jobs <= 1 else None
 
     def run(self, args) -> int:
-        from autograder.grading import GradeOptions, grade, resolve_release
-        from autograder.submissions import discover
+        from autograder.grading import resolve_release
+        from autograder.grading.outdir import claim
 
         release = resolve_release(args.assignment)
+        with claim(Path(args.out)):  # before .inputs/ is unpacked: a second command on DIR stops here
+            return self._grade(args, release)
+
+    def _grade(self, args, release) -> int:
+        from autograder.grading import GradeOptions, grade
+        from autograder.submissions import discover
+
         missing = [p for p in args.submissions if not Path(p).exists()]
         if missing:
             print(f"warning: not found, graded as missing: {', '.join(missing)}", file=sys.stderr)

@@ -28,6 +28,10 @@ from autograder.sandbox.protocol import Handle
 from autograder.status import FAILED
 from autograder.sandbox.remote import Remote
 
+# What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):
+# a message of a check, and the notes of a submission.
+MAX_MESSAGE_CHARS = 8000
+MAX_NOTES, MAX_NOTE_CHARS = 50, 1000
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,16}\b")
 _SCRATCH = re.compile(r"/tmp/ag-worker-[A-Za-z0-9_]+")
 
@@ -58,6 +62,13 @@ def imported_modules(units) -> list[str]:
                 names.append(node.module)
                 names += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
     return list(dict.fromkeys(names))
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with a note saying so."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... ({len(text) - limit} more characters not shown)"
 
 
 def scrub(text: str) -> str:
@@ -238,8 +249,12 @@ class Grader:
         finally:
             program.close()
         for c in checks:
-            c.message, c.grader_problem = scrub(c.message), scrub(c.grader_problem)
-        return SubmissionResult(sub_id, str(path), checks, [scrub(n) for n in notes], "", time.monotonic() - start,
+            c.message = bounded(scrub(c.message), MAX_MESSAGE_CHARS)
+            c.grader_problem = bounded(scrub(c.grader_problem), MAX_MESSAGE_CHARS)
+        if len(notes) > MAX_NOTES:
+            notes = notes[:MAX_NOTES] + [f"... and {len(notes) - MAX_NOTES} more notes"]
+        notes = [bounded(scrub(n), MAX_NOTE_CHARS) for n in notes]
+        return SubmissionResult(sub_id, str(path), checks, notes, "", time.monotonic() - start,
                                 confinement=report.status if report else "")
 
     def _ungraded(self, path: Path, sub_id: str, why: str, start: float) -> SubmissionResult:

@@ -20,6 +20,7 @@ from autograder.files import write_atomic
 from autograder.grading.resume import MARKER, fingerprint, previous, release_fingerprint
 from autograder.grading.grader import Grader, imported_modules, recorded_modules
 from autograder.grading.options import GradeOptions
+from autograder.grading.outdir import claim, results_in
 from autograder.grading.pool import Pool
 from autograder.grading.preflight import preflight
 from autograder.grading.progress import Progress
@@ -76,6 +77,8 @@ class Run:
         release_id = release_fingerprint(release)
         self.prints = [fingerprint(path, release_id) for path in paths]
         self.results: list[SubmissionResult | None] = [None] * len(paths)
+        # results of earlier commands in the same folder: the tables list them too
+        self.earlier = {k: v for k, v in results_in(self.out).items() if k not in set(ids)}
         self.todo = []
         for i, (path, sub_id) in enumerate(zip(paths, ids)):
             earlier = None if options.regrade else previous(self.out, sub_id, self.prints[i])
@@ -94,11 +97,17 @@ class Run:
         write_submission(self.out, result, self.release.config.title)
         write_atomic(self.out / result.submission / MARKER, json.dumps(self.prints[i], indent=1, sort_keys=True))
         self.results[i] = result
-        write_grades(self.out, self.done(), self.names)
+        write_grades(self.out, self.in_folder(), self.names)
         self.progress.update(result)
 
     def done(self) -> list[SubmissionResult]:
+        """This command's results, in the order given."""
         return [r for r in self.results if r is not None]
+
+    def in_folder(self) -> list[SubmissionResult]:
+        """Every result the folder holds: earlier commands' and this one's, by id."""
+        merged = {**self.earlier, **{r.submission: r for r in self.done()}}
+        return [merged[k] for k in sorted(merged)] if self.earlier else self.done()
 
     def grade_todo(self) -> None:
         """Grade what is left: in this process (one job) or in a pool of grading processes."""
@@ -124,7 +133,7 @@ class Run:
         """summary.md and summary.csv, and a few lines on stderr (unless quiet)."""
         final = self.done()
         extra = [f"Isolation: {self.status}."] if self.status else []
-        write_summary(self.out, final, self.release.config.title, extra)
+        write_summary(self.out, self.in_folder(), self.release.config.title, extra)
         if not self.options.quiet:
             print("\n".join(self._closing_lines(final)), file=sys.stderr, flush=True)
 
@@ -143,7 +152,11 @@ class Run:
 def grade(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
     """Grade `submissions` (paths, or `Submission`s from autograder.submissions) into options.out_dir.
     Returns one result per submission, in the order given."""
-    options.out_dir.mkdir(parents=True, exist_ok=True)
+    with claim(options.out_dir):
+        return _grade(release, submissions, options)
+
+
+def _grade(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
     paths = [Path(s.path) if isinstance(s, Submission) else Path(s) for s in submissions]
     ids, notes = _ids_and_notes(submissions, paths, options)
     run = Run(release, options, paths, ids, notes)
@@ -161,7 +174,7 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
         torch.set_num_threads(threads)
         run.progress.finish()
     final = run.done()
-    write_grades(options.out_dir, final, run.names)
+    write_grades(options.out_dir, run.in_folder(), run.names)
     report_grader_problems(final)
     if options.summary:
         run.summarize()

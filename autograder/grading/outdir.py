@@ -1,0 +1,72 @@
+"""The --out folder of a grading run: one command at a time, and everything it holds.
+
+- `claim(out_dir)`: an exclusive lock on DIR/.grading.lock for as long as the command grades into DIR. A second
+  command on the same folder (an impatient re-run, two terminals, two CI jobs) stops at once with a message
+  saying which process holds it, before it unpacks or writes anything: it never deletes inputs another run
+  reads, nor writes results beside it. The lock is the kernel's (flock): it goes with the process that held it,
+  however that process ended. Re-entrant within one process (the command claims DIR, then grade() does).
+- `results_in(out_dir)`: every result DIR holds (DIR/<id>/grading.json), whichever command graded it: the
+  tables of a run (grades.csv, summary.md) list them all, not only the last command's.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from autograder.reports.results import SubmissionResult
+
+LOCK = ".grading.lock"
+_held: dict[str, int] = {}  # resolved folder -> how many claims this process holds on it
+
+
+class OutDirBusy(RuntimeError):
+    """Another command is grading into the same --out folder."""
+
+
+@contextlib.contextmanager
+def claim(out_dir: Path) -> Iterator[None]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key = str(out_dir.resolve())
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    fd = os.open(out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _lock(fd, out_dir)
+        _held[key] = 1
+        try:
+            yield
+        finally:
+            del _held[key]
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _lock(fd: int, out_dir: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+        raise OutDirBusy(f"{out_dir} is being graded into by another autograder command (pid {holder}); wait for "
+                         f"it to end, or give this one another --out") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+
+
+def results_in(out_dir: Path) -> dict[str, SubmissionResult]:
+    """id -> result, for every DIR/<id>/grading.json that can be read."""
+    found = {}
+    for path in sorted(out_dir.glob("*/grading.json")):
+        try:
+            found[path.parent.name] = SubmissionResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
