@@ -260,6 +260,7 @@ def main(config_json: str) -> None:
     """A worker's life: confine itself as `config_json` says, say it is ready, then answer requests until its
     input ends. Entered from the fork server (forkserver_loop._become_worker) or as
     `python -m autograder.entrypoints worker CONFIG` (AUTOGRADER_FORK_SERVER=0)."""
+    sys.argv = ["autograder.sandbox.worker", config_json]  # student code sees its worker's own settings, nothing else
     config = json.loads(config_json)
     fd_in, fd_out = config["fd_in"], config["fd_out"]
     torch.set_num_threads(config.get("threads", 1))
