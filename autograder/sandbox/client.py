@@ -24,7 +24,8 @@ from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.processes import MemoryMonitor, kill_tree
 from autograder.sandbox.protocol import (
-    MAX_BLOB_BYTES, MAX_HEADER_BYTES, Decoder, Encoder, Handle, ProtocolError, decode_message, write_message,
+    MAX_BLOB_BYTES, MAX_HEADER_BYTES, Decoder, Encoder, Handle, ProtocolError, decode_message, pack_sources,
+    write_message,
 )
 from autograder.sandbox.remote import Remote
 
@@ -350,12 +351,12 @@ class WorkerProcess:
             if status is None:
                 self.kill()
                 status = self._spawn()
-            units = [u if i not in self.excluded else {**u, "source": "pass"} for i, u in enumerate(self.spec.units)]
-            assert self._stdin is not None  # set with the process it writes to (_begin_spawn)
-            write_message(self._stdin, {"op": "load", "units": units})
+            units, sources = pack_sources([u if i not in self.excluded else {**u, "source": "pass"}
+                                           for i, u in enumerate(self.spec.units)])
             deadline = time.monotonic() + self.spec.import_seconds
             current = -1
             try:
+                self._send({"op": "load", "units": units}, sources, "receiving its definitions")
                 while True:
                     header, _ = self._next(deadline, "loading definitions")
                     if "progress" in header:  # each statement gets the whole time limit

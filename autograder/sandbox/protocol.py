@@ -276,6 +276,32 @@ def _pack_tensors(tensors: dict[str, torch.Tensor]) -> list:
     return parts
 
 
+def pack_sources(units: list[dict]) -> tuple[list[dict], dict[str, torch.Tensor]]:
+    """A load request's units with their sources moved into one tensor of UTF-8 bytes ("source_at": [start,
+    length] in it): a notebook may hold statements of tens of megabytes (weights pasted as a string), more than
+    a message header may hold, and as bytes they cross the pipe without JSON's escapes. unpack_sources undoes it."""
+    data, out = bytearray(), []
+    for unit in units:
+        raw = str(unit["source"]).encode("utf-8", "surrogatepass")  # a notebook's JSON may hold lone surrogates
+        out.append({**{k: v for k, v in unit.items() if k != "source"}, "source_at": [len(data), len(raw)]})
+        data += raw
+    return out, ({"sources": torch.frombuffer(data, dtype=torch.uint8)} if data else {})
+
+
+def unpack_sources(units: list, tensors: dict[str, torch.Tensor]) -> list[dict]:
+    """The units of a load request (pack_sources), each with its "source" again."""
+    sources = tensors.get("sources")
+    raw = sources.numpy().tobytes() if sources is not None else b""
+    out = []
+    for unit in units:
+        unit = dict(unit)
+        if "source_at" in unit:
+            start, length = unit.pop("source_at")
+            unit["source"] = raw[start:start + length].decode("utf-8", "surrogatepass")
+        out.append(unit)
+    return out
+
+
 def write_message(stream: BinaryIO, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
     head = json.dumps(header, allow_nan=False).encode()
     blob = _pack_tensors(tensors) if tensors else []  # everything is ready before the first byte is written

@@ -20,7 +20,7 @@ import torch
 from autograder.sandbox import standins
 from autograder.seeding import seed_torch
 from autograder.sandbox.isolation import Confinement, confine
-from autograder.sandbox.protocol import Decoder, Encoder, Handle, read_message, write_message
+from autograder.sandbox.protocol import Decoder, Encoder, Handle, read_message, unpack_sources, write_message
 
 MODULE_NAME = "submission"
 MAX_MESSAGE_CHARS = 2000
@@ -103,7 +103,7 @@ class Worker:
     def handle(self, header: dict, tensors: dict) -> None:
         op = header.get("op")
         if op == "load":
-            return self.load(header["units"])
+            return self.load(unpack_sources(header["units"], tensors))
         try:
             # in the try: a handle's path is looked up here, and what it raises is the reply
             args = Decoder(tensors, self._resolve, build_configs=True).decode(header.get("args", []))
