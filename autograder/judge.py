@@ -18,7 +18,7 @@ import torch
 from autograder.config import Limits
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
-    MissingName, StudentError, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
+    MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
 )
 from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
@@ -33,6 +33,9 @@ PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
 
 UNGRADED_MESSAGE = ("not graded: the grader cannot run this check correctly here ({why}). This is a problem of the "
             "grading setup, not of your notebook: your instructor has been told and will grade it again.")
+
+
+FAULT_ROUNDS = 2  # a check whose worker met a system fault is run once more, on a fresh worker, then not graded
 
 
 class Pending(Exception):
@@ -248,14 +251,16 @@ class Judge:
         # gives a correct notebook in this environment. Asked only when a student loses points (cached).
         self.reference_as_submission = reference_as_submission
         self.reference_verdicts: dict[str, CheckResult] = {}
+        self.excused_seconds = 0.0  # time spent on checks run again after a system fault: not the submission's
 
     def grade(self, submission: Program, confirm: bool = True) -> list[CheckResult]:
         """Every check on `submission`. With `confirm`, a check it does not pass counts only if the reference
         passes it in this environment; otherwise it is `ungraded` (see confirm)."""
         results = []
         budget_end = time.monotonic() + self.limits.submission_seconds
+        self.excused_seconds = 0.0
         for spec in self.checks:
-            result = self.run_check(spec, submission, budget_end)
+            result = self.run_check(spec, submission, budget_end + self.excused_seconds)
             if confirm and result.status in (FAILED, PARTIAL):
                 self.confirm(spec, result)
             results.append(result)
@@ -284,6 +289,30 @@ class Judge:
         result.message = UNGRADED_MESSAGE.format(why=result.grader_problem)
 
     def run_check(self, spec: CheckSpec, submission: Program, budget_end: float) -> CheckResult:
+        """One check. A system fault of a worker during it (SystemFault: killed from outside, its fork server
+        gone, not started) is never the submission's: the check runs again on a fresh worker, and if the fault
+        comes again it is not graded (neither failed nor 0)."""
+        faults: list[SystemFault] = []
+        for _ in range(FAULT_ROUNDS):
+            seen = len(submission.worker.faults), len(self.reference.worker.faults)
+            start = time.monotonic()
+            result = self.run_check_once(spec, submission, budget_end)
+            faults = submission.worker.faults[seen[0]:] + self.reference.worker.faults[seen[1]:]
+            if not faults:
+                return result
+            spent = time.monotonic() - start
+            self.excused_seconds += spent
+            budget_end += spent
+            submission.worker.kill()
+        if not all(f.certain for f in faults):
+            return result  # a worker that may have killed itself, twice: counted as before
+        why = f"{faults[-1].summary}, twice"
+        result.status, result.score, result.stub_hit = UNGRADED, 0.0, False
+        result.grader_problem = why
+        result.message = UNGRADED_MESSAGE.format(why=why)
+        return result
+
+    def run_check_once(self, spec: CheckSpec, submission: Program, budget_end: float) -> CheckResult:
         result = CheckResult(spec.name, spec.part, spec.points, 0.0, FAILED, "", spec.visibility)
         if (spec.gpu or spec.name in self.gpu_checks) and not self.cuda:
             result.status, result.message = PENDING, PENDING_GPU

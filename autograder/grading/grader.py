@@ -16,7 +16,7 @@ import torch
 
 from autograder.grading.options import GradeOptions, confinement_for
 from autograder.grading.replay import ReplayingWorker
-from autograder.judge import CheckResult, Judge, Program, judge_imports
+from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import extract
 from autograder.notebook.load import NotebookError, read_notebook
 from autograder.recording import Recording, fingerprint
@@ -25,13 +25,14 @@ from autograder.reports.results import SubmissionResult
 from autograder.sandbox.client import StudentError, WorkerError, WorkerProcess, WorkerSpec
 from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.protocol import Handle
-from autograder.status import FAILED
+from autograder.status import FAILED, UNGRADED
 from autograder.sandbox.remote import Remote
 
 # What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):
 # a message of a check, and the notes of a submission.
 MAX_MESSAGE_CHARS = 8000
 MAX_NOTES, MAX_NOTE_CHARS = 50, 1000
+INTERNAL_ERROR = "internal grader error"
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,16}\b")
 _SCRATCH = re.compile(r"/tmp/ag-worker-[A-Za-z0-9_]+")
 
@@ -41,6 +42,14 @@ def error_result(release: Release, path: Path, sub_id: str, why: str, seconds: f
     checks = [CheckResult(c.name, c.part, c.points, 0.0, FAILED, f"not graded: {why}", c.visibility)
               for c in release.checks]
     return SubmissionResult(sub_id, str(path), checks, [], why, seconds)
+
+
+def ungraded_result(release: Release, path: Path, sub_id: str, why: str, seconds: float = 0.0) -> SubmissionResult:
+    """The row of a submission the grader could not grade for a cause of its own (its grading process died, an
+    internal error): every check NOT GRADED, never 0, `why` as the grader's problem."""
+    checks = [CheckResult(c.name, c.part, c.points, 0.0, UNGRADED, UNGRADED_MESSAGE.format(why=why), c.visibility,
+                          grader_problem=why) for c in release.checks]
+    return SubmissionResult(sub_id, str(path), checks, [], f"not graded: {why}", seconds)
 
 
 def imported_modules(units) -> list[str]:
@@ -81,7 +90,7 @@ class _SeededJudge(Judge):
     """Also seeds Python's and NumPy's generators in the judge before each check (torch's is seeded
     by Judge itself), so a check that draws its inputs from them draws the same ones every time."""
 
-    def run_check(self, spec, submission, budget_end):
+    def run_check_once(self, spec, submission, budget_end):
         random.seed(0)
         try:
             import numpy
@@ -89,7 +98,7 @@ class _SeededJudge(Judge):
             numpy.random.seed(0)
         except ImportError:
             pass
-        return super().run_check(spec, submission, budget_end)
+        return super().run_check_once(spec, submission, budget_end)
 
 
 def recorded_modules(release: Release) -> list[str]:
@@ -209,7 +218,12 @@ class Grader:
         self.warm_up()
         start = time.monotonic()
         try:
-            return self._grade_one(path, sub_id, start)
+            result = self._grade_one(path, sub_id, start)
+            if result.error.startswith(INTERNAL_ERROR):  # a grader bug, or a state it cannot handle: once more
+                result = self._grade_one(path, sub_id, start)
+            if result.error.startswith(INTERNAL_ERROR):
+                result = ungraded_result(self.release, path, sub_id, result.error, time.monotonic() - start)
+            return result
         finally:
             if more and self._next_worker is None:
                 self._next_worker = WorkerProcess(self._worker_spec([]))
@@ -245,7 +259,7 @@ class Grader:
                     if unit.kind not in ("constant", "assignment"):  # a check that needs it says so itself
                         notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
         except Exception as exc:  # noqa: BLE001 - a grader bug must still leave a result row
-            return self._ungraded(path, sub_id, f"internal grader error: {type(exc).__name__}: {exc}", start)
+            return self._ungraded(path, sub_id, f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}", start)
         finally:
             program.close()
         for c in checks:

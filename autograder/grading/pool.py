@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from autograder.grading.grader import Grader, error_result
+from autograder.grading.grader import Grader, ungraded_result
 from autograder.grading.options import GradeOptions
 from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult
@@ -178,4 +178,4 @@ class Pool:
 
     def _give_up(self, task: Task, why: str) -> None:
         i, path, sub_id = task
-        self.finish(i, error_result(self.release, path, sub_id, why))
+        self.finish(i, ungraded_result(self.release, path, sub_id, why))

@@ -42,6 +42,19 @@ class WorkerDied(WorkerError):
     pass
 
 
+class SystemFault(WorkerDied):
+    """The worker ended for a cause outside the code it runs: killed by a signal it did not send itself (the
+    machine's out-of-memory killer, another process), its fork server gone, or it could not be started at all.
+    Never a student's score: the judge runs the check again on a fresh worker, then reports it not graded.
+    `certain`: the worker could not have caused it (a worker without a PID namespace of its own can SIGKILL
+    itself: its kill is tried again, and counts as before when it happens again)."""
+
+    def __init__(self, message: str, summary: str, certain: bool = True):
+        super().__init__(message)
+        self.summary = summary  # the message without what the worker was doing
+        self.certain = certain
+
+
 _UNBOUND = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
 
 
@@ -199,6 +212,8 @@ class WorkerProcess:
         # so the next check needs no seed request of its own
         self.ready_for_check = False
         self._prestarted = False  # forked and confining itself; its "ready" not read yet, nothing loaded (prestart)
+        self.faults: list[SystemFault] = []  # every system fault met, in order (the judge compares counts)
+        self.last_words = ""  # the end of the last worker's log, kept when it is killed
 
     @property
     def pid(self) -> int | None:
@@ -225,7 +240,7 @@ class WorkerProcess:
         scratch_root = "/tmp" if os.path.isdir("/tmp") else None
         self._scratch = tempfile.TemporaryDirectory(prefix="ag-worker-", dir=scratch_root)
         scratch = self._scratch.name
-        self._stopped_because = ""
+        self._stopped_because = self.last_words = ""
         r_in, w_in = os.pipe()
         r_out, w_out = os.pipe()
         for fd in (w_in, w_out):
@@ -278,6 +293,8 @@ class WorkerProcess:
                 except subprocess.TimeoutExpired:
                     pass
             self.proc = None
+        if self._log is not None:
+            self.last_words = self.log_tail(600)  # what it wrote last, for a message about its end
         for res in (self._stdin, self._log, self._replies):
             try:
                 if res:
@@ -305,11 +322,29 @@ class WorkerProcess:
         except OSError:
             return ""
 
+    def _fault(self, cause: str, doing: str = "", certain: bool = True, how: str = "") -> SystemFault:
+        """A system fault (SystemFault), recorded; the worker is killed (the next request starts a fresh one)."""
+        self.kill()
+        summary = f"the process running {self.spec.label} {how or cause}"
+        fault = SystemFault(f"{summary} while {doing}" if doing else summary, summary, certain)
+        self.faults.append(fault)
+        return fault
+
     def _death(self, doing: str) -> WorkerDied:
+        proc = self.proc
         try:
-            code = self.proc.wait(timeout=5) if self.proc else None
+            code = proc.wait(timeout=5) if proc else None
         except subprocess.TimeoutExpired:
             code = None
+        if not self._stopped_because and getattr(proc, "server_gone", False):
+            return self._fault("ended with its fork server", doing)
+        if not self._stopped_because and code == -signal.SIGKILL:
+            # SIGKILL is never the grader's unless it says why (stop): the machine's out-of-memory killer or another
+            # process. A worker in a PID namespace of its own cannot send it to itself (its init ignores it).
+            return self._fault("was killed from outside (SIGKILL: the machine's out-of-memory killer, or another "
+                               "process)", doing, certain=self._isolated,
+                               how="" if self._isolated else "ended (signal SIGKILL: killed, by itself or for lack "
+                                                             "of memory)")
         if code is None:
             how = "unknown status"
         elif code >= 0:
@@ -347,10 +382,7 @@ class WorkerProcess:
             assert self.report is not None  # set by the load that started this process
             return self.report
         for _ in range(self.spec.max_restarts + 1):
-            status = self._prestarted_status()
-            if status is None:
-                self.kill()
-                status = self._spawn()
+            status = self._start()
             units, sources = pack_sources([u if i not in self.excluded else {**u, "source": "pass"}
                                            for i, u in enumerate(self.spec.units)])
             deadline = time.monotonic() + self.spec.import_seconds
@@ -367,6 +399,11 @@ class WorkerProcess:
             except WorkerTimeout:
                 self._exclude(current, f"did not finish within {self.spec.import_seconds:.0f} s (an endless loop?)")
                 continue
+            except SystemFault as exc:
+                if exc.certain:
+                    raise  # not the statement's doing: never excluded for it
+                self._exclude(current, str(exc).replace(f"the process running {self.spec.label} ", "").strip())
+                continue
             except WorkerDied as exc:
                 self._exclude(current, str(exc).replace(f"the process running {self.spec.label} ", "").strip())
                 continue
@@ -378,6 +415,20 @@ class WorkerProcess:
             self.report = LoadReport(defined, errors, status)
             return self.report
         raise WorkerDied(f"{self.spec.label} could not be loaded after {self.spec.max_restarts} restarts")
+
+    def _start(self) -> str:
+        """A worker ready to load (the prestarted one, or a new one); its status line. A worker that cannot be
+        started is a system fault: no code of the notebook has run in it yet."""
+        try:
+            status = self._prestarted_status()
+            if status is None:
+                self.kill()
+                status = self._spawn()
+            return status
+        except SystemFault:
+            raise
+        except (OSError, WorkerError) as exc:
+            raise self._fault(f"could not be started ({_last_line(str(exc), self.last_words)})") from None
 
     def _prestarted_status(self) -> str | None:
         """The status of the worker prestart() started, once it is ready; None if there is none, or it failed
@@ -392,7 +443,8 @@ class WorkerProcess:
 
     def _exclude(self, unit: int, why: str) -> None:
         if unit < 0:  # died or hung before any statement: nothing to exclude, the worker itself failed
-            raise WorkerDied(f"the worker for {self.spec.label} failed to start: {why}\n{self.log_tail()}")
+            why = _last_line(why, self.log_tail() or self.last_words)
+            raise self._fault(f"failed before it ran any statement of the notebook ({why})")
         self.excluded[unit] = why
 
     # -- requests -----------------------------------------------------------------------------
@@ -481,6 +533,12 @@ def _widen_pipe(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     except (OSError, AttributeError, ImportError):
         pass  # the system's limit is lower (fs.pipe-max-size): the default size works, with more wake-ups
+
+
+def _last_line(why: str, log: str) -> str:
+    """`why`, with the last line the worker wrote (its error, when it failed on its own)."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return f"{why}; its last words: {lines[-1][:300]}" if lines else why
 
 
 def _no_handles(handle: Handle):

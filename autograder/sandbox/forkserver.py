@@ -36,6 +36,7 @@ class Child:
         self.pid = pid
         self.returncode: int | None = None
         self.done = threading.Event()
+        self.server_gone = False  # it ended because its fork server did (a system fault, never its code's)
 
     def poll(self) -> int | None:
         return self.returncode
@@ -155,6 +156,7 @@ class ForkServer:
         with self.children_lock:
             orphans = list(self.children.values())
         for child in orphans:
+            child.server_gone = True
             child._exited(-signal.SIGKILL)  # its workers died with it (parent-death signal)
 
     def spawn(self, config: dict, env: dict, cwd: str, fds: list[int]) -> Child:
@@ -174,6 +176,7 @@ class ForkServer:
             if early is not None:
                 child._exited(early)
             elif not self.alive:  # it ended between the reply and now
+                child.server_gone = True
                 child._exited(-signal.SIGKILL)
             return child
 
