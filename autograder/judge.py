@@ -18,7 +18,7 @@ import torch
 from autograder.config import Limits
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
-    MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
+    Hang, MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
 )
 from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
@@ -36,6 +36,21 @@ UNGRADED_MESSAGE = ("not graded: the grader cannot run this check correctly here
 
 
 FAULT_ROUNDS = 2  # a check whose worker met a system fault is run once more, on a fresh worker, then not graded
+
+
+def timeout_message(timeout: float, what: str) -> str:
+    return f"timed out after {timeout:.0f} s: {what} (an endless loop, or far too slow?)"
+
+
+@dataclass
+class RememberedHang:
+    """A definition of the notebook that made a check time out: the candidates sent to its workers (innermost
+    frame first, see standins.tripwire), the check and its message; `label`: what the worker replaced."""
+
+    candidates: list[list[str]]
+    check: str
+    message: str
+    label: str = ""
 
 
 class Pending(Exception):
@@ -69,10 +84,13 @@ class Program:
         self.worker = worker or WorkerProcess(spec)  # `worker`: one prestarted for this spec's confinement
         self.worker.spec = spec
         self.worker.explain_name = self.explain_unbound
+        self.worker.explain_hang = self.hang_message
         self._hints: dict[str, str] | None = None
         self.helpers = list(helpers)
         self.helper_callables = _defined_callables(self.helpers)
         self._helpers_loaded_in: subprocess.Popen | Child | None = None  # the worker process they were loaded in
+        self.hangs: list[RememberedHang] = []  # definitions that hung a check: they raise at once in later ones
+        self._tripwires_in: tuple = (None, 0)  # (worker process, hangs) the tripwires were last installed for
 
     def start(self):
         report = self.worker.ensure_started()
@@ -85,7 +103,39 @@ class Program:
                     self.worker.request("helpers", source, what="loading the grader's helper code")
             finally:
                 self.worker.deadline = deadline
+        if self.hangs and self._tripwires_in != (self.worker.proc, len(self.hangs)):
+            self._tripwires_in = (self.worker.proc, len(self.hangs))
+            labels = self.worker.request("tripwire", [h.candidates for h in self.hangs], what="preparing the check")
+            for hang, label in zip(self.hangs, labels if isinstance(labels, list) else []):
+                hang.label = label if isinstance(label, str) else hang.label
         return report
+
+    def remember_hang(self, hang: Hang, check: str, message: str) -> None:
+        """A request of `check` timed out: the definition it hung in (where its stack was, else the function the
+        check called) raises at once in every later check, with `message`."""
+        if hang.sampled:
+            candidates = [[name, function] for file, line, function in hang.frames
+                          for name in self._defining(file, line)]
+        else:
+            candidates = [[hang.target, hang.target]] if hang.target else []
+        if candidates:
+            self.hangs.append(RememberedHang(candidates, check, message))
+
+    def _defining(self, file: str, line: int) -> list[str]:
+        """The names bound by the statement of the notebook that holds line `line` of `file` ("<cell N>")."""
+        cell = file[len("<cell "):-1]
+        for unit in self.extraction.units:
+            if str(unit.cell) == cell and unit.line <= line <= unit.line + unit.source.count("\n"):
+                return list(unit.names)
+        return []
+
+    def hang_message(self, label: str) -> str | None:
+        """The message of a check that called `label`, a definition which hung an earlier check (or None)."""
+        for hang in self.hangs:
+            if hang.label and hang.label == label:
+                return (f"{hang.message}\n({self.worker.spec.owner} {hang.label} did not finish in the check "
+                        f"{hang.check!r}: it is not run again)")
+        return None
 
     def proxy(self) -> "ProgramProxy":
         return ProgramProxy(self)
@@ -317,6 +367,18 @@ class Judge:
         if (spec.gpu or spec.name in self.gpu_checks) and not self.cuda:
             result.status, result.message = PENDING, PENDING_GPU
             return result
+        if spec.pending_only:  # decided elsewhere, whatever time is left: it asks nothing of the workers
+            try:
+                if spec.fn is not None:
+                    spec.fn(submission.proxy(), self.reference.proxy())
+            except Pending as exc:
+                result.status, result.message = PENDING, str(exc) or PENDING_GPU
+                return result
+            except Exception as exc:  # noqa: BLE001 - reported as the grader's problem below
+                result.grader_problem = f"{type(exc).__name__}: {exc}"
+            result.grader_problem = result.grader_problem or "a check that is decided later did not say pending"
+            result.status, result.message = UNGRADED, UNGRADED_MESSAGE.format(why=result.grader_problem)
+            return result
         if time.monotonic() >= budget_end:
             result.message = (f"not run: the submission used up its {self.limits.submission_seconds:.0f} s "
                               "time budget in earlier checks")
@@ -354,6 +416,9 @@ class Judge:
             submission.worker.callbacks = None
             stub = self._after_check(submission)
             self._after_check(self.reference)
+            for hang in submission.worker.take_hangs():
+                submission.remember_hang(hang, spec.name, timeout_message(timeout, f"{hang.doing} did not finish in time"))
+            self.reference.worker.take_hangs()  # the reference's own: nothing to remember
         if substitute and fraction < 1:
             message += (f"\n(graded with the reference's {', '.join(spec.depends_on)} in place of yours, so that "
                         "only this part counts here)")
@@ -391,7 +456,7 @@ class Judge:
         except StudentError as exc:
             return 0.0, exc.describe()
         except WorkerTimeout as exc:
-            return 0.0, f"timed out after {timeout:.0f} s: {exc} (an endless loop, or far too slow?)"
+            return 0.0, timeout_message(timeout, str(exc))
         except WorkerError as exc:
             return 0.0, str(exc)
         except AssertionError as exc:

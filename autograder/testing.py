@@ -52,6 +52,7 @@ class CheckSpec:
     gpu: bool = False  # needs CUDA; reported as pending on a machine without it
     timeout: float | None = None  # overrides the assignment's check_seconds
     depends_on: tuple[str, ...] = ()  # other graded parts the checked code calls (see `check`)
+    pending_only: bool = False  # only ever reports pending (the accuracy rubric): decided whatever time is left
 
     def describe(self) -> dict:
         return {"name": self.name, "points": self.points, "part": self.part, "visibility": self.visibility,

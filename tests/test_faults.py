@@ -1,28 +1,40 @@
-"""Nothing the machine or the grader does is charged to a student.
+"""Nothing the machine or the grader does is charged to a student, and one endless loop costs one time limit.
 
 - System faults: a worker SIGKILLed from outside (what the kernel's out-of-memory killer does), its fork server
   gone, a grading process that keeps dying, an internal error: the check (or submission) is tried again on a
   fresh worker, then NOT GRADED, never a lower score.
 - Big but legal notebooks: a statement holding more than a message header may (a 65 MB string constant: weights
   pasted into a cell) is graded like any other.
+- A hang is remembered: once a definition made a check time out, later checks that call it fail at once with
+  the same message, and checks of other parts that declare it in depends_on get the reference in its place. The
+  accuracy rubric stays pending whatever the time budget does.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import signal
 import threading
+from pathlib import Path
 
+import nbformat
 import pytest
 
-from autograder.grading import GradeOptions, Grader, grade, preflight
+from autograder.grading import GradeOptions, Grader, build_and_record, grade, preflight
+from autograder.release import load_release
 from autograder.sandbox import client
 from autograder.sandbox.processes import process_table
 from autograder.sandbox.remote import Remote
 from autograder.sandbox.protocol import MAX_HEADER_BYTES, pack_sources, unpack_sources
-from autograder.status import PASSED, UNGRADED
+from autograder.status import FAILED, PASSED, PENDING, UNGRADED
+from tests.conftest import EXAMPLE_SOURCE, make_submission
 
 NORMALIZE = "return v / v.norm(dim=-1, keepdim=True)"
 SLOW_NORMALIZE = {NORMALIZE: f"import time; time.sleep(2)\n    {NORMALIZE}"}  # a kill lands mid-call
+SOFTMAX_LINE = "shifted = x - x.max(dim=dim, keepdim=True).values"
+ENDLESS_SOFTMAX = {SOFTMAX_LINE: "while True:\n        pass"}
+ENDLESS_NORMALIZE = {NORMALIZE: "while True:\n        pass"}
 
 
 def scores(result) -> dict:
@@ -165,3 +177,124 @@ def test_a_statement_larger_than_a_message_header_is_graded(submission, example_
     (result,) = grade(example_release, [path], GradeOptions(tmp_path / "out", quiet=True))
     assert result.score == 11 and not result.error and not result.ungraded
     assert not any("WEIGHTS" in note for note in result.notes)
+
+
+# -- a hang is remembered -----------------------------------------------------------------------------------
+
+ATTEND = '''def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T) v, with the softmax above."""
+    ### BEGIN SOLUTION
+    return softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+    ### END SOLUTION
+'''
+ATTEND_TESTS = '''import torch
+
+from autograder.rubric import rubric_check
+from autograder.testing import check, expect_close
+
+
+@check("attend: weights the values", points=2, part="4. Attention", depends_on=["softmax"])
+def attend_weights_values(sub, ref):
+    g = torch.Generator().manual_seed(5)
+    q, k, v = torch.randn(3, 4, generator=g), torch.randn(5, 4, generator=g), torch.randn(5, 2, generator=g)
+    expect_close(sub.attend(q, k, v), ref.attend(q, k, v), "attend(q, k, v) is wrong")
+
+
+accuracy = rubric_check(name="5. accuracy (rubric)", points=3, part="5. Rubric")
+'''
+CHECK_SECONDS = 3
+
+
+@pytest.fixture(scope="module")
+def attention_release(tmp_path_factory):
+    """The example assignment with a part 4 whose `attend` calls part 2's softmax (depends_on), the accuracy
+    rubric, and a check time limit of 3 s."""
+    source = tmp_path_factory.mktemp("course") / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    nb = nbformat.read(source / "vectors.ipynb", as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## 3."))
+    nb.cells.insert(at, nbformat.v4.new_code_cell(ATTEND))
+    nbformat.write(nb, source / "vectors.ipynb")
+    (source / "tests" / "test_attend.py").write_text(ATTEND_TESTS)
+    toml = (source / "assignment.toml").read_text()
+    toml = toml.replace("check_seconds = 10", f"check_seconds = {CHECK_SECONDS}")
+    assert f"check_seconds = {CHECK_SECONDS}" in toml
+    (source / "assignment.toml").write_text(toml)
+    return load_release(build_and_record(source).release)
+
+
+def attention_submission(release, folder: Path, name: str, replace=None) -> Path:
+    return make_submission(folder / name, release.dir / "answer_key.ipynb", replace)
+
+
+def test_one_endless_loop_costs_its_own_part_and_one_time_limit(attention_release, tmp_path):
+    path = attention_submission(attention_release, tmp_path, "endless.ipynb", ENDLESS_SOFTMAX)
+    (result,) = grade(attention_release, [path], GradeOptions(tmp_path / "out", quiet=True))
+    by_part: dict[str, list] = {}
+    for c in result.checks:
+        by_part.setdefault(c.part or c.name, []).append(c)
+    softmax = [c for c in result.checks if "softmax" in c.name]
+    assert len(softmax) == 4 and all(c.status == FAILED for c in softmax)
+    assert all(c.message.startswith(f"timed out after {CHECK_SECONDS} s: your softmax did not finish") for c in softmax)
+    first, *later = softmax
+    assert "not run again" not in first.message
+    assert all(f"did not finish in the check {first.name!r}: it is not run again" in c.message for c in later)
+    assert all(c.seconds < 1 for c in later), [c.seconds for c in later]  # at once: no second time limit
+    others = [c for c in result.checks if c not in softmax]
+    assert {c.name: c.status for c in others} == {
+        "normalize_test": PASSED, "attend: weights the values": PASSED,  # the reference's softmax in place
+        "5. accuracy (rubric)": PENDING, "tiny layer: forward with given weights": PASSED}
+    assert result.score == 16 - 3 - 7  # the rubric's 3 pending, softmax's 7 lost
+    assert result.execution_time < 2 * CHECK_SECONDS + 2, result.execution_time
+
+
+def test_the_rubric_stays_pending_when_the_time_budget_is_spent(attention_release, tmp_path):
+    """Two endless loops with a 4 s budget: normalize and softmax spend it; the rest is not run, except the
+    rubric, which is decided elsewhere and stays pending."""
+    limits = dataclasses.replace(attention_release.config.limits, submission_seconds=4)
+    release = dataclasses.replace(attention_release, config=dataclasses.replace(attention_release.config,
+                                                                                limits=limits))
+    path = attention_submission(release, tmp_path, "two.ipynb", {**ENDLESS_SOFTMAX, **ENDLESS_NORMALIZE})
+    (result,) = grade(release, [path], GradeOptions(tmp_path / "out", quiet=True))
+    statuses = {c.name: (c.status, c.message.split(":")[0]) for c in result.checks}
+    assert statuses["5. accuracy (rubric)"][0] == PENDING
+    assert statuses["tiny layer: forward with given weights"] == (FAILED, "not run")
+
+
+def test_where_a_worker_hangs_is_read_from_its_stack():
+    dump = ('Thread 0x00007f0000000001 (most recent call first):\n'
+            '  File "/usr/lib/python3.11/threading.py", line 320 in wait\n\n'
+            'Current thread 0x00007f0000000002 (most recent call first):\n'
+            '  File "<cell 7>", line 4 in helper\n'
+            '  File "<cell 5>", line 9 in softmax\n'
+            '  File "/x/torch/nn/modules/module.py", line 1511 in _call_impl\n'
+            '  File "<cell 9>", line 12 in forward\n'
+            '  File "/x/autograder/sandbox/worker.py", line 185 in op_call\n'
+            '  File "/x/autograder/sandbox/worker.py", line 300 in main\n')
+    frames = client.parse_stacks(dump)
+    assert frames == [("<cell 7>", 4, "helper"), ("<cell 5>", 9, "softmax"), ("<cell 9>", 12, "forward")]
+    other = client.parse_stacks(dump.replace('  File "<cell 7>", line 4 in helper\n', "").replace("line 9", "line 8"))
+    # the loop is softmax's: the helper it calls shows in one sample only
+    assert client.common_frames([frames, other]) == [("<cell 5>", 9, "softmax"), ("<cell 9>", 12, "forward")]
+    waiting = dump.replace("in helper", "in ask_judge").replace("<cell 7>", "/x/autograder/sandbox/worker.py")
+    assert client.parse_stacks(waiting) is None  # waiting for the reference's answer: not the student's time
+
+
+def test_a_tripwire_replaces_the_function_or_the_method_that_hung():
+    import types
+
+    from autograder.sandbox import standins
+
+    module = types.ModuleType("submission")
+    exec("def softmax(x):\n    return x\nalias = softmax\n"
+         "class Layer:\n    def forward(self):\n        return 1\n    def other(self):\n        return 2\n",
+         module.__dict__)
+    assert standins.tripwire(module, [["Layer", "<listcomp>"], ["Layer", "forward"]]) == "Layer.forward"
+    assert module.Layer().other() == 2
+    with pytest.raises(standins.NotRunAgain):
+        module.Layer().forward()
+    assert standins.tripwire(module, [["softmax", "softmax"]]) == "softmax"
+    for name in ("softmax", "alias"):
+        with pytest.raises(standins.NotRunAgain):
+            getattr(module, name)(1)
+    assert standins.tripwire(module, [["nothing", "nothing"], ["Layer", "missing"]]) is None

@@ -41,7 +41,7 @@ def rubric_check(name: str | None = None, points: float | None = None, part: str
         raise Pending(pending_message(config, cuda=torch.cuda.is_available()))
 
     accuracy_rubric._ag_check = CheckSpec(config.name, float(config.points), config.part, config.visibility,
-                                          accuracy_rubric)
+                                          accuracy_rubric, pending_only=True)
     accuracy_rubric._ag_rubric = config
     return accuracy_rubric
 

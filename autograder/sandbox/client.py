@@ -22,10 +22,10 @@ from typing import BinaryIO, Callable
 from autograder.sandbox.environment import python_command, worker_environment
 from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
-from autograder.sandbox.processes import MemoryMonitor, kill_tree
+from autograder.sandbox.processes import MemoryMonitor, kill_tree, process_table
 from autograder.sandbox.protocol import (
-    MAX_BLOB_BYTES, MAX_HEADER_BYTES, Decoder, Encoder, Handle, ProtocolError, decode_message, pack_sources,
-    write_message,
+    MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, ProtocolError, decode_message,
+    pack_sources, write_message,
 )
 from autograder.sandbox.remote import Remote
 
@@ -55,13 +55,58 @@ class SystemFault(WorkerDied):
         self.certain = certain
 
 
+STACK_SAMPLES = 3  # samples of a hung worker's stack: the frames common to all are where it loops
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
+_WORKER_FILE = os.path.join("sandbox", "worker.py")
+
+
+@dataclass
+class Hang:
+    """A request that did not finish in time. `frames`: where the notebook's code was, as (file, line, function)
+    of its cells' frames common to every sample of the worker's stack, innermost first (`sampled` False: no
+    sample could be taken, the worker ignored the signal); `target`: the notebook's top-level name the request
+    called, if it called one."""
+
+    doing: str
+    frames: list[tuple[str, int, str]]
+    sampled: bool
+    target: str | None
+
+
+def parse_stacks(text: str) -> list[tuple[str, int, str]] | None:
+    """The notebook cells' frames, innermost first, of the worker's main thread in a faulthandler dump (all
+    threads); None when the dump shows no main thread, or the worker waiting for the judge (a stand-in's call:
+    the time went to the reference, not to the student's code)."""
+    threads = []
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", text):
+        frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in map(_FRAME.match, block.splitlines()) if m]
+        if frames:
+            threads.append(frames)
+    main = [t for t in threads if any(f.endswith(_WORKER_FILE) and fn == "main" for f, _, fn in t)]
+    chosen = main[0] if main else threads[0] if len(threads) == 1 else None  # a deep stack loses its bottom
+    if chosen is None or any(f.endswith(_WORKER_FILE) and fn == "ask_judge" for f, _, fn in chosen):
+        return None
+    return [frame for frame in chosen if frame[0].startswith("<cell ")]
+
+
+def common_frames(stacks: list[list[tuple[str, int, str]]]) -> list[tuple[str, int, str]]:
+    """The outermost frames (by file and function) that every stack shares, innermost first: a loop calling a
+    helper shows the helper in some samples only, the loop's own frame in all."""
+    outer = [list(reversed(s)) for s in stacks]
+    n = 0
+    while all(len(s) > n for s in outer) and len({(s[n][0], s[n][2]) for s in outer}) == 1:
+        n += 1
+    return list(reversed(outer[0][:n])) if outer else []
+
+
 _UNBOUND = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
+TRIPPED = "NotRunAgain"  # what a definition that hung an earlier check raises (standins.tripwire)
 
 
 class StudentError(Exception):
     """Code in the worker raised. Carries the student-facing description only."""
 
-    def __init__(self, what: str, info: dict, explain_name=None):
+    def __init__(self, what: str, info: dict, explain_name=None, explain_hang=None):
         self.what = what
         self.type = str(info.get("type", "Exception"))
         self.message = str(info.get("message", ""))
@@ -70,9 +115,14 @@ class StudentError(Exception):
         # a NameError for a global the notebook binds in a statement the grader did not run: where, and why
         found = _UNBOUND.search(self.message) if self.type == "NameError" and explain_name else None
         self.hint = (explain_name(found.group(1)) or "") if found else ""
+        # a definition that made an earlier check time out, called again: that check's message
+        self.hung = (explain_hang(self.message) or "") if self.type == TRIPPED and explain_hang else ""
+        self.message = self.hung or self.message  # what checks quote of an error
         super().__init__(self.describe())
 
     def describe(self) -> str:
+        if self.hung:
+            return self.hung
         if self.stub:
             return f"{self.what} is not implemented yet (it raised NotImplementedError)"
         text = f"{self.what} raised {self.type}: {self.message}".rstrip(": ")
@@ -208,11 +258,14 @@ class WorkerProcess:
         # Answers the calls of the worker's stand-ins (kind, payload) -> value; None: it may make none
         self.callbacks: Callable[[str, dict], object] | None = None
         self.explain_name: Callable[[str], str | None] | None = None  # name -> why the notebook's binding of it is not there (or None)
+        self.explain_hang: Callable[[str], str | None] | None = None  # what NotRunAgain names -> the message (or None)
         # The worker is in the state a check starts from (its last request was an end_check: reset and seeded),
         # so the next check needs no seed request of its own
         self.ready_for_check = False
         self._prestarted = False  # forked and confining itself; its "ready" not read yet, nothing loaded (prestart)
         self.faults: list[SystemFault] = []  # every system fault met, in order (the judge compares counts)
+        self.hangs: list[Hang] = []  # requests that timed out, not yet taken by the judge (take_hangs)
+        self._target: str | None = None  # the notebook's top-level name the current request calls
         self.last_words = ""  # the end of the last worker's log, kept when it is killed
 
     @property
@@ -330,6 +383,11 @@ class WorkerProcess:
         self.faults.append(fault)
         return fault
 
+    def take_hangs(self) -> list[Hang]:
+        """The requests that timed out since the last call."""
+        hangs, self.hangs = self.hangs, []
+        return hangs
+
     def _death(self, doing: str) -> WorkerDied:
         proc = self.proc
         try:
@@ -361,11 +419,15 @@ class WorkerProcess:
         self.kill()
         return WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
 
-    def _next(self, deadline: float, doing: str):
+    def _next(self, deadline: float, doing: str, sample: bool = False):
+        """The next message; at the deadline the worker is killed (with `sample`, where its code was is noted
+        first, in self.hangs)."""
         if self._replies is None:
             raise WorkerDied(f"the process running {self.spec.label} is gone ({doing})")
         item = self._replies.get(deadline)
         if item is None:
+            if sample:
+                self.hangs.append(self._hang(doing))
             self.kill()
             raise WorkerTimeout(f"{doing} did not finish in time")
         if isinstance(item, EOFError):
@@ -374,6 +436,45 @@ class WorkerProcess:
             self.kill()
             raise WorkerDied(f"the process running {self.spec.label} sent a malformed reply while {doing}: {item}")
         return item
+
+    def _hang(self, doing: str) -> Hang:
+        stacks = [s for s in map(parse_stacks, self._sample_stacks()) if s is not None]
+        return Hang(doing, common_frames(stacks), bool(stacks), self._target)
+
+    def _sample_stacks(self) -> list[str]:
+        """Dumps of the running worker's stacks: STACK_SIGNAL makes its faulthandler write them to its log (a
+        worker that ignores or blocks the signal, or whose log is full, gives none)."""
+        pid, log = self._code_pid(), self._log
+        if pid is None or log is None:
+            return []
+        fd, texts = log.fileno(), []
+        for _ in range(STACK_SAMPLES):
+            try:
+                start = os.fstat(fd).st_size
+                os.kill(pid, STACK_SIGNAL)
+            except OSError:
+                break
+            size, still, end = start, 0, time.monotonic() + 0.5
+            while time.monotonic() < end and still < 2:  # written once it stops growing
+                time.sleep(0.01)
+                now = os.fstat(fd).st_size
+                still = still + 1 if now == size and now > start else 0
+                size = now
+            if size <= start:
+                break
+            texts.append(os.pread(fd, min(size - start, 1 << 18), start).decode("utf-8", "replace"))
+        return texts
+
+    def _code_pid(self) -> int | None:
+        """The process running the code: the worker, or in a PID namespace of its own, the namespace's init (the
+        worker's only child: the worker waits for it)."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return None
+        if not self._isolated:
+            return proc.pid
+        children = [pid for pid, parent in process_table().items() if parent == proc.pid]
+        return children[0] if len(children) == 1 else None
 
     # -- loading ------------------------------------------------------------------------------
     def ensure_started(self) -> LoadReport:
@@ -452,6 +553,7 @@ class WorkerProcess:
         enc = Encoder(on_unknown=self._encode_remote, by_value=True)
         header = {"op": op, "args": enc.encode(list(args))}
         self.ready_for_check = False
+        self._target = _called_name(op, args)
         reply, tensors = self.roundtrip(header, enc.tensors, what or op)
         value = self.decode_reply(reply, tensors, what or op, child_label)
         self.ready_for_check = op == "end_check"
@@ -474,15 +576,16 @@ class WorkerProcess:
         """Send one encoded request, answer the stand-ins' calls it causes, return the raw reply."""
         self.ensure_started()
         self._send(header, tensors, f"receiving a call to {what}")
-        reply, tensors = self._next(self.deadline, what)
+        reply, tensors = self._next(self.deadline, what, sample=True)
         while "callback" in reply:  # a stand-in asks for the reference's answer first (standins.py)
             self._answer(reply["callback"], tensors, what)
-            reply, tensors = self._next(self.deadline, what)
+            reply, tensors = self._next(self.deadline, what, sample=True)
         return reply, tensors
 
     def decode_reply(self, reply: dict, tensors: dict, what: str, child_label: str | None = None):
         if "error" in reply:
-            raise StudentError(what, reply["error"] if isinstance(reply["error"], dict) else {}, self.explain_name)
+            raise StudentError(what, reply["error"] if isinstance(reply["error"], dict) else {}, self.explain_name,
+                               self.explain_hang)
         if "ok" not in reply:
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected reply")
         try:
@@ -539,6 +642,14 @@ def _last_line(why: str, log: str) -> str:
     """`why`, with the last line the worker wrote (its error, when it failed on its own)."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     return f"{why}; its last words: {lines[-1][:300]}" if lines else why
+
+
+def _called_name(op: str, args: tuple) -> str | None:
+    """The notebook's top-level name a request calls (a Remote looked up by name in the module), if any."""
+    if op != "call" or not args or not isinstance(args[0], Remote):
+        return None
+    handle = object.__getattribute__(args[0], "_handle")
+    return handle.path if handle.id == 0 and handle.path and "." not in handle.path else None
 
 
 def _no_handles(handle: Handle):

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import struct
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
 
 import torch
+STACK_SIGNAL = signal.SIGUSR2  # on it, a worker's faulthandler writes the stacks of its threads to its log
 MAX_HEADER_BYTES = 64 * 1024 * 1024
 MAX_BLOB_BYTES = 1024 * 1024 * 1024
 _LEN = struct.Struct("<Q")

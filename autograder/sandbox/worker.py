@@ -7,6 +7,7 @@ other object stays here and the judge receives a handle to it.
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import linecache
 import os
@@ -20,7 +21,9 @@ import torch
 from autograder.sandbox import standins
 from autograder.seeding import seed_torch
 from autograder.sandbox.isolation import Confinement, confine
-from autograder.sandbox.protocol import Decoder, Encoder, Handle, read_message, unpack_sources, write_message
+from autograder.sandbox.protocol import (
+    STACK_SIGNAL, Decoder, Encoder, Handle, read_message, unpack_sources, write_message,
+)
 
 MODULE_NAME = "submission"
 MAX_MESSAGE_CHARS = 2000
@@ -229,6 +232,12 @@ class Worker:
             self.substituted.setdefault(name, original)
         return sorted(replaced), False
 
+    def op_tripwire(self, hangs):
+        """Definitions that made an earlier check time out raise at once from now on (standins.tripwire); each
+        hang's candidates, innermost first. Returns what each one replaced (or None)."""
+        return [standins.tripwire(self.module, list(candidates)) if isinstance(candidates, list) else None
+                for candidates in hangs], False
+
     def ask_judge(self, kind: str, payload: dict):
         """A stand-in's call: sent to the judge, answered by the reference's worker."""
         enc = Encoder(on_unknown=_refuse, by_value=True, snapshot=False)
@@ -267,6 +276,8 @@ def main(config_json: str) -> None:
     status = confine(Confinement(**config["confinement"]))
     inp, out = os.fdopen(fd_in, "rb"), os.fdopen(fd_out, "wb")
     sys.stdin = open(os.devnull)
+    # where the code is when a request hangs: the judge sends this signal before it kills the worker (client.Hang)
+    faulthandler.register(STACK_SIGNAL, file=2, all_threads=True, chain=False)
     worker = Worker(out, inp)
     write_message(out, {"ready": status, "pid": os.getpid()})
     while True:
