@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from autograder.files import write_atomic
@@ -26,7 +27,7 @@ from autograder.reports.class_statistics import (
 from autograder.reports.results import SubmissionResult
 
 
-def summary_markdown(results: list[SubmissionResult], title: str = "", extra: list[str] = ()) -> str:
+def summary_markdown(results: list[SubmissionResult], title: str = "", extra: Sequence[str] = ()) -> str:
     stats = class_statistics(results)
     lines = [f"# Class summary{': ' + title if title else ''}", "", stats.counts_sentence()]
     if stats.graded:
@@ -93,7 +94,7 @@ def summary_csv(results: list[SubmissionResult]) -> str:
 
 
 def write_summary(out_dir: Path, results: list[SubmissionResult], title: str = "",
-                  extra: list[str] = ()) -> Path:
+                  extra: Sequence[str] = ()) -> Path:
     path = out_dir / "summary.md"
     write_atomic(path, summary_markdown(results, title, extra))
     write_atomic(out_dir / "summary.csv", summary_csv(results))
