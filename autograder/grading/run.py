@@ -25,6 +25,7 @@ from autograder.grading.pool import Pool
 from autograder.grading.preflight import preflight
 from autograder.grading.progress import Progress
 from autograder.release import Release
+from autograder.reports.class_statistics import class_statistics, format_mean
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
@@ -148,10 +149,10 @@ class Run:
         rate = f" ({progress.done / elapsed * 60:.1f}/min with {self.jobs} job(s))" if progress.done and elapsed > 0 else ""
         lines = [f"graded {progress.done} submission(s) in {elapsed:.1f} s{rate}; "
                  f"{progress.skipped} already graded; {progress.failed} could not be graded"]
-        scored = [r for r in final if not r.error]
-        if scored:
-            lines.append(f"mean score {sum(r.score for r in scored) / len(scored):.2f} / "
-                         f"{max(r.max_score for r in scored):g}; per-check summary in {self.out / 'summary.md'}")
+        figures = class_statistics(final)
+        if figures.graded:
+            lines.append(f"mean score {format_mean(figures.mean)} / {figures.max_score:g}; per-check summary in "
+                         f"{self.out / 'summary.md'}")
         return lines
 
 
