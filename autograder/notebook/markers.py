@@ -68,6 +68,16 @@ def is_solution_cell(cell) -> bool:
     return cell.get("cell_type") in ("code", "markdown") and bool(nbgrader_meta(cell).get("solution"))
 
 
+def hand_graded(cell) -> str | None:
+    """What nbgrader grades by hand in this cell ("written answer", "code answer", "task"), or None."""
+    meta = nbgrader_meta(cell)
+    if meta.get("task"):
+        return "task"
+    if meta.get("grade") and meta.get("solution"):
+        return "written answer" if cell.get("cell_type") == "markdown" else "code answer"
+    return None
+
+
 def notebook_language(nb) -> str:
     """The kernel's language, as nbgrader reads it (python when the notebook does not say)."""
     return str(nb.get("metadata", {}).get("kernelspec", {}).get("language", "python"))
