@@ -115,6 +115,7 @@ def parser() -> argparse.ArgumentParser:
     from autograder.rubric import command as rubric_command
 
     rubric_command.add_parser(sub)  # rubric: the GPU accuracy rubric, merged into earlier results
+    from autograder.importers.command import add_parser as add_import; add_import(sub)  # import nbgrader|otter
     return p
 
 
