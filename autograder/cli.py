@@ -116,6 +116,7 @@ def parser() -> argparse.ArgumentParser:
 
     rubric_command.add_parser(sub)  # rubric: the GPU accuracy rubric, merged into earlier results
     from autograder.importers.command import add_parser as add_import; add_import(sub)  # import nbgrader|otter
+    from autograder.scaffold import add_parser as add_new; add_new(sub)  # new NAME: a skeleton that verifies
     return p
 
 
