@@ -27,8 +27,8 @@ from autograder.sandbox.remote import (  # re-exported for test files
 
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 
-__all__ = ["check", "manual", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_attr", "remote_isinstance",
-           "remote_items", "remote_type", "worker_helpers", "StudentError", "MissingName", "Remote", "CheckSpec"]
+__all__ = ["check", "manual", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_attr",
+           "remote_isinstance", "remote_items", "remote_type", "worker_helpers", "StudentError", "MissingName", "Remote", "CheckSpec"]
 
 
 class Fail(AssertionError):

@@ -7,7 +7,6 @@
 4. The assignment's corpus (solutions/<name>/corpus/, see autograder/corpus.py), if it has one: every
    correct variant gets every point, every wrong submission loses the points it declares, and those
    confined to a part lose none elsewhere.
-
 5. At least one check is graded automatically (an assignment of manual points only, or of none, fails).
 
 Points graded by hand (nbgrader's written answers, free-response code cells and tasks; `manual` checks of
@@ -147,28 +146,31 @@ def untouched_problems(stub_result) -> list[str]:
 
 
 def hand_graded_cells(notebook: Path) -> list[tuple[str, float]]:
-    """("cell N grade_id (kind, points)", points) for each cell nbgrader's metadata leaves to grading by hand."""
+    """("cell N grade_id (kind, P)", P) for each cell nbgrader's metadata leaves to grading by hand."""
     nb = nbformat.read(notebook, as_version=4)
     out = []
     for index, cell in enumerate(nb.cells):
         kind = hand_graded(cell)
         if kind:
             meta = nbgrader_meta(cell)
-            out.append((f"cell {index + 1} {meta.get('grade_id', '')} ({kind}, {meta.get('points', 0):g})",
-                        float(meta.get("points", 0) or 0)))
+            points = float(meta.get("points", 0) or 0)
+            out.append((f"cell {index + 1} {meta.get('grade_id', '')} ({kind}, {points:g})", points))
     return out
+
+
+def manual_checks(ref_result) -> list[tuple[str, float]]:
+    return [(f"check {c.name} ({c.message[len(MANUAL):].strip(': ') or 'manual'}, {c.max_score:g})", c.max_score)
+            for c in ref_result.checks if is_manual(c)]
 
 
 def manual_and_automatic(notebook: Path, ref_result, lines: list[str]) -> list[str]:
     """Lists the points graded by hand; a problem when no check is graded automatically."""
-    manual = hand_graded_cells(notebook)
-    manual += [(f"check {c.name} ({c.message[len(MANUAL):].strip(': ') or 'manual'}, {c.max_score:g})", c.max_score)
-               for c in ref_result.checks if is_manual(c)]
-    if manual:
-        lines.append(f"manual: {sum(p for _, p in manual):g} point(s) graded by hand, in no automatic score: "
-                     + "; ".join(what for what, _ in manual))
-    automatic = [c for c in ref_result.checks if not is_manual(c)]
-    if not automatic:
+    cells, checks = hand_graded_cells(notebook), manual_checks(ref_result)
+    for items, where in ((cells, "in the notebook's hand-graded cells, in no total (no check grades them)"),
+                         (checks, "in manual checks, pending in every total")):
+        if items:
+            lines.append(f"manual: {sum(p for _, p in items):g} point(s) {where}: " + "; ".join(w for w, _ in items))
+    if not any(not is_manual(c) for c in ref_result.checks):
         return ["no check is graded automatically: add test cells (nbgrader metadata grade: true) or tests/*.py"
-                + (" (every point here is graded by hand)" if manual else "")]
+                + (" (every point here is graded by hand)" if cells or checks else "")]
     return []
