@@ -173,10 +173,12 @@ def make_notebook(path: Path, answer_key: Path, edits: Edits, student: Path | No
 
 # -- outcomes -----------------------------------------------------------------------------------------
 
+LOST = ("failed", "partial")  # by status, not by score < max_score: a third of a point is rounded (0.333333)
+
+
 def lost_points(result) -> dict[str, str]:
     """check name -> message, for every graded check that did not get all its points."""
-    return {c.name: c.message for c in result.checks if c.status not in ("pending", "ungraded")
-            and c.score < c.max_score}
+    return {c.name: c.message for c in result.checks if c.status in LOST}
 
 
 def in_part(part: str, confined_to: str) -> bool:
@@ -214,6 +216,6 @@ def points_lost_by_part(result) -> dict[str, float]:
     """part -> points lost (pending and ungraded checks left out)."""
     out: dict[str, float] = {}
     for c in result.checks:
-        if c.status not in ("pending", "ungraded") and c.score < c.max_score:
+        if c.status in LOST:
             out[c.part] = round(out.get(c.part, 0.0) + c.max_score - c.score, 6)
     return out

@@ -4,13 +4,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-FORMATS = ("nbgrader",)
+FORMATS = ("nbgrader", "otter")
 
 
 def cmd_import(args) -> int:
-    from autograder.importers import nbgrader
+    from autograder.importers import nbgrader, otter
 
-    importers = {"nbgrader": nbgrader}
+    importers = {"nbgrader": nbgrader, "otter": otter}
     module = importers[args.format]
     try:
         reports = module.import_assignment(Path(args.source), args.name, Path(args.solutions), args.force)

@@ -18,10 +18,13 @@ import ast
 import builtins
 import copy
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.importers.common import (
+    ImportFailed, literal, loaded_names, names_read, notebook_imports, notebook_names, parse, points_text, prepare,
+    reads_function, tests_header, top_level_bindings, write_assignment,
+)
 from autograder.importers.report import ImportReport
 from autograder.notebook.foreign import AUTOTEST, find_foreign
 from autograder.notebook.markers import (
@@ -33,10 +36,6 @@ SKIP_TAG = "skip-grading"
 _DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _POINTS = re.compile(r"\s*\(\s*\d+(\.\d+)?\s+points?\s*\)\s*$", re.I)
-
-
-class ImportFailed(ValueError):
-    """The source cannot be imported at all (a message for the command line)."""
 
 
 @dataclass
@@ -57,12 +56,6 @@ class Conversion:
     reads: set[str] = field(default_factory=set)  # notebook names the test cells read
 
 
-def points_text(points: float) -> str:
-    return f"{points:g} point" + ("" if points == 1 else "s")
-
-
-# -- finding the source -----------------------------------------------------------------------------------
-
 def source_notebooks(source: Path) -> list[Path]:
     if source.is_file():
         return [source]
@@ -72,13 +65,6 @@ def source_notebooks(source: Path) -> list[Path]:
     if not found:
         raise ImportFailed(f"{source}: no notebook (*.ipynb) in this folder")
     return found
-
-
-def data_files(folder: Path) -> list[Path]:
-    """Files beside the notebooks that students need (data, images), relative to `folder`."""
-    skip = {".ipynb_checkpoints", "__pycache__"}
-    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and p.suffix != ".ipynb"
-                  and not any(part in skip or part.startswith(".") for part in p.relative_to(folder).parts))
 
 
 # -- one notebook ------------------------------------------------------------------------------------------
@@ -128,7 +114,8 @@ def convert(nb, where: str, report: ImportReport) -> Conversion:
         elif nbgrader_meta(cell).get("grade"):
             report.refuse(loc, f"{cell.get('cell_type')} grade cell {nbgrader_meta(cell).get('grade_id')!r}",
                           "nbgrader grades no such cell (a grade cell is code, or a solution); its points are left out")
-    out.imports, out.reads = notebook_imports(out), names_read(out)
+    out.imports = notebook_imports(code_sources(out))
+    out.reads = names_read([c.source for c in out.checks if c.source], notebook_names(code_sources(out)))
     caveats(out, report)
     return out
 
@@ -166,66 +153,15 @@ def _hand_graded(cell, loc: str, part: str, report: ImportReport) -> Check:
 
 # -- what the test cells need, and what of them cannot hold ------------------------------------------------
 
-def code_cells(out: Conversion):
-    """The notebook's own code cells (the test cells left out: they run in the grader)."""
-    for index, cell in enumerate(out.notebook.cells):
-        if cell.get("cell_type") == "code" and index not in out.test_cells:
-            yield cell
-
-
-def parse(source: str):
-    """The cell's syntax tree; IPython lines (%magic, !shell) read as blank."""
-    blanked = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n"))
-    try:
-        return ast.parse(blanked)
-    except SyntaxError:
-        return None
-
-
-def notebook_imports(out: Conversion) -> list[str]:
-    statements = []
-    for cell in code_cells(out):
-        tree = parse(cell_source(cell))
-        for node in tree.body if tree else []:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                statements.append(ast.unparse(node))
-    return list(dict.fromkeys(statements))
-
-
-def notebook_names(out: Conversion) -> set[str]:
-    """Names the notebook's own code binds at top level (the student's, in grading)."""
-    names = set()
-    for cell in code_cells(out):
-        tree = parse(cell_source(cell))
-        for node in tree.body if tree else []:
-            names |= top_level_bindings(node)
-    return names
-
-
-def top_level_bindings(node) -> set[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return set()
-
-
-def loaded_names(tree) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def names_read(out: Conversion) -> set[str]:
-    defined = notebook_names(out)
-    return {name for c in out.checks if c.source for name in loaded_names(parse(c.source) or ast.Module([], []))
-            if name in defined and not hasattr(builtins, name)}
+def code_sources(out: Conversion) -> list[str]:
+    """The notebook's own code (the test cells left out: they run in the grader)."""
+    return [cell_source(cell) for index, cell in enumerate(out.notebook.cells)
+            if cell.get("cell_type") == "code" and index not in out.test_cells]
 
 
 def caveats(out: Conversion, report: ImportReport) -> None:
     """Report each test cell whose meaning here differs from its meaning in nbgrader's kernel."""
-    defined, earlier = notebook_names(out), {}
+    defined, earlier = notebook_names(code_sources(out)), {}
     for c in (c for c in out.checks if c.source):
         tree = parse(c.source)
         if tree is None:
@@ -277,60 +213,21 @@ def _earlier_variables(c: Check, tree, defined: set[str], earlier: dict, report:
 
 # -- writing the assignment ----------------------------------------------------------------------------------
 
-def literal(text: str) -> str:
-    """`text` as a readable Python string literal."""
-    if "'''" in text or text.endswith("\\"):
-        return repr(text)
-    return "'''\\\n" + text.replace("\\", "\\\\") + "'''"
-
-
 def tests_module(out: Conversion, notebook: str) -> str:
-    lines = [f'"""Checks imported from nbgrader\'s {notebook} (autograder import nbgrader).',
-             "",
-             "Each test cell runs whole (hidden tests included) in the grader, with the meaning it has in nbgrader's",
-             "kernel (autograder/importers/cells.py); each item nbgrader grades by hand is a manual check (pending).",
-             '"""',
-             "from autograder.importers.cells import WORKER_HELPERS, notebook_cell",
-             "from autograder.testing import manual, worker_helpers",
-             "",
-             "worker_helpers(WORKER_HELPERS)",
-             "",
-             f"IMPORTS = {out.imports!r}  # the notebook's imports, run in the grader when a test uses them",
-             ""]
+    lines = tests_header(f"Checks imported from nbgrader's {notebook} (autograder import nbgrader).\n\n"
+                         "Each test cell runs whole (hidden tests included) in the grader, with the meaning it has in "
+                         "nbgrader's\nkernel (autograder/importers/cells.py); each item nbgrader grades by hand is a "
+                         "manual check (pending).\n", "notebook_cell", out.imports)
     for c in out.checks:
-        lines.append("")
         variable = "check_" + re.sub(r"\W", "_", c.name)
         if c.source:
-            lines.append(f"{variable} = notebook_cell({c.name!r}, {c.points:g}, {c.part!r}, IMPORTS, "
-                         f"{literal(c.source)})")
+            lines += ["", f"{variable} = notebook_cell({c.name!r}, {c.points:g}, {c.part!r}, IMPORTS, {literal(c.source)})"]
         else:
-            lines.append(f"{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})")
-    if out.reads:
-        lines += ["", "", "def names_the_tests_read(sub):",
-                  '    """Not a check: names the notebook statements the test cells need (see release.names_read)."""',
-                  f"    return {', '.join(f'sub.{n}' for n in sorted(out.reads))}"]
-    return "\n".join(lines) + "\n"
+            lines += ["", f"{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})"]
+    return "\n".join(lines + reads_function(out.reads)) + "\n"
 
 
-def assignment_toml(title: str, notebook: str, files: list[Path], source: Path) -> str:
-    listed = ", ".join(f'"{f.as_posix()}"' for f in files)
-    return (f"# Imported from nbgrader: {source} (autograder import nbgrader; see IMPORT.md)\n"
-            f"title = {title!r}\nnotebook = {notebook!r}\nfiles = [{listed}]\n").replace("'", '"')
-
-
-def write_assignment(target: Path, nb_path: Path, out: Conversion, files: list[Path], title: str) -> None:
-    import nbformat
-
-    (target / "tests").mkdir(parents=True)
-    nbformat.write(out.notebook, target / nb_path.name)
-    (target / "tests" / TESTS_FILE).write_text(tests_module(out, nb_path.name), encoding="utf-8")
-    (target / "assignment.toml").write_text(assignment_toml(title, nb_path.name, files, nb_path), encoding="utf-8")
-    for f in files:
-        (target / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(nb_path.parent / f, target / f)
-
-
-def import_notebook(nb_path: Path, target: Path, title: str) -> ImportReport:
+def import_notebook(nb_path: Path, target: Path, title: str, force: bool) -> ImportReport:
     import nbformat
 
     report = ImportReport("nbgrader", nb_path, target)
@@ -338,11 +235,9 @@ def import_notebook(nb_path: Path, target: Path, title: str) -> ImportReport:
         out = convert(nbformat.read(nb_path, as_version=4), str(nb_path), report)
     except MarkerError as exc:  # nbgrader itself would refuse it: an unclosed region, say
         raise ImportFailed(f"{nb_path}: {exc}") from None
-    files = data_files(nb_path.parent)
-    write_assignment(target, nb_path, out, files, title)
-    report.convert(f"{len(files)} file(s) shipped with the notebook: {', '.join(f.as_posix() for f in files) or 'none'}")
     add_notes(report, out)
-    report.write()
+    prepare(target, force)
+    write_assignment(report, out.notebook, tests_module(out, nb_path.name), title, TESTS_FILE)
     return report
 
 
@@ -352,19 +247,17 @@ def add_notes(report: ImportReport, out: Conversion) -> None:
         report.note("no test cell: nothing is graded automatically, and `autograder verify` fails until a check "
                     "is added (tests/*.py) or the notebook is graded by hand")
     report.note("nbgrader gives 0 to a test cell that writes to stderr; here only a failed test costs points")
-    report.note("manual checks are pending in every total; record their points by hand (see docs/platforms.md)")
+    report.note("nbgrader gives 0 at once to a hand-graded answer left as the stub; here it stays pending like the "
+                "others (pending points are graded by hand)")
 
 
 def import_assignment(source: Path, name: str, solutions: Path, force: bool = False) -> list[ImportReport]:
     """Import a notebook, or every notebook of a folder, into solutions/<name>[_<notebook>]/."""
     notebooks = source_notebooks(source)
-    reports = []
-    for nb_path in notebooks:
+    for nb_path in notebooks:  # refuse before writing anything
         target = solutions / (name if len(notebooks) == 1 else f"{name}_{nb_path.stem}")
-        if target.exists():
-            if not force:
-                raise ImportFailed(f"{target} exists: choose another --name, or --force to replace it")
-            shutil.rmtree(target)
-        title = nb_path.stem if len(notebooks) == 1 else f"{source.name} {nb_path.stem}"
-        reports.append(import_notebook(nb_path, target, title))
-    return reports
+        if target.exists() and not force:
+            raise ImportFailed(f"{target} exists: choose another --name, or --force to replace it")
+    return [import_notebook(nb_path, solutions / (name if len(notebooks) == 1 else f"{name}_{nb_path.stem}"),
+                            nb_path.stem if len(notebooks) == 1 else f"{source.name} {nb_path.stem}", force)
+            for nb_path in notebooks]
