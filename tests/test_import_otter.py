@@ -81,10 +81,10 @@ def test_the_six_submissions_score_as_the_author_meant_question_by_question(demo
 
 def test_solution_lines_and_blocks_become_markers_and_prompts_are_dropped():
     source = ('# BEGIN SOLUTION NO PROMPT\ndata = load()\n# END SOLUTION\n""" # BEGIN PROMPT\ndata = ...\n'
-              '""" # END PROMPT\ndef f(x):\n    return x ** 2 # SOLUTION\nnp.random.seed(0) # SEED')
+              '""" # END PROMPT\ndef f(x):\n    return x ** 2 # SOLUTION\nnp.random.seed(0) # SEED\ny = 2 # SOLUTION NO PROMPT')
     assert solution_code(source) == (
         "### BEGIN SOLUTION\ndata = load()\n### END SOLUTION\ndef f(x):\n    ### BEGIN SOLUTION\n"
-        "    return x ** 2\n    ### END SOLUTION\nnp.random.seed(0) # SEED")
+        "    return x ** 2\n    ### END SOLUTION\nnp.random.seed(0) # SEED\n### BEGIN SOLUTION\ny = 2\n### END SOLUTION")
 
 
 def test_test_cells_hidden_by_comment_or_config():

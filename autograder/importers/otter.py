@@ -5,9 +5,9 @@ configuration (name, points, manual), `# BEGIN SOLUTION` / `# END SOLUTION` arou
 `# BEGIN TESTS` / `# END TESTS` around test cells, each a test case (hidden when its first line is `# HIDDEN`
 or its TEST CONFIG says so) whose output otter compares with the solution's.
 Converted to:
-- solutions: a line ending in `# SOLUTION`, and each `# BEGIN SOLUTION [NO PROMPT]` block, between this
-  project's markers (students get the stub, not otter's `...` prompt); BEGIN PROMPT blocks dropped;
-  markdown solution cells become written answers (YOUR ANSWER HERE);
+- solutions: a line ending in `# SOLUTION [NO PROMPT]`, and each `# BEGIN SOLUTION [NO PROMPT]` block,
+  between this project's markers (students get the stub, not otter's `...` prompt); BEGIN PROMPT blocks
+  dropped; markdown solution cells become written answers (YOUR ANSWER HERE);
 - tests: one check per test case in tests/otter_tests.py, run on the submission and on the reference in the
   grader and passing when their values are equal (autograder/importers/cells.py `reference_cell`), worth the
   question's points (1 when not given) shared as otter shares them;
@@ -34,7 +34,7 @@ _BLOCK = re.compile(r"^\s*#\s+(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)\s*$
 _CONFIG = re.compile(r"^\s*#\s+ASSIGNMENT\s+CONFIG\s*$", re.I)
 _TEST_CONFIG = (re.compile(r'^(?:.\s*=\s*)?"""?\s*#\s*BEGIN\s*TEST\s*CONFIG', re.I),
                 re.compile(r'^"""?\s*#\s*END\s*TEST\s*CONFIG', re.I))
-_SOLUTION_LINE = re.compile(r"^(\s*)(.*?)\s*# ?SOLUTION\s*$")
+_SOLUTION_LINE = re.compile(r"^(\s*)(.*?)\s*# ?SOLUTION( NO PROMPT)?\s*$")
 _SOLUTION_BLOCK = re.compile(r"^(\s*)# BEGIN SOLUTION( NO PROMPT)?\s*$")
 _PROMPT = (re.compile(r'^\s*"""\s*# BEGIN PROMPT\s*$'), re.compile(r'^\s*"""\s*# END PROMPT\s*$'))
 
