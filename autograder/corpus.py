@@ -173,12 +173,15 @@ def make_notebook(path: Path, answer_key: Path, edits: Edits, student: Path | No
 
 # -- outcomes -----------------------------------------------------------------------------------------
 
-LOST = ("failed", "partial")  # by status, not by score < max_score: a third of a point is rounded (0.333333)
+def loses(check) -> bool:
+    """A graded check that did not get all its points, read from its status, not from score < max_score: a
+    third of a point is rounded (0.333333). A check worth nothing loses nothing."""
+    return check.status in ("failed", "partial") and check.max_score > 0
 
 
 def lost_points(result) -> dict[str, str]:
     """check name -> message, for every graded check that did not get all its points."""
-    return {c.name: c.message for c in result.checks if c.status in LOST}
+    return {c.name: c.message for c in result.checks if loses(c)}
 
 
 def in_part(part: str, confined_to: str) -> bool:
@@ -216,6 +219,6 @@ def points_lost_by_part(result) -> dict[str, float]:
     """part -> points lost (pending and ungraded checks left out)."""
     out: dict[str, float] = {}
     for c in result.checks:
-        if c.status in LOST:
+        if loses(c):
             out[c.part] = round(out.get(c.part, 0.0) + c.max_score - c.score, 6)
     return out

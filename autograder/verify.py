@@ -129,7 +129,7 @@ def reference_problems(ref_result, lines: list[str]) -> list[str]:
             lines.append(f"reference   {c.name}: pending (needs a GPU)")
         elif c.status == "ungraded":  # graded as a submission, it did not pass: Judge.confirm says how
             problems.append(f"{c.name}: {c.grader_problem}")
-        elif c.status in ("failed", "partial"):  # by status: a third of a point is rounded (0.333333)
+        elif corpus_module.loses(c):
             problems.append(f"the reference gets {c.score:g}/{c.max_score:g} on {c.name}: {c.message}")
     return problems
 
