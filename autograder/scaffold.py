@@ -124,10 +124,14 @@ def cmd_new(args) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("new", help="a working assignment to start from: solutions/<name>/ (one part, a public and a "
-                                   "hidden check, a corpus), which builds and verifies")
+def add_arguments(p) -> None:
     p.add_argument("name", help="the assignment's name (letters, digits, _)")
     p.add_argument("--title", help="shown to students (default: from the name)")
     p.add_argument("--solutions", default="solutions", help="where to write it (default: ./solutions)")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("new", help="a working assignment to start from: solutions/<name>/ (one part, a public and a "
+                                   "hidden check, a corpus), which builds and verifies")
+    add_arguments(p)
     p.set_defaults(run=cmd_new)
