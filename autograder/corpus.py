@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from autograder.status import PENDING, UNGRADED
+from autograder.status import FAILED, PARTIAL
 
 CORPUS_DIR = "corpus"
 
@@ -174,10 +174,15 @@ def make_notebook(path: Path, answer_key: Path, edits: Edits, student: Path | No
 
 # -- outcomes -----------------------------------------------------------------------------------------
 
+def loses(check) -> bool:
+    """A graded check that did not get all its points, read from its status, not from score < max_score: a
+    third of a point is rounded (0.333333). A check worth nothing loses nothing."""
+    return check.status in (FAILED, PARTIAL) and check.max_score > 0
+
+
 def lost_points(result) -> dict[str, str]:
     """check name -> message, for every graded check that did not get all its points."""
-    return {c.name: c.message for c in result.checks if c.status not in (PENDING, UNGRADED)
-            and c.score < c.max_score}
+    return {c.name: c.message for c in result.checks if loses(c)}
 
 
 def in_part(part: str, confined_to: str) -> bool:
@@ -215,6 +220,6 @@ def points_lost_by_part(result) -> dict[str, float]:
     """part -> points lost (pending and ungraded checks left out)."""
     out: dict[str, float] = {}
     for c in result.checks:
-        if c.status not in (PENDING, UNGRADED) and c.score < c.max_score:
+        if loses(c):
             out[c.part] = round(out.get(c.part, 0.0) + c.max_score - c.score, 6)
     return out

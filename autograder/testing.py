@@ -34,7 +34,7 @@ from autograder.sandbox.remote import (  # re-exported for test files
 
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 
-__all__ = ["check", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_attr", "remote_isinstance",
+__all__ = ["check", "manual", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_attr", "remote_isinstance",
            "remote_items", "remote_type", "worker_helpers", "StudentError", "MissingName", "Remote", "CheckSpec",
            "gen", "normal", "close", "load_weights", "RTOL", "ATOL"]
 
@@ -110,6 +110,26 @@ def check(name: str, points: float, part: str = "", visibility: str = "visible",
                                  depends_on=tuple(depends_on))
         return fn
     return register
+
+
+MANUAL = "graded by hand"  # how a manual check's pending message starts (autograder verify counts them)
+
+
+class Pending(Exception):
+    """Raised by a check that is decided later, elsewhere (the GPU accuracy rubric, grading by hand): the check
+    is reported as pending with this message, neither failed nor 0."""
+
+
+def manual(name: str, points: float, part: str = "", what: str = "", visibility: str = "visible"):
+    """A check graded by hand (a written answer, a plot, a free-response cell): always pending, so its points
+    are in every total as pending, never as lost, and `autograder verify` lists them. Assign the result to
+    a module-level name of a test file: `q4_plot = manual("q4", 1, "Question 4", "a bar plot")`."""
+
+    def pending(sub, ref):
+        raise Pending(f"{MANUAL}: {what}" if what else MANUAL)
+
+    pending.__name__ = f"manual_{name}"
+    return check(name, points, part, visibility)(pending)
 
 
 _HELPERS_ATTR = "_ag_worker_helpers"
