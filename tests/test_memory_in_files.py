@@ -55,3 +55,17 @@ def test_a_notebook_filling_a_memfd_loses_that_part_only(tmp_path):
     assert "memory limit" in checks["normalize_test"].message and "memfd" in checks["normalize_test"].message
     others = [c for c in result.checks if c.part != checks["normalize_test"].part]
     assert others and all(c.status == "passed" for c in others), [(c.name, c.message) for c in others]
+
+
+def test_a_check_receives_a_bounded_amount_whatever_the_function_returns(example_release, tmp_path):
+    """softmax returning 400 MB per call: the checks calling it twice or more fail, past MAX_CHECK_BYTES, with
+    a message; the judge never holds the rest; other parts keep their points."""
+    from autograder.sandbox.client import MAX_CHECK_BYTES
+
+    key = example_release.dir / "answer_key.ipynb"
+    nb = make_submission(tmp_path / "flood.ipynb", key, {"return e / e.sum(dim=dim, keepdim=True)":
+                                                          "return torch.zeros(100 << 20)"})
+    [result] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    over = [c for c in result.checks if f"more than {MAX_CHECK_BYTES >> 20} MB" in c.message]
+    assert over and all(c.score == 0 for c in over)
+    assert all(c.status == "passed" for c in result.checks if not c.part.startswith("2."))
