@@ -69,3 +69,4 @@ def test_a_check_receives_a_bounded_amount_whatever_the_function_returns(example
     over = [c for c in result.checks if f"more than {MAX_CHECK_BYTES >> 20} MB" in c.message]
     assert over and all(c.score == 0 for c in over)
     assert all(c.status == "passed" for c in result.checks if not c.part.startswith("2."))
+

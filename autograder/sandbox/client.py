@@ -41,7 +41,8 @@ class WorkerDied(WorkerError):
     pass
 
 
-MAX_CHECK_BYTES = 768 << 20  # what one check may receive from a worker, in total (_Replies.check_bytes)
+MAX_CHECK_BYTES = 512 << 20  # what one check may receive from a worker, in total (_Replies.check_bytes)
+HEADER_WEIGHT = 16  # a header's JSON becomes up to ~16 times its size in Python objects (3.5 M empty dicts)
 
 
 class OverBudget(ProtocolError):
@@ -129,7 +130,7 @@ class _Replies:
             (n_blob,) = struct.unpack_from("<Q", self.buf, 8 + n_head)
             if n_blob > MAX_BLOB_BYTES:
                 raise ProtocolError(f"message of {n_blob} bytes is over the limit")
-            self.check_bytes += 16 + n_head + n_blob
+            self.check_bytes += 16 + HEADER_WEIGHT * n_head + n_blob
             if self.check_bytes > MAX_CHECK_BYTES:  # before its data is read: the judge never holds it
                 raise OverBudget(f"{self.check_bytes} bytes in one check")
             take = min(n_blob, len(self.buf) - 16 - n_head)
