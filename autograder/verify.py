@@ -28,6 +28,7 @@ from autograder.grading import GradeOptions, build_and_record, grade
 from autograder.notebook.markers import hand_graded, nbgrader_meta
 from autograder.release import Release, load_release
 from autograder.status import PENDING, UNGRADED
+from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG
 from autograder.testing import MANUAL
 
 
@@ -53,13 +54,18 @@ def secret_lines(source: Path) -> set[str]:
     return {s for s in secret - public if s and s.strip("#").strip()}
 
 
+FRAMEWORK_TAGS = {SETUP_TAG, CHECK_TAG, INSTALL_TAG}
+
+
 def find_leaks(assignment_dir: Path, secrets: set[str]) -> list[str]:
     leaks = []
     for f in sorted(p for p in assignment_dir.rglob("*") if p.is_file()):
         text = f.read_bytes().decode("utf-8", errors="replace")
         if f.suffix == ".ipynb":
             nb = nbformat.reads(text, as_version=4)
-            candidates = [line for c in nb.cells for line in "".join(c.source).split("\n")]
+            # the cells the build adds (autograder.student) hold the framework's own code and public checks only
+            cells = [c for c in nb.cells if not set(c.get("metadata", {}).get("tags", [])) & FRAMEWORK_TAGS]
+            candidates = [line for c in cells for line in "".join(c.source).split("\n")]
             candidates += [line for c in nb.cells for o in c.get("outputs", []) for line in str(o).split("\n")]
         else:
             candidates = text.splitlines()
