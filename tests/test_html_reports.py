@@ -146,3 +146,16 @@ def test_class_report_and_summary_show_the_same_figures(tmp_path):
     for name in md_checks:
         assert {c: md_checks[name][c] for c in columns} == {c: html_checks[name][c] for c in columns}, name
     assert md_checks["norm"]["mean"] == "1.33" and md_checks["acc"]["pending"] == "3"
+
+
+def test_parts_come_in_the_notebooks_order_in_feedback():
+    """A part graded by hidden test files only (listed after every notebook test cell) still comes in order."""
+    from autograder.judge import CheckResult
+    from autograder.reports.results import SubmissionResult, by_part, feedback_markdown
+
+    checks = [CheckResult("a", "1. A", 1, 1, "passed", ""), CheckResult("c", "3. C", 1, 1, "passed", ""),
+              CheckResult("b", "2. B", 1, 0, "failed", "wrong"), CheckResult("w", "Written answers", 1, 0, "pending", ""),
+              CheckResult("q", "Part 10", 1, 1, "passed", "")]
+    assert list(by_part(checks)) == ["1. A", "2. B", "3. C", "Part 10", "Written answers"]
+    text = feedback_markdown(SubmissionResult("s", "s.ipynb", checks), "T")
+    assert text.index("## 1. A") < text.index("## 2. B") < text.index("## 3. C") < text.index("## Part 10")

@@ -23,7 +23,7 @@ from autograder.files import write_atomic
 from autograder.reports.class_statistics import (
     CheckStatistics, ClassStatistics, class_statistics, error_results, format_mean, format_rate, format_score,
 )
-from autograder.reports.results import SubmissionResult
+from autograder.reports.results import SubmissionResult, by_part
 from autograder.status import UNSCORED
 
 COLORS = {"passed": "#1a7f37", "partial": "#b7791f", "failed": "#c62828", "pending": "#5b6b7f", "ungraded": "#6f42c1"}
@@ -69,10 +69,7 @@ def _fmt(x: float) -> str:
 
 
 def _parts(result: SubmissionResult) -> dict:
-    parts: dict[str, list] = {}
-    for c in result.checks:
-        parts.setdefault(c.part or "Checks", []).append(c)
-    return parts
+    return by_part(result.checks)
 
 
 def _bar(fraction: float, color: str = "#1a7f37") -> str:
