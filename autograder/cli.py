@@ -18,12 +18,13 @@ def _user_errors() -> tuple:
     does not use, it does not import."""
     from autograder.build import BuildError
     from autograder.config import ConfigError
+    from autograder.corpus import CorpusError
     from autograder.grading import ConfinementUnavailable
     from autograder.grading.outdir import OutDirBusy
     from autograder.notebook.markers import MarkerError
     from autograder.release import ReleaseError
 
-    return (BuildError, ConfigError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy)
+    return (BuildError, ConfigError, CorpusError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy)
 
 
 def parser() -> argparse.ArgumentParser:

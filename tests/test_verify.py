@@ -98,3 +98,15 @@ def test_the_cells_the_build_adds_are_not_leaks(tmp_path):
                       "    except Exception:\n        return None\n")
     report = verify(source, with_corpus=False)
     assert not [p for p in report.problems if "contains" in p], report.problems
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: __import__("autograder.corpus").corpus.Variant("v", {"return x": "return y"}), "replace={old: new}"),
+    (lambda: __import__("autograder.corpus").corpus.Bug("b", {"a": "b"}, ["x"]), "expect maps a check name"),
+    (lambda: __import__("autograder.corpus").corpus.Variant(3), "the item's name"),
+])
+def test_a_corpus_item_with_the_wrong_arguments_says_how_to_write_it(make, says):
+    from autograder.corpus import CorpusError
+
+    with pytest.raises(CorpusError, match=says.replace("{", r"\{").replace("}", r"\}")):
+        make()
