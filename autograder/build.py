@@ -22,8 +22,8 @@ from pathlib import Path
 from autograder.config import load_config
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.markers import (
-    HIDDEN, MarkerError, check_cell, is_test_cell, nbgrader_meta, public_lines, secret_lines, solution_source,
-    student_source,
+    HIDDEN, MarkerError, check_cell, is_test_cell, nbgrader_meta, notebook_language, public_lines, secret_lines,
+    solution_source, student_source,
 )
 from autograder.files import write_atomic
 from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
@@ -66,6 +66,7 @@ def transform(nb, where: str) -> Transformed:
     """Check every marker, then derive the student notebook, the answer key and the test-cell checks."""
     student, key = copy.deepcopy(nb), copy.deepcopy(nb)
     checks, secrets, public, seen_ids = [], [], [], {}
+    language = notebook_language(nb)  # a whole solution cell becomes nbgrader's stub for it
     for index, cell in enumerate(nb.cells):
         loc = f"{where}: cell {index + 1}"
         regions = check_cell(cell, loc)
@@ -79,7 +80,7 @@ def transform(nb, where: str) -> Transformed:
             seen_ids[grade_id] = index + 1
         secrets += secret_lines(cell, regions)
         public += public_lines(cell, regions)
-        student.cells[index]["source"] = student_source(cell, regions)
+        student.cells[index]["source"] = student_source(cell, regions, language, loc)
         key.cells[index]["source"] = solution_source(cell, regions, keep_hidden=False)
         _clean(student.cells[index])
         _clean(key.cells[index])

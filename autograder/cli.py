@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from autograder.commands import Command, commands_dict, create_command
+from autograder.files import DiskFull
 
 
 def _user_errors() -> tuple:
@@ -17,12 +18,13 @@ def _user_errors() -> tuple:
     does not use, it does not import."""
     from autograder.build import BuildError
     from autograder.config import ConfigError
+    from autograder.corpus import CorpusError
     from autograder.grading import ConfinementUnavailable
     from autograder.grading.outdir import OutDirBusy
     from autograder.notebook.markers import MarkerError
     from autograder.release import ReleaseError
 
-    return (BuildError, ConfigError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy)
+    return (BuildError, ConfigError, CorpusError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,6 +50,10 @@ def run(command: Command, args: argparse.Namespace) -> int:
     except _user_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except DiskFull as exc:
+        print(f"error: {exc.strerror}. Results written so far are kept: free some space and run the same command "
+              "again to go on.", file=sys.stderr)
+        return 4
     except KeyboardInterrupt:
         print("interrupted; results written so far are kept", file=sys.stderr)
         return 130

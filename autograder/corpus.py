@@ -19,9 +19,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from autograder.status import PENDING, UNGRADED
+from autograder.status import FAILED, PARTIAL
 
 CORPUS_DIR = "corpus"
+
+
+class CorpusError(ValueError):
+    pass
+
+
+def _check_edits(kind: str, name: object, edits: "Edits") -> None:
+    """A clear message for an item written with the wrong arguments (Variant's second positional argument is
+    `definitions`, Bug's is `replace`), instead of a traceback at grading time."""
+    if not isinstance(name, str) or not name:
+        raise CorpusError(f"{kind}(...): the first argument is the item's name, a non-empty string; got {name!r}")
+    where = f"{kind}({name!r})"
+    for field_name in ("replace", "definitions"):
+        value = getattr(edits, field_name)
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise CorpusError(f"{where}: {field_name} maps strings to strings")
+    bad = [k for k in edits.definitions if not k.isidentifier()]
+    if bad:
+        raise CorpusError(f"{where}: definitions maps a def or class NAME to its new source; {bad[0][:40]!r} is not a "
+                          "name. To replace text, write replace={old: new} (Variant(name, definitions, why, "
+                          "replace=...), Bug(name, replace, expect, why, ...))")
+    for field_name in ("stub", "prepend", "append"):
+        if not all(isinstance(x, str) for x in getattr(edits, field_name)):
+            raise CorpusError(f"{where}: {field_name} is a list of strings")
 
 
 @dataclass
@@ -47,6 +71,7 @@ class Variant(Edits):
         super().__init__(dict(replace or {}), dict(definitions or {}), list(stub or []), list(prepend or []),
                          list(append or []))
         self.name, self.why = name, why
+        _check_edits("Variant", name, self)
 
 
 @dataclass
@@ -65,8 +90,14 @@ class Bug(Edits):
                  prepend: list | None = None, append: list | None = None, confined_to: str | None = None):
         super().__init__(dict(replace or {}), dict(definitions or {}), list(stub or []), list(prepend or []),
                          list(append or []))
+        if expect is not None and not isinstance(expect, dict):
+            raise CorpusError(f"Bug({name!r}): expect maps a check name to a text its message must contain "
+                              f"(a dict), not a {type(expect).__name__}")
         self.name, self.expect, self.why = name, dict(expect or {}), why
         self.others, self.confined_to = set(others or ()), confined_to
+        _check_edits("Bug", name, self)
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.expect.items()):
+            raise CorpusError(f"Bug({name!r}): expect maps a check name to a text its message must contain")
 
 
 @dataclass
@@ -80,10 +111,6 @@ class Corpus:
     def items(self) -> list[tuple[str, Variant | Bug]]:
         """(submission id, item): ids are `variant-<name>` and `bug-<name>`."""
         return [(f"variant-{v.name}", v) for v in self.variants] + [(f"bug-{b.name}", b) for b in self.bugs]
-
-
-class CorpusError(ValueError):
-    pass
 
 
 def load_corpus(source: Path) -> Corpus:
@@ -174,10 +201,15 @@ def make_notebook(path: Path, answer_key: Path, edits: Edits, student: Path | No
 
 # -- outcomes -----------------------------------------------------------------------------------------
 
+def loses(check) -> bool:
+    """A graded check that did not get all its points, read from its status, not from score < max_score: a
+    third of a point is rounded (0.333333). A check worth nothing loses nothing."""
+    return check.status in (FAILED, PARTIAL) and check.max_score > 0
+
+
 def lost_points(result) -> dict[str, str]:
     """check name -> message, for every graded check that did not get all its points."""
-    return {c.name: c.message for c in result.checks if c.status not in (PENDING, UNGRADED)
-            and c.score < c.max_score}
+    return {c.name: c.message for c in result.checks if loses(c)}
 
 
 def in_part(part: str, confined_to: str) -> bool:
@@ -215,6 +247,6 @@ def points_lost_by_part(result) -> dict[str, float]:
     """part -> points lost (pending and ungraded checks left out)."""
     out: dict[str, float] = {}
     for c in result.checks:
-        if c.status not in (PENDING, UNGRADED) and c.score < c.max_score:
+        if loses(c):
             out[c.part] = round(out.get(c.part, 0.0) + c.max_score - c.score, 6)
     return out

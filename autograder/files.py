@@ -9,27 +9,46 @@ holds the process id and a random part); the last to finish wins, whole.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import stat
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 
+class DiskFull(OSError):
+    """No space (or quota) left where the package writes: nothing half-written is left, the run can resume."""
+
+
 def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
-    """Write `data` (text as UTF-8) to a temporary file beside `path`, then rename it over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{os.getpid()}", dir=path.parent)
+    """Write `data` (text as UTF-8) to a temporary file beside `path`, then rename it over `path`. A full disk
+    raises DiskFull naming the path."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{os.getpid()}", dir=path.parent)
+    except OSError as exc:
+        raise _full(exc, path) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.chmod(tmp, 0o644 if mode is None else mode)  # mkstemp's 0600 would hide a result from its reader
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _full(exc, path) from None
         raise
+
+
+def _full(exc: OSError, path: Path) -> OSError:
+    """DiskFull for "no space" and "quota exceeded", the error itself otherwise."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(exc.errno, f"no space left on the device holding {path.parent} (writing {path.name})")
+    return exc
 
 
 @contextlib.contextmanager
@@ -55,6 +74,8 @@ def file_digest(path: Path) -> str:
     """sha256 of a file's bytes, read in blocks; "unreadable: <why>" when it cannot be read."""
     h = hashlib.sha256()
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the reader forever
+            return "unreadable: not a regular file"
         with open(path, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)

@@ -25,7 +25,7 @@ from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import Remote
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED
-from autograder.testing import CheckSpec, Fail
+from autograder.testing import CheckSpec, Fail, Pending
 
 PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
                "The instructor runs `autograder rubric` on a GPU machine and merges the points.")
@@ -51,11 +51,6 @@ class RememberedHang:
     check: str
     message: str
     label: str = ""
-
-
-class Pending(Exception):
-    """Raised by a check that is decided later, elsewhere (e.g. the GPU accuracy rubric): the check is
-    reported as pending with this message, neither failed nor 0."""
 
 
 @dataclass

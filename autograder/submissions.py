@@ -31,6 +31,7 @@ class Submission:
     student: str  # id from the layout; made folder-safe and unique by `discover`
     path: Path  # the notebook (may not exist: graded as unreadable, with a result row)
     note: str = ""  # how the notebook was chosen, when there was a choice
+    refused: str = ""  # why it is not graded at all (a link leaving the submissions folder): its row says so
 
 
 @dataclass
@@ -196,6 +197,21 @@ def _is_nbgrader(folder: Path) -> Path | None:
     return None
 
 
+# -- a folder of notebooks ---------------------------------------------------------------------------
+
+def _folder_of_notebooks(folder: Path) -> list[Submission]:
+    """Every *.ipynb entry of `folder` gets a row, whatever it is: a dangling link or a FIFO is graded as
+    unreadable; a link to a file outside the folder (the answer key, another student's notebook) is refused."""
+    entries = sorted(p for p in folder.iterdir() if p.suffix == ".ipynb" and not p.is_dir())
+    subs = [Submission(i, p) for i, p in zip(submission_ids(entries), entries)]
+    root = folder.resolve()
+    for s in subs:
+        if s.path.is_symlink() and s.path.exists() and root not in s.path.resolve().parents:
+            s.refused = (f"{s.path.name} is a link to a file outside the submissions folder "
+                         f"({s.path.resolve()}): not graded")
+    return subs
+
+
 # -- all together --------------------------------------------------------------------------------------
 
 def discover(args: list[str | Path], notebook: str | None = None, assignment: str | None = None,
@@ -212,8 +228,7 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
             elif nbg is not None:
                 found, layout = _nbgrader(nbg, assignment, notebook), "nbgrader submitted/ tree"
             else:
-                files = sorted(p for p in arg.iterdir() if p.suffix == ".ipynb" and p.is_file())
-                found, layout = [Submission(i, p) for i, p in zip(submission_ids(files), files)], "folder of notebooks"
+                found, layout = _folder_of_notebooks(arg), "folder of notebooks"
             inputs.roots.append(arg.resolve())
             inputs.layouts.append(f"{arg}: {layout}, {len(found)} submission(s)")
             if not found:

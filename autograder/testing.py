@@ -8,6 +8,12 @@
 
 `sub` and `ref` are proxies to the submission and the reference, each in its own worker process
 (see autograder/sandbox/). Checks run in the judge, which never imports student code.
+
+Helpers for the judge's own arithmetic, shared by every assignment (documented in
+docs/writing-assignments.md): `gen` and `normal` (seeded inputs and weights, the same on every run),
+`close` (a tolerance stated by its arguments: rtol 1e-4, atol 1e-5 unless a check says otherwise;
+NaN, inf, another shape or a non-tensor are never close) and `load_weights` (seeded weights into a
+student's module, or a Fail that names what did not fit).
 """
 from __future__ import annotations
 
@@ -28,8 +34,15 @@ from autograder.sandbox.remote import (  # re-exported for test files
 
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 
-__all__ = ["check", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_attr", "remote_isinstance",
-           "remote_items", "remote_type", "worker_helpers", "StudentError", "MissingName", "Remote", "CheckSpec"]
+__all__ = ["check", "manual", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_attr", "remote_isinstance",
+           "remote_items", "remote_type", "worker_helpers", "StudentError", "MissingName", "Remote", "CheckSpec",
+           "gen", "normal", "close", "load_weights", "RTOL", "ATOL"]
+
+# The tolerance of `close` and `expect_close` when a check states none: |actual - expected| <= ATOL + RTOL *
+# |expected| elementwise, in float64. Loose enough for a student's float32 arithmetic against the judge's
+# float64, tight enough that a wrong formula shows; a check that compares more steps states a looser one.
+RTOL = 1e-4
+ATOL = 1e-5
 
 
 class Fail(AssertionError):
@@ -98,6 +111,26 @@ def check(name: str, points: float, part: str = "", visibility: str = "visible",
                                  depends_on=tuple(depends_on))
         return fn
     return register
+
+
+MANUAL = "graded by hand"  # how a manual check's pending message starts (autograder verify counts them)
+
+
+class Pending(Exception):
+    """Raised by a check that is decided later, elsewhere (the GPU accuracy rubric, grading by hand): the check
+    is reported as pending with this message, neither failed nor 0."""
+
+
+def manual(name: str, points: float, part: str = "", what: str = "", visibility: str = "visible"):
+    """A check graded by hand (a written answer, a plot, a free-response cell): always pending, so its points
+    are in every total as pending, never as lost, and `autograder verify` lists them. Assign the result to
+    a module-level name of a test file: `q4_plot = manual("q4", 1, "Question 4", "a bar plot")`."""
+
+    def pending(sub, ref):
+        raise Pending(f"{MANUAL}: {what}" if what else MANUAL)
+
+    pending.__name__ = f"manual_{name}"
+    return check(name, points, part, visibility)(pending)
 
 
 _HELPERS_ATTR = "_ag_worker_helpers"
@@ -180,7 +213,7 @@ def expect_shape(actual, shape, what: str) -> None:
                    f"({', '.join(map(str, shape))})")
 
 
-def expect_close(actual, expected, message: str, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+def expect_close(actual, expected, message: str, atol: float = ATOL, rtol: float = RTOL) -> None:
     """Values match the expected ones; the message never shows the expected values."""
     if not isinstance(actual, torch.Tensor):
         raise Fail(f"{message}: expected a tensor, got {type(actual).__name__}")
@@ -191,3 +224,46 @@ def expect_close(actual, expected, message: str, atol: float = 1e-5, rtol: float
         raise Fail(f"{message} (the result contains NaN or inf)")
     if not torch.allclose(a, e, atol=atol, rtol=rtol):
         raise Fail(message)
+
+
+# -- the judge's own arithmetic: seeded inputs and weights, comparisons, weights into a student's module ----
+
+def gen(seed: int) -> torch.Generator:
+    """A CPU generator seeded with `seed`: the judge's inputs and weights are the same on every run, and
+    drawing them leaves torch's global generator (which the checks seed) alone."""
+    return torch.Generator().manual_seed(seed)
+
+
+def normal(generator: torch.Generator) -> Callable[..., torch.Tensor]:
+    """r(*shape, s=1.0): standard-normal draws from `generator`, times `s`, in call order
+    (`r = normal(gen(7)); w, b = r(4, 4), r(4, s=0.1)`)."""
+    def draw(*shape: int, s: float = 1.0) -> torch.Tensor:
+        return s * torch.randn(*shape, generator=generator)
+    return draw
+
+
+def close(actual, expected, rtol: float = RTOL, atol: float = ATOL) -> bool:
+    """Whether `actual` matches `expected`: both tensors of the same shape (no broadcasting), `actual`
+    finite, and |actual - expected| <= atol + rtol * |expected| elementwise, compared in float64.
+    Defaults: rtol 1e-4, atol 1e-5 (RTOL, ATOL). NaN or inf in `actual` is never close, nor is anything
+    compared with NaN in `expected` (NaN equals nothing, not even NaN)."""
+    return (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
+            and actual.shape == expected.shape and bool(torch.isfinite(actual).all())
+            and torch.allclose(actual.double(), expected.double(), rtol=rtol, atol=atol))
+
+
+def load_weights(sub, module, state: dict, what: str, names: str = "", *, helper: str) -> None:
+    """Copy `state` (name -> tensor) into the student's `module` (a proxy kept in the worker), or raise Fail.
+
+    `helper` names the assignment's worker helper (see `worker_helpers`) that does the copying there:
+    `helper(module, state)` loads the tensors by name and returns what did not fit (names the module lacks,
+    wrong shapes) as a list of strings, loading nothing then. `what` names the module in messages
+    ("MultiHeadAttention(16, 4, 0.0)"); `names` lists the documented attribute names to name when some
+    do not fit."""
+    try:
+        problems = getattr(sub.helpers, helper)(module, state)
+    except StudentError as exc:
+        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
+    if problems:
+        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names"
+                   + (f" ({names})" if names else "") + ": " + "; ".join(problems[:4]))

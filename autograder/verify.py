@@ -1,13 +1,17 @@
 """`autograder verify <name>`: the release is sound before it reaches students.
 
 1. The reference solution (the answer key) gets every point that can be graded here.
-2. The untouched student notebook gets 0 on every check that runs into a stub.
-3. No line of solution or hidden-test text appears anywhere in assignments/<name>/.
+2. The untouched student notebook gets 0 on every check: a point it earns is a point for nothing.
+3. No line of solution or hidden-test text appears anywhere in assignments/<name>/ (a solution cell
+   without markers counts whole).
 4. The assignment's corpus (solutions/<name>/corpus/, see autograder/corpus.py), if it has one: every
    correct variant gets every point, every wrong submission loses the points it declares, and those
    confined to a part lose none elsewhere.
+5. At least one check is graded automatically (an assignment of manual points only, or of none, fails).
 
-All submissions (answer key, student notebook, corpus) are graded in one batch.
+Points graded by hand (nbgrader's written answers, free-response code cells and tasks; `manual` checks of
+the test files) are listed, so that none vanish from the totals unnoticed. All submissions (answer key,
+student notebook, corpus) are graded in one batch.
 """
 from __future__ import annotations
 
@@ -21,8 +25,11 @@ from autograder import corpus as corpus_module
 from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
+from autograder.notebook.markers import hand_graded, nbgrader_meta
 from autograder.release import Release, load_release
 from autograder.status import PENDING, UNGRADED
+from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG
+from autograder.testing import MANUAL
 
 
 @dataclass
@@ -47,13 +54,18 @@ def secret_lines(source: Path) -> set[str]:
     return {s for s in secret - public if s and s.strip("#").strip()}
 
 
+FRAMEWORK_TAGS = {SETUP_TAG, CHECK_TAG, INSTALL_TAG}
+
+
 def find_leaks(assignment_dir: Path, secrets: set[str]) -> list[str]:
     leaks = []
     for f in sorted(p for p in assignment_dir.rglob("*") if p.is_file()):
         text = f.read_bytes().decode("utf-8", errors="replace")
         if f.suffix == ".ipynb":
             nb = nbformat.reads(text, as_version=4)
-            candidates = [line for c in nb.cells for line in "".join(c.source).split("\n")]
+            # the cells the build adds (autograder.student) hold the framework's own code and public checks only
+            cells = [c for c in nb.cells if not set(c.get("metadata", {}).get("tags", [])) & FRAMEWORK_TAGS]
+            candidates = [line for c in cells for line in "".join(c.source).split("\n")]
             candidates += [line for c in nb.cells for o in c.get("outputs", []) for line in str(o).split("\n")]
         else:
             candidates = text.splitlines()
@@ -93,17 +105,9 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
         results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if len(corpus) else 1, cuda=cuda)
     report.results = results
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
-    for c in ref_result.checks:
-        if c.status == PENDING:
-            report.lines.append(f"reference   {c.name}: pending (needs a GPU)")
-        elif c.status == UNGRADED:  # graded as a submission, it did not pass: Judge.confirm says how
-            report.problems.append(f"{c.name}: {c.grader_problem}")
-        elif c.score < c.max_score:
-            report.problems.append(f"the reference gets {c.score:g}/{c.max_score:g} on {c.name}: {c.message}")
-    for c in stub_result.checks:
-        if c.stub_hit and c.score > 0:
-            report.problems.append(f"the untouched student notebook gets {c.score:g} on {c.name}, "
-                                   "which runs into a stub")
+    report.problems += reference_problems(ref_result, report.lines)
+    report.problems += untouched_problems(stub_result)
+    report.problems += manual_and_automatic(paths.source / config.notebook, ref_result, report.lines)
     stubbed = sum(1 for c in stub_result.checks if c.stub_hit)
     report.lines.append(f"reference: {ref_result.score:g}/{ref_result.max_score:g} "
                         f"({len(ref_result.pending)} pending); untouched student notebook: "
@@ -119,3 +123,61 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     report.problems += [f"leak: {leak}" for leak in leaks]
     report.lines.append(f"leak check: {len(leaks)} leaked line(s) in {paths.assignment}")
     return report
+
+
+def is_manual(check) -> bool:
+    return check.status == PENDING and check.message.startswith(MANUAL)
+
+
+def reference_problems(ref_result, lines: list[str]) -> list[str]:
+    problems = []
+    for c in ref_result.checks:
+        if c.status == PENDING and not is_manual(c):
+            lines.append(f"reference   {c.name}: pending (needs a GPU)")
+        elif c.status == UNGRADED:  # graded as a submission, it did not pass: Judge.confirm says how
+            problems.append(f"{c.name}: {c.grader_problem}")
+        elif corpus_module.loses(c):
+            problems.append(f"the reference gets {c.score:g}/{c.max_score:g} on {c.name}: {c.message}")
+    return problems
+
+
+def untouched_problems(stub_result) -> list[str]:
+    """Every point the student notebook earns as handed out is a point given for nothing."""
+    problems = []
+    for c in stub_result.checks:
+        if c.score > 0:
+            why = "which runs into a stub" if c.stub_hit else \
+                "without running into a stub: does the check test anything the student writes?"
+            problems.append(f"the untouched student notebook gets {c.score:g} on {c.name}, {why}")
+    return problems
+
+
+def hand_graded_cells(notebook: Path) -> list[tuple[str, float]]:
+    """("cell N grade_id (kind, P)", P) for each cell nbgrader's metadata leaves to grading by hand."""
+    nb = nbformat.read(notebook, as_version=4)
+    out = []
+    for index, cell in enumerate(nb.cells):
+        kind = hand_graded(cell)
+        if kind:
+            meta = nbgrader_meta(cell)
+            points = float(meta.get("points", 0) or 0)
+            out.append((f"cell {index + 1} {meta.get('grade_id', '')} ({kind}, {points:g})", points))
+    return out
+
+
+def manual_checks(ref_result) -> list[tuple[str, float]]:
+    return [(f"check {c.name} ({c.message[len(MANUAL):].strip(': ') or 'manual'}, {c.max_score:g})", c.max_score)
+            for c in ref_result.checks if is_manual(c)]
+
+
+def manual_and_automatic(notebook: Path, ref_result, lines: list[str]) -> list[str]:
+    """Lists the points graded by hand; a problem when no check is graded automatically."""
+    cells, checks = hand_graded_cells(notebook), manual_checks(ref_result)
+    for items, where in ((cells, "in the notebook's hand-graded cells, in no total (no check grades them)"),
+                         (checks, "in manual checks, pending in every total")):
+        if items:
+            lines.append(f"manual: {sum(p for _, p in items):g} point(s) {where}: " + "; ".join(w for w, _ in items))
+    if not any(not is_manual(c) for c in ref_result.checks):
+        return ["no check is graded automatically: add test cells (nbgrader metadata grade: true) or tests/*.py"
+                + (" (every point here is graded by hand)" if cells or checks else "")]
+    return []

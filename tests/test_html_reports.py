@@ -1,16 +1,25 @@
 """HTML feedback per submission and the instructor's class report (histogram, pass rates)."""
 from __future__ import annotations
 
+import re
 import xml.dom.minidom
 
 import pytest
 
 from autograder.entrypoints import command_line as main
 from autograder.judge import CheckResult
+from autograder.reports.class_statistics import check_statistics
 from autograder.reports.html import (
-    check_stats, class_report_html, find_chromium, histogram_svg, render_png, submission_html, write_reports,
+    class_report_html,
+    find_chromium,
+    histogram_svg,
+    load_results,
+    render_png,
+    submission_html,
+    write_reports,
 )
 from autograder.reports.results import SubmissionResult, write_submission
+from autograder.reports.summary import write_summary
 
 
 def result(sub: str, scores: dict[str, tuple[float, str]], error: str = "") -> SubmissionResult:
@@ -54,15 +63,15 @@ def test_class_report_numbers_and_pictures():
     page, hist, rates = class_report_html(CLASS, "Vectors")
     for svg in (hist, rates):
         xml.dom.minidom.parseString(svg)  # well-formed, standalone
-    # totals 6, 3, 0, 0 over a maximum of 10: one bar per point, the counts written on the bars
+    # graded totals 6, 3, 0 over a maximum of 10 (dan could not be graded: in no figure): one bar per point
     assert hist.count("<rect x=") == 10
-    assert "<title>0-1: 2</title>" in hist and "<title>3-4: 1</title>" in hist and "<title>6-7: 1</title>" in hist
-    stats = {s["name"]: s for s in check_stats(CLASS)}
-    assert stats["norm"]["pass_rate"] == 0.5 and stats["soft"]["partial"] == 1
-    assert stats["acc"]["pass_rate"] is None and stats["acc"]["pending"] == 4
-    assert "pending (needs a GPU)" in rates and ">50%<" in rates
-    assert "Not gradable" in page and "invalid JSON" in page
-    assert "<td class='num'>2.25</td>" in page  # mean of 6, 3, 0, 0
+    assert "<title>0-1: 1</title>" in hist and "<title>3-4: 1</title>" in hist and "<title>6-7: 1</title>" in hist
+    stats = {s.name: s for s in check_statistics(CLASS)}
+    assert stats["norm"].pass_rate == 2 / 3 and stats["soft"].partial == 1 and stats["norm"].failed == 1
+    assert stats["acc"].pass_rate is None and stats["acc"].pending == 3
+    assert "pending (needs a GPU)" in rates and ">67%<" in rates
+    assert "Could not be graded" in page and "invalid JSON" in page
+    assert "<td class='num'>3.00</td>" in page  # mean of 6, 3, 0
     assert page.count("<svg") == 2
 
 
@@ -88,3 +97,65 @@ def test_pages_render_to_png(tmp_path):
         png = render_png(page, tmp_path / f"{page.parent.name}.png", height=900)
         data = png.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def _summary_figures(md: str) -> tuple[dict, dict]:
+    """summary.md's class figures and its per-check table."""
+    score = re.search(r"^Score: mean (\S*), median (\S*), min (\S*), max (\S*), full marks (\d+), zero (\d+)", md, re.MULTILINE)
+    counts = re.search(r"^(\d+) submission\(s\): (\d+) graded, (\d+) could not be graded", md, re.MULTILINE)
+    figures = dict(zip(("mean", "median", "min", "max", "full marks", "zero"), score.groups()))
+    figures.update(zip(("submissions", "graded", "could not be graded"), counts.groups()))
+    header, checks = None, {}
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == "check":
+            header = cells
+        elif header and line.startswith("| ") and len(cells) == len(header):
+            checks[cells[0]] = dict(zip(header, cells))
+        elif header and not line.strip():
+            header = None
+    return figures, checks
+
+
+def _html_figures(page: str) -> tuple[dict, dict]:
+    """The class report's figures table and its table of checks."""
+    tables = [[re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in re.findall(r"<tr>(.*?)</tr>", table)]
+              for table in re.findall(r"<table>(.*?)</table>", page)]
+    figures = dict(zip(*tables[0]))
+    counts = re.search(r"(\d+) submission\(s\): (\d+) graded, (\d+) could not be graded", page)
+    figures["submissions"] = counts.group(1)
+    header, *rows = next(t for t in tables if t[0][:2] == ["Part", "Check"])
+    checks = {row[1]: {h.lower(): cell for h, cell in zip(header, row)} for row in rows}
+    return figures, checks
+
+
+def test_class_report_and_summary_show_the_same_figures(tmp_path):
+    """One results folder with a submission that could not be graded: summary.md and the class report agree."""
+    for r in CLASS:
+        write_submission(tmp_path, r, "Vectors")
+    results = load_results(tmp_path)
+    write_summary(tmp_path, results, "Vectors")
+    write_reports(tmp_path, "Vectors", results)
+    md_class, md_checks = _summary_figures((tmp_path / "summary.md").read_text())
+    html_class, html_checks = _html_figures((tmp_path / "class-report.html").read_text())
+    assert md_class == {key: html_class[key] for key in md_class}
+    assert md_class == {"mean": "3.00", "median": "3", "min": "0", "max": "6", "full marks": "0", "zero": "1",
+                        "submissions": "4", "graded": "3", "could not be graded": "1"}  # dan is not in them
+    columns = ("points", "mean", "passed", "partial", "failed", "pending", "ungraded")
+    assert list(md_checks) == list(html_checks) == ["norm", "soft", "secret", "acc"]
+    for name in md_checks:
+        assert {c: md_checks[name][c] for c in columns} == {c: html_checks[name][c] for c in columns}, name
+    assert md_checks["norm"]["mean"] == "1.33" and md_checks["acc"]["pending"] == "3"
+
+
+def test_parts_come_in_the_notebooks_order_in_feedback():
+    """A part graded by hidden test files only (listed after every notebook test cell) still comes in order."""
+    from autograder.judge import CheckResult
+    from autograder.reports.results import SubmissionResult, by_part, feedback_markdown
+
+    checks = [CheckResult("a", "1. A", 1, 1, "passed", ""), CheckResult("c", "3. C", 1, 1, "passed", ""),
+              CheckResult("b", "2. B", 1, 0, "failed", "wrong"), CheckResult("w", "Written answers", 1, 0, "pending", ""),
+              CheckResult("q", "Part 10", 1, 1, "passed", "")]
+    assert list(by_part(checks)) == ["1. A", "2. B", "3. C", "Part 10", "Written answers"]
+    text = feedback_markdown(SubmissionResult("s", "s.ipynb", checks), "T")
+    assert text.index("## 1. A") < text.index("## 2. B") < text.index("## 3. C") < text.index("## Part 10")

@@ -4,6 +4,7 @@ a late notebook graded into the folder)."""
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 import textwrap
@@ -85,3 +86,54 @@ def test_a_message_is_bounded_whatever_the_worker_sent():
     cut = bounded(huge, MAX_MESSAGE_CHARS)
     assert len(cut) < MAX_MESSAGE_CHARS + 100 and cut.endswith("more characters not shown)")
     assert bounded("short", MAX_MESSAGE_CHARS) == "short"
+
+
+def test_links_fifos_and_dangling_entries_of_a_folder_each_get_a_row(tmp_path, example_build, example_release,
+                                                                     submission):
+    import os
+
+    from autograder.submissions import discover
+
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    submission("good.ipynb").rename(folder / "good.ipynb")
+    (folder / "key.ipynb").symlink_to(example_build.release / "answer_key.ipynb")
+    (folder / "dangling.ipynb").symlink_to(tmp_path / "nowhere.ipynb")
+    os.mkfifo(folder / "fifo.ipynb")
+    inputs = discover([folder], "vectors.ipynb")
+    results = {r.submission: r for r in grade(example_release, inputs.submissions, GradeOptions(tmp_path / "out",
+                                                                                                 quiet=True))}
+    assert sorted(results) == ["dangling", "fifo", "good", "key"]
+    assert results["good"].score == example_release.max_score
+    assert results["key"].score == 0 and "outside the submissions folder" in results["key"].error
+    assert "not a regular file" in results["fifo"].error and "cannot read" in results["dangling"].error
+
+
+def test_a_result_whose_results_json_is_missing_or_cut_is_graded_again(tmp_path, example_release, submission):
+    out, nb = tmp_path / "out", submission("s.ipynb")
+    grade(example_release, [nb], GradeOptions(out, quiet=True))
+    (out / "s" / "results.json").write_text('{"score": 1')  # a disk that filled up mid-write, by hand
+    grade(example_release, [nb], GradeOptions(out, quiet=True))
+    assert json.loads((out / "s" / "results.json").read_text())["score"] == example_release.max_score
+
+
+def test_a_full_disk_leaves_no_partial_file_and_the_command_says_so(tmp_path, monkeypatch, capsys):
+    import errno
+    import os
+
+    from autograder import cli, files
+
+    def no_space(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "replace", no_space)
+    with pytest.raises(files.DiskFull, match="no space left"):
+        files.write_atomic(tmp_path / "results.json", "{}")
+    assert os.listdir(tmp_path) == []
+
+    class Full:
+        def run(self, args):
+            raise files.DiskFull(errno.ENOSPC, "no space left on the device holding out (writing grades.csv)")
+
+    assert cli.run(Full(), None) == 4
+    assert "run the same command again" in capsys.readouterr().err

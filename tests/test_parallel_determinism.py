@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autograder.grading import GradeOptions, grade, scrub
-from autograder.reports.summary import summarize
+from autograder.reports.class_statistics import check_statistics
 from autograder.sandbox.forkserver import shutdown_fork_server
 
 pytestmark = pytest.mark.slow
@@ -98,12 +98,12 @@ def test_scrub_hides_what_changes_between_runs():
 
 def test_summary_counts_the_class(batch):
     results = batch["runs"]["jobs1"]
-    by_name = {s.name: s for s in summarize(results)}
+    by_name = {s.name: s for s in check_statistics(results)}
     normalize = by_name["normalize_test"]
-    assert normalize.graded == len(results)
-    assert normalize.full + normalize.partial + normalize.zero == len(results)
+    assert normalize.scored == len(results)
+    assert normalize.passed + normalize.partial + normalize.failed == len(results)
     assert normalize.stub == 1
-    assert normalize.zero == 4  # stateful, address_and_set, exits, the stub
+    assert normalize.failed == 4  # stateful, address_and_set, exits, the stub
     assert any("exit code 4" in text for text, _ in normalize.messages)
     values = by_name["softmax: values along every dim"]
     assert values.partial >= 1
@@ -112,7 +112,7 @@ def test_summary_counts_the_class(batch):
     assert "| normalize_test |" in md and "Most common messages" in md
     rows = list(csv.DictReader(io.StringIO((out / "summary.csv").read_text())))
     assert [r["check"] for r in rows] == [c.name for c in results[0].checks]
-    assert int(next(r for r in rows if r["check"] == "normalize_test")["zero"]) == 4
+    assert int(next(r for r in rows if r["check"] == "normalize_test")["failed"]) == 4
 
 
 TRANSFORMERS = Path(__file__).resolve().parent.parent / "solutions" / "transformers_bert"

@@ -1,5 +1,6 @@
 """`autograder verify`: passes for a sound assignment, names each kind of problem otherwise."""
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,32 @@ BUGS = [
     assert "bug leaks_into_softmax" in problems and "loses points outside part '2.': normalize_test" in problems
     assert "softmax_logsumexp" not in problems and "normalize_left_as_stub" not in problems
     assert len(report.problems) == 4, report.problems
+
+
+def test_the_cells_the_build_adds_are_not_leaks(tmp_path):
+    """[student] checks = true: the setup cell's own `try:` lines are not a leak of a hidden test's `try:`."""
+    import shutil
+
+    from autograder.verify import verify
+
+    source = tmp_path / "course" / "solutions" / "vectors"
+    shutil.copytree(Path(__file__).parent / "example_course" / "solutions" / "vectors", source)
+    toml = source / "assignment.toml"
+    toml.write_text(toml.read_text().replace("files = []\n", "files = []\n\n[student]\nchecks = true\n"))
+    hidden = source / "tests" / "test_hidden.py"
+    hidden.write_text(hidden.read_text() + "\n\ndef _guarded(fn):\n    try:\n        return fn()\n"
+                      "    except Exception:\n        return None\n")
+    report = verify(source, with_corpus=False)
+    assert not [p for p in report.problems if "contains" in p], report.problems
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: __import__("autograder.corpus").corpus.Variant("v", {"return x": "return y"}), "replace={old: new}"),
+    (lambda: __import__("autograder.corpus").corpus.Bug("b", {"a": "b"}, ["x"]), "expect maps a check name"),
+    (lambda: __import__("autograder.corpus").corpus.Variant(3), "the item's name"),
+])
+def test_a_corpus_item_with_the_wrong_arguments_says_how_to_write_it(make, says):
+    from autograder.corpus import CorpusError
+
+    with pytest.raises(CorpusError, match=says.replace("{", r"\{").replace("}", r"\}")):
+        make()

@@ -33,6 +33,12 @@ commands_dict: dict[str, CommandInfo] = {
                                   "grade an nbgrader course's submitted/ tree into its gradebook"),
     "report": CommandInfo("autograder.commands.report", "ReportCommand",
                           "HTML feedback per submission and a class report from grading results"),
+    "new": CommandInfo("autograder.commands.new", "NewCommand",
+                       "a working assignment to start from: solutions/<name>/ (one part, a public and a hidden "
+                       "check, a corpus), which builds and verifies"),
+    "import": CommandInfo("autograder.commands.import_", "ImportCommand",
+                          "an nbgrader or otter assignment as solutions/<name>/, with a report of what could not "
+                          "be converted"),
     "rubric": CommandInfo("autograder.commands.rubric", "RubricCommand",
                           "GPU accuracy rubric: grade saved models, merge the points into results"),
 }

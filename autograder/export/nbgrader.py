@@ -29,6 +29,7 @@ import shutil
 import sys
 import warnings
 from pathlib import Path
+from autograder.files import write_atomic
 from autograder.status import PENDING, UNGRADED
 
 SETUP_ID = "autograder_setup"
@@ -338,8 +339,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
             autograded.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, autograded)  # formgrader shows this copy when grading written answers
             feedback = course / "feedback" / student / name / f"{nb_id}.html"
-            feedback.parent.mkdir(parents=True, exist_ok=True)
-            feedback.write_text(submission_html(result, release.config.title), encoding="utf-8")
+            write_atomic(feedback, submission_html(result, release.config.title))
             scores[student] = result.score
             scores.not_final |= bool(result.ungraded)
     return scores

@@ -31,6 +31,7 @@ def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult 
     try:
         if json.loads((folder / MARKER).read_text(encoding="utf-8")) != fingerprint:
             return None
+        json.loads((folder / "results.json").read_text(encoding="utf-8"))  # missing or truncated: grade again
         return SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -18,13 +18,14 @@ import torch
 
 from autograder.files import write_atomic
 from autograder.grading.resume import MARKER, fingerprint, previous, release_fingerprint
-from autograder.grading.grader import Grader, imported_modules, recorded_modules
+from autograder.grading.grader import Grader, error_result, imported_modules, recorded_modules
 from autograder.grading.options import GradeOptions
 from autograder.grading.outdir import claim, results_in
 from autograder.grading.pool import Pool
 from autograder.grading.preflight import preflight
 from autograder.grading.progress import Progress
 from autograder.release import Release
+from autograder.reports.class_statistics import class_statistics, format_mean
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
@@ -109,6 +110,12 @@ class Run:
         merged = {**self.earlier, **{r.submission: r for r in self.done()}}
         return [merged[k] for k in sorted(merged)] if self.earlier else self.done()
 
+    def refuse(self, refused: dict[int, str]) -> None:
+        """Rows for submissions that are not graded at all (submissions.Submission.refused)."""
+        for i, path, sub_id in [t for t in self.todo if t[0] in refused]:
+            self.finish(i, error_result(self.release, path, sub_id, refused[i]))
+        self.todo = [t for t in self.todo if t[0] not in refused]
+
     def grade_todo(self) -> None:
         """Grade what is left: in this process (one job) or in a pool of grading processes."""
         if not self.todo:
@@ -142,10 +149,10 @@ class Run:
         rate = f" ({progress.done / elapsed * 60:.1f}/min with {self.jobs} job(s))" if progress.done and elapsed > 0 else ""
         lines = [f"graded {progress.done} submission(s) in {elapsed:.1f} s{rate}; "
                  f"{progress.skipped} already graded; {progress.failed} could not be graded"]
-        scored = [r for r in final if not r.error]
-        if scored:
-            lines.append(f"mean score {sum(r.score for r in scored) / len(scored):.2f} / "
-                         f"{max(r.max_score for r in scored):g}; per-check summary in {self.out / 'summary.md'}")
+        figures = class_statistics(final)
+        if figures.graded:
+            lines.append(f"mean score {format_mean(figures.mean)} / {figures.max_score:g}; per-check summary in "
+                         f"{self.out / 'summary.md'}")
         return lines
 
 
@@ -160,6 +167,7 @@ def _grade(release: Release, submissions: list, options: GradeOptions) -> list[S
     paths = [Path(s.path) if isinstance(s, Submission) else Path(s) for s in submissions]
     ids, notes = _ids_and_notes(submissions, paths, options)
     run = Run(release, options, paths, ids, notes)
+    run.refuse({i: s.refused for i, s in enumerate(submissions) if isinstance(s, Submission) and s.refused})
     if run.todo and run.jobs == 1:  # the fork server imports what the workers will need while this process goes on
         preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
     run.status = preflight(release, options) if run.todo else ""

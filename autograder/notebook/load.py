@@ -7,6 +7,7 @@ grading run would pay. Other formats are converted with nbformat.
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 MAX_NOTEBOOK_BYTES = 256 * 1024 * 1024
@@ -30,9 +31,12 @@ def read_notebook(path: Path) -> tuple[Node, list[str]]:
     """The notebook as nbformat 4 with outputs dropped, plus notes on what was repaired."""
     notes = []
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except OSError as exc:
         raise NotebookError(f"cannot read {path.name}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO or a device: reading it could block or never end
+        raise NotebookError(f"{path.name} is not a regular file: it is not graded")
+    size = info.st_size
     if size > MAX_NOTEBOOK_BYTES:
         raise NotebookError(f"{path.name} is {size / 2**20:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 2**20} MB limit")
     raw = path.read_bytes()

@@ -3,18 +3,33 @@
 `### BEGIN SOLUTION` / `### END SOLUTION` mark solution code (or a written answer in a markdown
 solution cell); `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS` mark the hidden part of a test
 cell. Anything that looks like a marker but is not exactly one is an error: a typo in a marker must
-never let a solution through to students.
+never let a solution through to students. So is a marker of another grading tool (foreign.py).
+
+A cell marked as a solution in its nbgrader metadata without markers is a solution as a whole: students
+get nbgrader's stub for the notebook's language (code) or YOUR ANSWER HERE (markdown), and every line
+of it is secret for the leak check.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from autograder.notebook.foreign import find_foreign
+
 SOLUTION, HIDDEN = "SOLUTION", "HIDDEN TESTS"
 _MARKER = re.compile(r"^\s*#{1,}\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
 _LOOSE = re.compile(r"(BEGIN|END)\s*_?\s*(SOLUTION|HIDDEN\s*_?\s*TESTS?)", re.I)
 CODE_STUB = ["# TODO: your code here", "raise NotImplementedError()"]
 ANSWER_STUB = "YOUR ANSWER HERE"
+# What nbgrader writes in place of a whole solution cell, by kernel language (its ClearSolutions.code_stub)
+WHOLE_CELL_STUBS = {
+    "python": "# YOUR CODE HERE\nraise NotImplementedError()",
+    "R": "# YOUR CODE HERE\nfail()",
+    "matlab": "% YOUR CODE HERE\nerror('No Answer Given!')",
+    "octave": "% YOUR CODE HERE\nerror('No Answer Given!')",
+    "sas": "/* YOUR CODE HERE */\n %notImplemented;",
+    "java": "// YOUR CODE HERE",
+}
 
 
 class MarkerError(ValueError):
@@ -48,6 +63,33 @@ def is_answer_cell(cell) -> bool:
     return cell.get("cell_type") == "markdown" and bool(nbgrader_meta(cell).get("solution"))
 
 
+def is_solution_cell(cell) -> bool:
+    """A code or markdown cell nbgrader marks as the student's to write (solution: true)."""
+    return cell.get("cell_type") in ("code", "markdown") and bool(nbgrader_meta(cell).get("solution"))
+
+
+def hand_graded(cell) -> str | None:
+    """What nbgrader grades by hand in this cell ("written answer", "code answer", "task"), or None."""
+    meta = nbgrader_meta(cell)
+    if meta.get("task"):
+        return "task"
+    if meta.get("grade") and meta.get("solution"):
+        return "written answer" if cell.get("cell_type") == "markdown" else "code answer"
+    return None
+
+
+def notebook_language(nb) -> str:
+    """The kernel's language, as nbgrader reads it (python when the notebook does not say)."""
+    return str(nb.get("metadata", {}).get("kernelspec", {}).get("language", "python"))
+
+
+def whole_cell_stub(language: str, where: str) -> str:
+    if language not in WHOLE_CELL_STUBS:
+        raise MarkerError(f"{where}: a solution cell without markers in a {language!r} notebook: no stub is known "
+                          f"for {language!r} (known: {sorted(WHOLE_CELL_STUBS)}); mark the solution with markers")
+    return WHOLE_CELL_STUBS[language]
+
+
 def find_regions(lines: list[str], where: str) -> list[Region]:
     """Regions in order; raises MarkerError for nesting, stray END, unclosed BEGIN, loose markers."""
     regions, open_region = [], None
@@ -76,8 +118,12 @@ def find_regions(lines: list[str], where: str) -> list[Region]:
 
 
 def check_cell(cell, where: str) -> list[Region]:
-    """Regions of a cell, after checking each kind of marker is in a cell where it belongs."""
+    """Regions of a cell, after checking each kind of marker is in a cell where it belongs and that the
+    cell holds no marker of another tool."""
     lines = cell_source(cell).split("\n")
+    foreign = find_foreign(lines, cell.get("cell_type", ""))
+    if foreign:
+        raise MarkerError(foreign[0].describe(where))
     regions = find_regions(lines, where)
     kinds = {r.kind for r in regions}
     if HIDDEN in kinds and not (cell.get("cell_type") == "code" and is_test_cell(cell)):
@@ -108,9 +154,12 @@ def replace_regions(lines: list[str], regions: list[Region], replace) -> list[st
     return out
 
 
-def student_source(cell, regions: list[Region]) -> str:
-    """The cell as students see it: solutions stubbed, hidden tests removed."""
+def student_source(cell, regions: list[Region], language: str = "python", where: str = "") -> str:
+    """The cell as students see it: solutions stubbed, hidden tests removed; a solution cell without
+    markers replaced whole, as nbgrader does."""
     lines = cell_source(cell).split("\n")
+    if cell.get("cell_type") == "code" and is_solution_cell(cell) and not regions:
+        return whole_cell_stub(language, where)
     if cell.get("cell_type") == "markdown":
         if is_answer_cell(cell) and not regions:
             return ANSWER_STUB
@@ -134,7 +183,7 @@ def solution_source(cell, regions: list[Region], keep_hidden: bool) -> str:
 def secret_lines(cell, regions: list[Region]) -> list[str]:
     """The text inside solution and hidden regions (for the leak check), plus whole answer cells."""
     lines = cell_source(cell).split("\n")
-    if is_answer_cell(cell) and not regions:
+    if is_solution_cell(cell) and not regions:
         return lines
     return [line for r in regions for line in lines[r.begin + 1:r.end]]
 
@@ -142,7 +191,7 @@ def secret_lines(cell, regions: list[Region]) -> list[str]:
 def public_lines(cell, regions: list[Region]) -> list[str]:
     """Source lines outside every region, markers excluded: what students may see."""
     lines = cell_source(cell).split("\n")
-    if is_answer_cell(cell) and not regions:
+    if is_solution_cell(cell) and not regions:
         return []
     inside = {i for r in regions for i in range(r.begin, r.end + 1)}
     return [line for i, line in enumerate(lines) if i not in inside]

@@ -6,7 +6,8 @@ reads the grading.json files that `autograder grade --out RESULTS_DIR` wrote and
 RESULTS_DIR/<submission>/feedback.html and RESULTS_DIR/class-report.html (with histogram.svg and
 pass-rates.svg beside it). The pictures are plain SVG: no plotting library, and the pages open in
 any browser or mail client that shows HTML. `--png` also renders each page to PNG with a headless
-Chromium, where one is installed.
+Chromium, where one is installed. The class report's figures come from reports/class_statistics.py
+(which submissions count is defined there), so summary.md shows the same ones.
 """
 from __future__ import annotations
 
@@ -14,14 +15,16 @@ import html
 import json
 import math
 import shutil
-import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 
-from autograder.status import UNSCORED
 from autograder.files import write_atomic
-from autograder.reports.results import SubmissionResult
+from autograder.reports.class_statistics import (
+    CheckStatistics, ClassStatistics, class_statistics, error_results, format_mean, format_rate, format_score,
+)
+from autograder.reports.results import SubmissionResult, by_part
+from autograder.status import UNSCORED
 
 COLORS = {"passed": "#1a7f37", "partial": "#b7791f", "failed": "#c62828", "pending": "#5b6b7f", "ungraded": "#6f42c1"}
 LABELS = {"passed": "passed", "partial": "partial credit", "failed": "failed", "pending": "pending",
@@ -66,10 +69,7 @@ def _fmt(x: float) -> str:
 
 
 def _parts(result: SubmissionResult) -> dict:
-    parts: dict[str, list] = {}
-    for c in result.checks:
-        parts.setdefault(c.part or "Checks", []).append(c)
-    return parts
+    return by_part(result.checks)
 
 
 def _bar(fraction: float, color: str = "#1a7f37") -> str:
@@ -186,98 +186,101 @@ def histogram_svg(totals: list[float], max_score: float, width: int = 640, heigh
     return "\n".join(parts)
 
 
-def check_stats(results: list[SubmissionResult]) -> list[dict]:
-    """Per check, in the assignment's order: points, how many passed, partial, failed, pending, mean score."""
-    order: dict[str, dict] = {}
-    for r in results:
-        for c in r.checks:
-            s = order.setdefault(c.name, {"name": c.name, "part": c.part, "points": c.max_score, "passed": 0,
-                                          "partial": 0, "failed": 0, "pending": 0, "score_sum": 0.0})
-            if c.status == "ungraded":
-                continue  # decided by nobody yet: neither a pass nor a failure
-            s[c.status if c.status in ("passed", "partial", "failed", "pending") else "failed"] += 1
-            s["score_sum"] += c.score if c.status != "pending" else 0.0
-    for s in order.values():
-        graded = s["passed"] + s["partial"] + s["failed"]
-        s["graded"] = graded
-        s["pass_rate"] = s["passed"] / graded if graded else None
-        s["mean"] = s["score_sum"] / graded if graded else None
-    return list(order.values())
-
-
-def pass_rates_svg(stats: list[dict], width: int = 640) -> str:
-    """Horizontal bars: share of submissions passing each check (partial credit shown apart)."""
+def pass_rates_svg(checks: list[CheckStatistics], width: int = 640) -> str:
+    """Horizontal bars: share of the scored submissions passing each check (partial credit shown apart)."""
     row, left, right, top = 24, 230, 60, 12
-    height = top + row * len(stats) + 36
+    height = top + row * len(checks) + 36
     pw = width - left - right
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">',
              f'<rect width="{width}" height="{height}" fill="white"/>']
     for i in range(0, 101, 25):
         x = left + pw * i / 100
-        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + row * len(stats)}" stroke="#d1d9e0"/>')
-        parts.append(f'<text x="{x:.1f}" y="{top + row * len(stats) + 16}" text-anchor="middle" '
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + row * len(checks)}" stroke="#d1d9e0"/>')
+        parts.append(f'<text x="{x:.1f}" y="{top + row * len(checks) + 16}" text-anchor="middle" '
                      f'fill="#59636e">{i}%</text>')
-    for i, s in enumerate(stats):
+    for i, s in enumerate(checks):
         y = top + i * row
-        label = s["name"] if len(s["name"]) <= 34 else s["name"][:33] + "…"
+        label = s.name if len(s.name) <= 34 else s.name[:33] + "…"
         parts.append(f'<text x="{left - 8}" y="{y + row / 2 + 4:.1f}" text-anchor="end" fill="#1f2328">'
                      f'{_e(label)}</text>')
-        if not s["graded"]:
+        if not s.scored:
             parts.append(f'<text x="{left + 4}" y="{y + row / 2 + 4:.1f}" fill="{COLORS["pending"]}">'
-                         f'pending (needs a GPU)</text>')
+                         f'{_unscored_reason(s)}</text>')
             continue
-        p = s["passed"] / s["graded"]
-        q = s["partial"] / s["graded"]
+        p = s.passed / s.scored
+        q = s.partial / s.scored
         parts.append(f'<rect x="{left}" y="{y + 4}" width="{pw * p:.1f}" height="{row - 8}" fill="{COLORS["passed"]}"/>')
         if q:
             parts.append(f'<rect x="{left + pw * p:.1f}" y="{y + 4}" width="{pw * q:.1f}" height="{row - 8}" '
                          f'fill="{COLORS["partial"]}"/>')
         parts.append(f'<text x="{left + pw * (p + q) + 6:.1f}" y="{y + row / 2 + 4:.1f}" fill="#1f2328">'
-                     f'{p * 100:.0f}%</text>')
+                     f'{format_rate(s.pass_rate)}</text>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 4}" text-anchor="middle" fill="#1f2328">'
-                 f'share of graded submissions passing (amber: partial credit)</text>')
+                 f'share of scored submissions passing (amber: partial credit)</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 
 
+def _unscored_reason(s: CheckStatistics) -> str:
+    if s.pending:
+        return "pending (needs a GPU)"
+    if s.ungraded:
+        return "not graded (a problem of the grader)"
+    return "no graded submission"
+
+
+def _class_figures_html(stats: ClassStatistics) -> str:
+    """The same figures as summary.md's "Score:" line, in a table."""
+    heads = ("mean", "median", "min", "max", "full marks", "zero", "graded", "could not be graded")
+    cells = (format_mean(stats.mean), format_score(stats.median), format_score(stats.minimum),
+             format_score(stats.maximum), stats.full_marks, stats.zero, stats.graded, stats.errors)
+    return ("<table><tr>" + "".join(f"<th class='num'>{h}</th>" for h in heads) + "</tr><tr>"
+            + "".join(f"<td class='num'>{c}</td>" for c in cells) + "</tr></table>")
+
+
+def _checks_table_html(checks: list[CheckStatistics]) -> str:
+    """The same figures per check as summary.md's table, and the pass rate."""
+    heads = ("Points", "Mean", "Passed", "Partial", "Failed", "Pending", "Ungraded", "Pass rate")
+    rows = []
+    for s in checks:
+        cells = (format_score(s.points), format_mean(s.mean), s.passed, s.partial, s.failed, s.pending,
+                 s.ungraded, format_rate(s.pass_rate))
+        rows.append(f"<tr><td>{_e(s.part)}</td><td>{_e(s.name)}</td>"
+                    + "".join(f"<td class='num'>{c}</td>" for c in cells) + "</tr>")
+    return ("<table><tr><th>Part</th><th>Check</th>" + "".join(f"<th class='num'>{h}</th>" for h in heads)
+            + "</tr>" + "".join(rows) + "</table>")
+
+
 def class_report_html(results: list[SubmissionResult], title: str) -> tuple[str, str, str]:
     """(page, histogram svg, pass-rates svg) for the instructor."""
-    totals = [r.score for r in results]
-    max_score = max((r.max_score for r in results), default=0.0)
-    hist = histogram_svg(totals, max_score)
-    stats = check_stats(results)
-    rates = pass_rates_svg(stats)
-    errors = [r for r in results if r.error]
+    stats = class_statistics(results)
+    hist = histogram_svg(stats.scores, stats.max_score)
+    rates = pass_rates_svg(stats.checks)
+    errors = error_results(results)
     body = [f"<h1>{_e(title)}: class report</h1>",
-            f'<p class="sub">{len(results)} submission(s); maximum score {_fmt(max_score)}</p>']
-    if totals:
-        body.append("<table><tr><th class='num'>mean</th><th class='num'>median</th><th class='num'>min</th>"
-                    "<th class='num'>max</th><th class='num'>not gradable</th></tr>"
-                    f"<tr><td class='num'>{statistics.mean(totals):.2f}</td><td class='num'>"
-                    f"{statistics.median(totals):g}</td><td class='num'>{min(totals):g}</td><td class='num'>"
-                    f"{max(totals):g}</td><td class='num'>{len(errors)}</td></tr></table>")
-    body.append(f"<h2>Total scores</h2><figure>{hist}<figcaption>Histogram of total scores (pending GPU "
-                "points are not included).</figcaption></figure>")
+            f'<p class="sub">{_e(stats.counts_sentence())} Maximum score {format_score(stats.max_score)}.</p>']
+    if stats.graded:
+        body.append(_class_figures_html(stats))
+    body.append(f"<h2>Total scores</h2><figure>{hist}<figcaption>Histogram of the total scores of the "
+                f"{stats.graded} graded submission(s) (pending GPU points are not included; a submission that "
+                "could not be graded is not in it).</figcaption></figure>")
     body.append(f"<h2>Pass rate per check</h2><figure>{rates}</figure>")
-    rows = []
-    for s in stats:
-        rate = "pending" if s["pass_rate"] is None else f"{s['pass_rate'] * 100:.0f}%"
-        mean = "" if s["mean"] is None else f"{s['mean']:.2f}"
-        rows.append(f"<tr><td>{_e(s['part'])}</td><td>{_e(s['name'])}</td><td class='num'>{_fmt(s['points'])}</td>"
-                    f"<td class='num'>{rate}</td><td class='num'>{s['partial']}</td><td class='num'>{s['failed']}</td>"
-                    f"<td class='num'>{s['pending']}</td><td class='num'>{mean}</td></tr>")
-    body.append("<h2>Checks</h2><table><tr><th>Part</th><th>Check</th><th class='num'>Points</th>"
-                "<th class='num'>Passed</th><th class='num'>Partial</th><th class='num'>Failed</th>"
-                "<th class='num'>Pending</th><th class='num'>Mean</th></tr>" + "".join(rows) + "</table>")
+    body.append("<h2>Checks</h2>" + _checks_table_html(stats.checks))
     if errors:
-        body.append("<h2>Not gradable</h2><table><tr><th>Submission</th><th>Why</th></tr>" + "".join(
+        body.append("<h2>Could not be graded</h2><table><tr><th>Submission</th><th>Why</th></tr>" + "".join(
             f"<tr><td>{_e(r.submission)}</td><td>{_e(r.error)}</td></tr>" for r in errors) + "</table>")
-    body.append("<h2>Submissions</h2><table><tr><th>Submission</th><th class='num'>Score</th><th></th></tr>" + "".join(
-        f"<tr><td><a href='{_e(r.submission)}/feedback.html'>{_e(r.submission)}</a></td>"
-        f"<td class='num'>{_fmt(r.score)} / {_fmt(r.max_score)}</td><td>{_bar(r.score / r.max_score if r.max_score else 0)}</td></tr>"
-        for r in sorted(results, key=lambda r: r.submission)) + "</table>")
+    body.append("<h2>Submissions</h2><table><tr><th>Submission</th><th class='num'>Score</th><th></th></tr>"
+                + "".join(_submission_row(r) for r in sorted(results, key=lambda r: r.submission)) + "</table>")
     return _page(f"{title}: class report", "\n".join(body)), hist, rates
+
+
+def _submission_row(r: SubmissionResult) -> str:
+    link = f"<a href='{_e(r.submission)}/feedback.html'>{_e(r.submission)}</a>"
+    if r.error:  # its 0 is no score: see class_statistics
+        return f"<tr><td>{link}</td><td class='num'>could not be graded</td><td></td></tr>"
+    bar = _bar(r.score / r.max_score if r.max_score else 0)
+    return f"<tr><td>{link}</td><td class='num'>{_fmt(r.score)} / {_fmt(r.max_score)}</td><td>{bar}</td></tr>"
 
 
 def load_results(results_dir: Path) -> list[SubmissionResult]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +88,21 @@ def gradescope_json(result: SubmissionResult) -> dict:
                            "grader_problems": sorted({c.grader_problem for c in result.ungraded})}}
 
 
+def by_part(checks: list[CheckResult]) -> dict[str, list[CheckResult]]:
+    """Checks grouped by part, parts in the notebook's order: by the number a part's name starts with ("2. MHA",
+    "Part 3", "Question 4"), then as they first appear. (Checks list the notebook's test cells before the hidden
+    test files', so a part graded only by test files would otherwise come last.)"""
+    parts: dict[str, list[CheckResult]] = {}
+    for c in checks:
+        parts.setdefault(c.part or "Checks", []).append(c)
+
+    def number(item: tuple[int, str]) -> tuple[float, int]:
+        found = re.match(r"\D{0,12}?(\d+)", item[1])
+        return (int(found.group(1)) if found else float("inf"), item[0])
+
+    return {name: parts[name] for _, name in sorted(enumerate(parts), key=number)}
+
+
 def feedback_markdown(result: SubmissionResult, title: str) -> str:
     """What a student reads: score per part, each check with its message. Hidden checks are left out."""
     headline = f"**Score: {result.score:g} / {result.max_score:g}**"
@@ -101,10 +117,7 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
         lines.append(f"- {note}")
     if result.notes:
         lines.append("")
-    parts: dict[str, list[CheckResult]] = {}
-    for c in result.checks:
-        parts.setdefault(c.part or "Checks", []).append(c)
-    for part, checks in parts.items():
+    for part, checks in by_part(result.checks).items():
         shown = [c for c in checks if c.visibility != "hidden"]
         if not shown:
             continue

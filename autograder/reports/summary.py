@@ -2,110 +2,41 @@
 and the messages they got most often. A check that almost everybody fails, or that fails with one
 odd message, is usually a broken test or an unclear instruction: it shows up here at once.
 
-Writes DIR/summary.md (to read) and DIR/summary.csv (one row per check, to sort or plot).
+Writes DIR/summary.md (to read) and DIR/summary.csv (one row per check, to sort or plot). Every
+figure comes from reports/class_statistics.py (which submissions count is defined there), so the
+HTML class report shows the same ones.
 """
 from __future__ import annotations
 
 import csv
 import io
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 from autograder.files import write_atomic
+from autograder.reports.class_statistics import (
+    TOP_MESSAGES,
+    class_statistics,
+    error_results,
+    format_mean,
+    format_score,
+    message_key,
+    most_common,
+)
 from autograder.reports.results import SubmissionResult
 
-TOP_MESSAGES = 3
 
-
-@dataclass
-class CheckSummary:
-    name: str
-    part: str
-    points: float
-    graded: int = 0  # submissions with a score on this check (pending and ungraded ones left out)
-    full: int = 0
-    partial: int = 0
-    zero: int = 0
-    pending: int = 0
-    ungraded: int = 0  # the grader could not decide it (Judge.confirm)
-    stub: int = 0  # lost points on a stub the student did not replace
-    mean: float = 0.0
-    messages: list[tuple[str, int]] = field(default_factory=list)  # most common messages of those who lost points
-
-    @property
-    def lost(self) -> int:
-        return self.partial + self.zero
-
-    @property
-    def flag(self) -> str:
-        """A hint that the check, not the students, may be at fault."""
-        attempted = self.graded - self.stub
-        if attempted >= 5 and self.full == 0:
-            return "nobody got full points"
-        if attempted >= 5 and self.lost - self.stub >= 0.8 * attempted:
-            return f"{self.lost - self.stub} of {attempted} attempts lost points"
-        return ""
-
-
-def message_key(message: str) -> str:
-    """Messages grouped by their first line; long ones cut."""
-    first = (message.strip().splitlines() or [""])[0].strip()
-    return first if len(first) <= 160 else first[:157] + "..."
-
-
-def summarize(results: list[SubmissionResult]) -> list[CheckSummary]:
-    order: dict[str, CheckSummary] = {}
-    messages: dict[str, Counter] = {}
-    for r in results:
-        for c in r.checks:
-            s = order.get(c.name)
-            if s is None:
-                s = order[c.name] = CheckSummary(c.name, c.part, c.max_score)
-                messages[c.name] = Counter()
-            if c.status == "pending":
-                s.pending += 1
-                continue
-            if c.status == "ungraded":
-                s.ungraded += 1
-                continue
-            if r.error:  # not graded at all: says nothing about the check
-                continue
-            s.graded += 1
-            s.mean += c.score
-            if c.status == "passed":
-                s.full += 1
-                continue
-            if c.status == "partial":
-                s.partial += 1
-            else:
-                s.zero += 1
-            if c.stub_hit:
-                s.stub += 1
-            messages[c.name][message_key(c.message) or "(no message)"] += 1
-    for name, s in order.items():
-        s.mean = round(s.mean / s.graded, 4) if s.graded else 0.0
-        s.messages = sorted(messages[name].items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_MESSAGES]
-    return list(order.values())
-
-
-def summary_markdown(results: list[SubmissionResult], title: str = "", extra: list[str] = ()) -> str:
-    checks = summarize(results)
-    graded = [r for r in results if not r.error]
-    ungraded = sorted((r for r in results if r.error), key=lambda r: r.submission)
-    max_score = max((r.max_score for r in results), default=0)
-    lines = [f"# Class summary{': ' + title if title else ''}", ""]
-    lines.append(f"{len(results)} submission(s): {len(graded)} graded, {len(ungraded)} could not be graded.")
-    if graded:
-        scores = sorted(r.score for r in graded)
-        mid = len(scores) // 2
-        median = scores[mid] if len(scores) % 2 else (scores[mid - 1] + scores[mid]) / 2
-        lines.append(f"Score: mean {sum(scores) / len(scores):.2f}, median {median:g}, "
-                     f"full marks {sum(1 for s in scores if s >= max_score)}, zero {sum(1 for s in scores if s == 0)} "
-                     f"(out of {max_score:g}).")
+def summary_markdown(results: list[SubmissionResult], title: str = "", extra: Sequence[str] = ()) -> str:
+    stats = class_statistics(results)
+    lines = [f"# Class summary{': ' + title if title else ''}", "", stats.counts_sentence()]
+    if stats.graded:
+        lines.append(f"Score: mean {format_mean(stats.mean)}, median {format_score(stats.median)}, "
+                     f"min {format_score(stats.minimum)}, max {format_score(stats.maximum)}, "
+                     f"full marks {stats.full_marks}, zero {stats.zero} (out of {format_score(stats.max_score)}).")
     not_final = sorted({c.grader_problem for r in results for c in r.ungraded})
     if not_final:
-        lines += ["", f"**Grades not final**: {sum(1 for r in results if r.ungraded)} submission(s) have checks the "
+        lines += ["", f"**Grades not final**: {stats.not_final} submission(s) have checks the "
                   "grader could not decide here (shown as ungraded, never as 0). Causes:", ""]
         lines += [f"- {_cell(p)}" for p in not_final]
     confinements = Counter(r.confinement for r in results if r.confinement)
@@ -113,13 +44,13 @@ def summary_markdown(results: list[SubmissionResult], title: str = "", extra: li
         lines += ["", "Confinement of the submissions' workers:", ""]
         lines += [f"- {n} x {text}" for text, n in sorted(confinements.items())]
     lines += [*extra, "", "## Checks", "",
-              "| check | part | points | mean | full | partial | zero | stub | pending | note |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for s in checks:
-        lines.append(f"| {_cell(s.name)} | {_cell(s.part)} | {s.points:g} | {s.mean:.2f} | {s.full} | {s.partial} | "
-                     f"{s.zero} | {s.stub} | {s.pending} | {s.flag} |")
+              "| check | part | points | mean | passed | partial | failed | stub | pending | ungraded | note |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for s in stats.checks:
+        lines.append(f"| {_cell(s.name)} | {_cell(s.part)} | {format_score(s.points)} | {format_mean(s.mean)} | "
+                     f"{s.passed} | {s.partial} | {s.failed} | {s.stub} | {s.pending} | {s.ungraded} | {s.flag} |")
     lines += ["", "## Most common messages of submissions that lost points", ""]
-    for s in checks:
+    for s in stats.checks:
         if not s.messages:
             continue
         lines.append(f"### {s.name} ({s.lost} lost points)")
@@ -127,15 +58,17 @@ def summary_markdown(results: list[SubmissionResult], title: str = "", extra: li
         for text, n in s.messages:
             lines.append(f"- {n} x `{text.replace('`', chr(39))}`")
         lines.append("")
-    if ungraded:
-        lines += ["## Could not be graded", ""]
-        errors = Counter(message_key(r.error) for r in ungraded)
-        for text, n in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])):
-            lines.append(f"- {n} x {text}")
-        lines.append("")
-        lines.append("Submissions: " + ", ".join(r.submission for r in ungraded))
-        lines.append("")
+    lines += _errors_markdown(error_results(results))
     return "\n".join(lines)
+
+
+def _errors_markdown(errors: list[SubmissionResult]) -> list[str]:
+    if not errors:
+        return []
+    lines = ["## Could not be graded", ""]
+    for text, n in most_common(Counter(message_key(r.error) for r in errors)):
+        lines.append(f"- {n} x {text}")
+    return [*lines, "", "Submissions: " + ", ".join(r.submission for r in errors), ""]
 
 
 def _cell(text: str) -> str:
@@ -145,13 +78,15 @@ def _cell(text: str) -> str:
 def summary_csv(results: list[SubmissionResult]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    header = ["check", "part", "points", "graded", "mean", "full", "partial", "zero", "stub", "pending", "flag"]
+    header = ["check", "part", "points", "scored", "mean", "passed", "partial", "failed", "stub", "pending",
+              "ungraded", "flag"]
     for i in range(1, TOP_MESSAGES + 1):
         header += [f"message_{i}", f"count_{i}"]
     writer.writerow(header)
-    for s in summarize(results):
-        row = [s.name, s.part, f"{s.points:g}", s.graded, f"{s.mean:.4f}", s.full, s.partial, s.zero, s.stub,
-               s.pending, s.flag]
+    for s in class_statistics(results).checks:
+        mean = "" if s.mean is None else f"{s.mean:.4f}"  # more digits than summary.md: for sorting and plots
+        row = [s.name, s.part, format_score(s.points), s.scored, mean, s.passed, s.partial, s.failed, s.stub,
+               s.pending, s.ungraded, s.flag]
         for i in range(TOP_MESSAGES):
             row += list(s.messages[i]) if i < len(s.messages) else ["", ""]
         writer.writerow(row)
@@ -159,7 +94,7 @@ def summary_csv(results: list[SubmissionResult]) -> str:
 
 
 def write_summary(out_dir: Path, results: list[SubmissionResult], title: str = "",
-                  extra: list[str] = ()) -> Path:
+                  extra: Sequence[str] = ()) -> Path:
     path = out_dir / "summary.md"
     write_atomic(path, summary_markdown(results, title, extra))
     write_atomic(out_dir / "summary.csv", summary_csv(results))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from autograder.judge import Pending
+from autograder.testing import Pending
 from autograder.rubric.config import RubricConfig, pending_message
 from autograder.testing import CheckSpec
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.rubric.config import RubricConfig, RubricOptions
+from autograder.files import write_atomic
 from autograder.status import PENDING
 
 
@@ -113,8 +114,7 @@ def run(args) -> int:
         merge_check(out, sub_id, outcome.check, title, str(nb))
         details = {**outcome.details, "wall_seconds": round(time.monotonic() - start, 3),
                    "encoder": run.encoder.source if run.encoder else None, "timings": run.timings}
-        (out / sub_id / "rubric.json").write_text(json.dumps(details, indent=1, sort_keys=True, default=str),
-                                                  encoding="utf-8")
+        write_atomic(out / sub_id / "rubric.json", json.dumps(details, indent=1, sort_keys=True, default=str))
         if not args.quiet:
             c = outcome.check
             score = PENDING if c.status == PENDING else f"{c.score:g}/{c.max_score:g}"

@@ -99,6 +99,14 @@ def common_frames(stacks: list[list[tuple[str, int, str]]]) -> list[tuple[str, i
     return list(reversed(outer[0][:n])) if outer else []
 
 
+MAX_CHECK_BYTES = 512 << 20  # what one check may receive from a worker, in total (_Replies.check_bytes)
+HEADER_WEIGHT = 16  # a header's JSON becomes up to ~16 times its size in Python objects (3.5 M empty dicts)
+
+
+class OverBudget(ProtocolError):
+    """A worker sent more than MAX_CHECK_BYTES during one check."""
+
+
 _UNBOUND = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
 TRIPPED = "NotRunAgain"  # what a definition that hung an earlier check raises (standins.tripwire)
 
@@ -168,6 +176,7 @@ class _Replies:
         self.head: bytes | None = None  # the current frame's header, once read
         self.blob: bytearray | None = None  # its tensor data, filled up to self.got
         self.got = 0
+        self.check_bytes = 0  # received since the current check began (WorkerProcess.start_check resets it)
         self.closed = False
         self.poller = select.poll()
         self.poller.register(fd, select.POLLIN)
@@ -185,6 +194,9 @@ class _Replies:
             (n_blob,) = struct.unpack_from("<Q", self.buf, 8 + n_head)
             if n_blob > MAX_BLOB_BYTES:
                 raise ProtocolError(f"message of {n_blob} bytes is over the limit")
+            self.check_bytes += 16 + HEADER_WEIGHT * n_head + n_blob
+            if self.check_bytes > MAX_CHECK_BYTES:  # before its data is read: the judge never holds it
+                raise OverBudget(f"{self.check_bytes} bytes in one check")
             take = min(n_blob, len(self.buf) - 16 - n_head)
             self.head = bytes(self.buf[8:8 + n_head])
             self.blob = bytearray(n_blob)
@@ -432,6 +444,10 @@ class WorkerProcess:
             raise WorkerTimeout(f"{doing} did not finish in time")
         if isinstance(item, EOFError):
             raise self._death(doing)
+        if isinstance(item, OverBudget):
+            self.kill()
+            raise WorkerDied(f"{doing} sent the grader more than {MAX_CHECK_BYTES >> 20} MB of results during one "
+                             "check (the most a check may receive)")
         if isinstance(item, Exception):
             self.kill()
             raise WorkerDied(f"the process running {self.spec.label} sent a malformed reply while {doing}: {item}")
@@ -559,14 +575,20 @@ class WorkerProcess:
         self.ready_for_check = op == "end_check"
         return value
 
+    def _new_check(self) -> None:
+        if self._replies is not None:
+            self._replies.check_bytes = 0
+
     def start_check(self, seed: int) -> None:
         """Bring the worker to the state a check starts from, if its last request did not (see end_check)."""
+        self._new_check()
         if not self.ready_for_check:
             self.request("seed", seed, what="seeding")
 
     def end_check(self, seed: int) -> bool:
         """After a check: whether student code hit a stub during it; the worker is then reset and seeded for the
         next check (one request for both). A worker that is not running has nothing to reset."""
+        self._new_check()
         if self.proc is None:
             return False
         self.deadline = time.monotonic() + 10

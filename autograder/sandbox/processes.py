@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import threading
 import time
 import weakref
 
 MONITOR_SECONDS = 0.1  # how often the memory monitor looks at the machine's free memory
 LOW_MEMORY_FRACTION = 0.08  # below this fraction of RAM available, the largest worker is stopped
+FULL_CHECK_SECONDS = 0.25  # how often every worker's processes and files held in memory are summed
 
 
 def process_table() -> dict[int, int]:
@@ -61,6 +63,38 @@ def memory_of(pid: int) -> int:
         return 0
 
 
+def memory_held_in_files(pids: list[int]) -> int:
+    """Bytes of memory that processes hold in files rather than in their address space: memfd files and
+    deleted files (tmpfs, /dev/shm) they keep open. Neither RLIMIT_AS nor PSS sees them once unmapped; a
+    notebook can fill the machine's memory with them. Counted once per file (several descriptors, several
+    processes). Where the processes' descriptors cannot be read (another user's, without privileges), 0."""
+    seen: set[tuple[int, int]] = set()
+    held = 0
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            held += _file_in_memory(f"/proc/{pid}/fd/{fd}", seen)
+    return held
+
+
+def _file_in_memory(link: str, seen: set[tuple[int, int]]) -> int:
+    try:
+        target = os.readlink(link)
+        if not (target.startswith("/memfd:") or target.endswith(" (deleted)") or target.startswith("/dev/shm/")):
+            return 0
+        info = os.stat(link)
+    except OSError:
+        return 0
+    key = (info.st_dev, info.st_ino)
+    if key in seen or not stat.S_ISREG(info.st_mode):
+        return 0
+    seen.add(key)
+    return info.st_blocks * 512
+
+
 def _available_memory() -> tuple[int, int]:
     total = avail = 0
     try:
@@ -106,7 +140,7 @@ class MemoryMonitor:
                 continue
             total, avail = _available_memory()
             low = total > 0 and avail < LOW_MEMORY_FRACTION * total
-            if not low and time.monotonic() - last_full < 1.0:
+            if not low and time.monotonic() - last_full < FULL_CHECK_SECONDS:
                 continue
             last_full = time.monotonic()
             try:
@@ -120,12 +154,14 @@ class MemoryMonitor:
         usage = []
         for w in workers:
             tree = process_tree(w.pid, table)
-            if len(tree) <= 2:  # the worker (and the namespace's init): bounded by RLIMIT_AS
+            in_files = memory_held_in_files(tree)
+            if len(tree) <= 2 and not in_files:  # the worker (and the namespace's init): bounded by RLIMIT_AS
                 continue
-            used = sum(memory_of(p) for p in tree)
+            used = sum(memory_of(p) for p in tree) + in_files
             limit = w.spec.confinement.memory_bytes
             if limit and used > limit:
-                w.stop(f"its processes together used more than the memory limit ({limit // 2**20} MB)")
+                held = f", {in_files // 2**20} MB of it in files kept in memory (memfd, /dev/shm)" if in_files else ""
+                w.stop(f"its processes together used more than the memory limit ({limit // 2**20} MB{held})")
             else:
                 usage.append((used, w))
         if low and usage:

@@ -8,6 +8,7 @@ other object stays here and the judge receives a handle to it.
 from __future__ import annotations
 
 import faulthandler
+import io
 import json
 import linecache
 import os
@@ -265,6 +266,43 @@ class Worker:
         return None, False
 
 
+class CappedOutput(io.TextIOBase):
+    """sys.stdout / sys.stderr of a worker: what student code prints goes to the worker's log up to `limit`
+    characters, and beyond that is dropped without a word. A print never fails (the log's file-size limit would
+    otherwise make a student's own later print or progress bar raise "File too large")."""
+
+    def __init__(self, stream, limit: int):
+        self.stream, self.left = stream, limit
+
+    def write(self, text: str) -> int:
+        if self.left > 0:
+            try:
+                self.stream.write(text[:self.left])
+            except (OSError, ValueError):  # the file-size limit, a closed stream: the rest is dropped
+                self.left = 0
+            self.left -= len(text)
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.left = 0
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # the log's, as libraries that print expect
+        return getattr(self.stream, "encoding", "utf-8")
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
 def main(config_json: str) -> None:
     """A worker's life: confine itself as `config_json` says, say it is ready, then answer requests until its
     input ends. Entered from the fork server (forkserver_loop._become_worker) or as
@@ -273,7 +311,10 @@ def main(config_json: str) -> None:
     config = json.loads(config_json)
     fd_in, fd_out = config["fd_in"], config["fd_out"]
     torch.set_num_threads(config.get("threads", 1))
-    status = confine(Confinement(**config["confinement"]))
+    conf = Confinement(**config["confinement"])
+    status = confine(conf)
+    limit = conf.file_bytes // 2 if conf.file_bytes else 1 << 30  # half: room left for a crash's traceback
+    sys.stdout, sys.stderr = CappedOutput(sys.stdout, limit), CappedOutput(sys.stderr, limit)
     inp, out = os.fdopen(fd_in, "rb"), os.fdopen(fd_out, "wb")
     sys.stdin = open(os.devnull)
     # where the code is when a request hangs: the judge sends this signal before it kills the worker (client.Hang)

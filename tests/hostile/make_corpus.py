@@ -231,9 +231,11 @@ def corpus(key) -> list[tuple[dict, object]]:
         "                fh.write(chunk)\n        i += 1\n")}),
         "disk_fill.ipynb", "fills its scratch space", "hostile", lost={N: "No space left on device"})
     add(variant(key, {NORMALIZE: normalize_doing("    for _ in range(10 ** 4):\n        print('x' * 2 ** 20)\n")}),
-        "huge_output_call.ipynb", "normalize prints 10 GB", "hostile", lost={N: "File too large"})
+        "huge_output_call.ipynb", "normalize prints 10 GB: beyond the output cap it is dropped, the print never fails",
+        "hostile")
     add(variant(key, append=["class Chatty:\n    for _ in range(2 ** 10):\n        print('y' * 2 ** 20)\n"]),
-        "huge_output_import.ipynb", "a class body printing 1 GB", "hostile", note="File too large")
+        "huge_output_import.ipynb", "a class body printing 1 GB: dropped beyond the cap, no note, nothing lost",
+        "hostile")
 
     # -- hostile: patching the grader's libraries ------------------------------------------------------
     add(variant(key, {SOFTMAX: "def softmax(x, dim=-1):\n    return x\n",

@@ -4,7 +4,9 @@
 - A WordPiece vocabulary whose special tokens sit at unusual ids ([PAD] is not 0, [CLS] is not 101), so that a
   submission that hard-codes BERT-base's ids or assumes padding is 0 shows it.
 - Small BertConfig settings (type_vocab_size 3, pad_token_id 5, intermediate size not 4E) for the same reason.
-- Seeded weights in the notebook's attribute names, loading them into a student's module, tolerances.
+- Seeded weights in the notebook's attribute names, and `load`: the public load_weights (autograder.testing)
+  bound to this assignment's worker helper. Values are compared with the public `close` at its default
+  tolerance (rtol 1e-4, atol 1e-5); checks that need another one pass it.
 - The judge's own BERT arithmetic (plain torch, float64) for naming the usual mistakes.
 - WORKER_CODE: helper code that runs in the worker beside the student's definitions (registered once, by
   test_part1_nsp.py; all test files share the worker's helper namespace). It holds no expected values: tokenizer
@@ -12,11 +14,12 @@
   answers for them otherwise: depends_on), so that each part is graded on its own.
 """
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
-from autograder.testing import Fail, StudentError, keep
+from autograder.testing import Fail, StudentError, gen, keep, load_weights, normal
 
 # -- vocabulary and tokenizer ----------------------------------------------------------------------------------
 
@@ -62,21 +65,6 @@ def remote_config(side, **overrides):
 
 # -- small helpers ---------------------------------------------------------------------------------------------
 
-def gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def close(a, b, atol=1e-5, rtol=1e-4) -> bool:
-    """Same shape, finite, and equal to b within the tolerance (compared in float64)."""
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-            and bool(torch.isfinite(a).all()) and torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol))
-
-
-def normal(g):
-    """r(*shape, s=scale): scaled standard-normal draws from generator g, in call order."""
-    return lambda *shape, s=1.0: s * torch.randn(*shape, generator=g)
-
-
 def build(side, class_name, *args, what=None):
     """An instance of the side's class, kept in its worker; a stub or an exception becomes a Fail."""
     what = what or class_name
@@ -88,15 +76,8 @@ def build(side, class_name, *args, what=None):
         raise Fail(f"{what} raised {exc.type}: {exc.message}") from None
 
 
-def load(sub, module, state, what, names):
-    """Copy `state` into the student's module by the notebook's attribute names."""
-    try:
-        problems = sub.helpers.bi_load(module, state)
-    except StudentError as exc:
-        raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
-    if problems:
-        raise Fail(f"the grader could not load weights into your {what} by the documented attribute names ({names}): "
-                   + "; ".join(problems[:4]))
+# Weights are copied in the worker by bi_load (WORKER_CODE below); every caller names the attributes.
+load = partial(load_weights, helper="bi_load")
 
 
 def tensor_out(value, what, shape=None):

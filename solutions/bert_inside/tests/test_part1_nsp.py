@@ -9,8 +9,8 @@ special ids are not BERT-base's ([CLS] 7, [SEP] 1, [PAD] 12; the word "good" is 
 """
 import torch
 
-from _common import CLS, PAD, PLAIN_WORDS, SEP, WORD_IDS, WORKER_CODE, gen, tokenizer
-from autograder.testing import Fail, StudentError, check, keep, worker_helpers
+from _common import CLS, PAD, PLAIN_WORDS, SEP, WORD_IDS, WORKER_CODE, tokenizer
+from autograder.testing import Fail, StudentError, check, gen, keep, worker_helpers
 
 PART = "1. NSP sentence pairs"
 IS_NEXT, NOT_NEXT = 0, 1

@@ -8,8 +8,8 @@ samples, and reproducibility with the generator. Each statistical bound states i
 """
 import torch
 
-from _common import CLS, MASK, PAD, SEP, VOCAB, WORD_IDS, gen, tokenizer
-from autograder.testing import Fail, StudentError, check, keep, worker_helpers
+from _common import CLS, MASK, PAD, SEP, VOCAB, WORD_IDS, tokenizer
+from autograder.testing import Fail, StudentError, check, gen, keep, worker_helpers
 
 PART = "2. Masked-language-model inputs"
 V = len(VOCAB)

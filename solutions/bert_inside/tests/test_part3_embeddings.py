@@ -8,8 +8,8 @@ config show.
 """
 import torch
 
-from _common import build, close, config, embeddings_state, gen, layer_norm, load, remote_config, tensor_out
-from autograder.testing import Fail, StudentError, check, remote_attr
+from _common import build, config, embeddings_state, layer_norm, load, remote_config, tensor_out
+from autograder.testing import Fail, StudentError, check, close, gen, remote_attr
 
 PART = "3. BERT embeddings"
 NAMES = "word, position, segment, norm"

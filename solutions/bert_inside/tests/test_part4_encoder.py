@@ -13,9 +13,9 @@ import math
 import torch
 
 from _common import (
-    LAYER_NAMES, additive_bias, build, close, config, gen, layer_forward, layer_state, load, remote_config, tensor_out,
+    LAYER_NAMES, additive_bias, build, config, layer_forward, layer_state, load, remote_config, tensor_out,
 )
-from autograder.testing import Fail, StudentError, check, remote_attr, worker_helpers
+from autograder.testing import Fail, StudentError, check, close, gen, remote_attr, worker_helpers
 
 PART = "4. Encoder layer and stack"
 

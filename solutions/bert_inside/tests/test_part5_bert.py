@@ -14,8 +14,8 @@ import re
 
 import torch
 
-from _common import close, config, gen, load, remote_config, tensor_out
-from autograder.testing import Fail, StudentError, check, keep
+from _common import config, load, remote_config, tensor_out
+from autograder.testing import Fail, StudentError, check, close, gen, keep
 
 PART = "5. Loading the library's weights"
 BERT_PARTS = ["Embeddings", "Encoder"]  # what Bert(config) builds: stand-ins here, graded in parts 3 and 4

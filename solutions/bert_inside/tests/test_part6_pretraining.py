@@ -13,8 +13,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from _common import close, config, gen, layer_norm, load, remote_config, tensor_out
-from autograder.testing import Fail, StudentError, check, keep, remote_attr, worker_helpers
+from _common import config, layer_norm, load, remote_config, tensor_out
+from autograder.testing import Fail, StudentError, check, close, gen, keep, remote_attr, worker_helpers
 
 PART = "6. Pre-training heads and loss"
 

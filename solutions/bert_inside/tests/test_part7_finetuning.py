@@ -13,8 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from _common import gen
-from autograder.testing import Fail, StudentError, check, worker_helpers
+from autograder.testing import Fail, StudentError, check, gen, worker_helpers
 
 PART = "7. Fine-tuning for sentiment"
 

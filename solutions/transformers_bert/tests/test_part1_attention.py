@@ -8,7 +8,7 @@ import math
 import torch
 
 from _common import attention_problem
-from autograder.testing import Fail, StudentError, check, expect_shape, worker_helpers
+from autograder.testing import Fail, StudentError, check, close, expect_shape, worker_helpers
 
 PART = "1. Scaled dot-product attention"
 
@@ -72,11 +72,6 @@ def _sdp(sub, *args, **kwargs):
     return values.detach().double(), attention.detach().double()
 
 
-def _close(a, b, atol=1e-5):
-    return (a.shape == b.shape and bool(torch.isfinite(a).all())
-            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
-
-
 def _softmax_weights(q, k, scale, dim=-1, mask=None, fill=float("-inf"), mask_queries=False):
     """Attention weights of a few plausible variants, computed in the judge."""
     logits = (q @ k.transpose(-2, -1)).double() / scale
@@ -100,7 +95,7 @@ def _diagnose_weights(attention, q, k):
                                "the head dimension (the last dimension of q)"),
     ]
     for scale, dim, message in variants:
-        if _close(attention, _softmax_weights(q, k, scale, dim)):
+        if close(attention, _softmax_weights(q, k, scale, dim)):
             return message
     if not torch.allclose(attention.sum(-1), torch.ones_like(attention.sum(-1)), atol=1e-4):
         return "the rows of the attention matrix do not sum to 1: apply the softmax over the last (key) axis"
@@ -133,7 +128,7 @@ def attention_weights(sub, ref):
         _, attention = _sdp(sub, q, k, v, attn_drop_rate=0.0)
         expect_shape(attention, (B, H, T, T), f"attention for q, k, v of shape ({B}, {H}, {T}, {D})")
         _, expected = ref.scaled_dot_product(q, k, v, attn_drop_rate=0.0)
-        if not _close(attention, expected):
+        if not close(attention, expected):
             raise Fail(_diagnose_weights(attention, q, k) + f" (q, k, v of shape ({B}, {H}, {T}, {D}), no mask)")
 
 
@@ -143,7 +138,7 @@ def attention_values(sub, ref):
     values, attention = _sdp(sub, q, k, v, attn_drop_rate=0.0)
     expect_shape(values, (2, 2, 5, 4), "values for q, k, v of shape (2, 2, 5, 4)")
     expect_shape(attention, (2, 2, 5, 5), "attention for q, k, v of shape (2, 2, 5, 4)")
-    if not _close(values, attention @ v.double()):  # the student's own weights: part of the weights check
+    if not close(values, attention @ v.double()):  # the student's own weights: part of the weights check
         raise Fail("values must be the attention weights applied to v: attention @ v, shape (B, H, T, D)")
     # consistent garbage (zero weights and zero values, NaN, identity weights returning v) earns nothing
     _require_attention(sub, q, k, v, values, attention, "without a mask", attn_drop_rate=0.0)
@@ -165,8 +160,8 @@ def _check_mask(sub, ref, mask, what):
     _, unmasked = _sdp(sub, q, k, v, attn_drop_rate=0.0)
     expected = _masked_from_unmasked(unmasked, mask) if unmasked.shape == attention.shape else None
     _, reference = ref.scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=mask.float())
-    if expected is not None and _close(attention, expected) or _close(attention, reference):
-        if not _close(values, attention @ v.double()):
+    if expected is not None and close(attention, expected) or close(attention, reference):
+        if not close(values, attention @ v.double()):
             raise Fail(f"with a {what} the values differ from attention @ v")
         # masking weights that ignore q and k (e.g. uniform over the real keys) is not attention
         _require_attention(sub, q, k, v, values, attention, f"with a {what}", attn_drop_rate=0.0, mask=mask)
@@ -181,9 +176,9 @@ def _check_mask(sub, ref, mask, what):
                    "inverted; 1 = padding, must not be attended to")
     if not torch.isfinite(attention).all():
         raise Fail(f"with a {what} the attention weights contain NaN or inf")
-    if _close(attention, unmasked):
+    if close(attention, unmasked):
         raise Fail(f"with a {what} the attention weights ignore the mask: padded keys (1) must get weight 0")
-    if _close(attention, _softmax_weights(q, k, 2.0, mask=mask, fill=-1e9, mask_queries=True)):
+    if close(attention, _softmax_weights(q, k, 2.0, mask=mask, fill=-1e9, mask_queries=True)):
         raise Fail(f"with a {what} the mask is applied to the queries (rows) instead of the keys (columns): "
                    "broadcast it as (B, 1, 1, T)")
     if padded_weight > 1e-6:
@@ -225,7 +220,7 @@ def attention_dropout(sub, ref):
     _, exact = _sdp(sub, q, k, v)
     _, exact0 = _sdp(sub, q, k, v, attn_drop_rate=0.0)
     if (exact.shape != (4, 4, 16, 16) or not torch.equal(exact, exact0)
-            or not _close(exact.sum(-1), torch.ones(4, 4, 16))):
+            or not close(exact.sum(-1), torch.ones(4, 4, 16))):
         raise Fail("with attn_drop_rate=0 (the default) the attention must be exact: no dropout, rows summing to 1")
     if _ignores_queries(sub, q, k, v, exact):  # dropout on weights that are not attention earns nothing
         raise Fail("with attn_drop_rate=0 the attention weights do not depend on the queries q: they must be "
@@ -245,5 +240,5 @@ def attention_dropout(sub, ref):
     if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - p)), rtol=1e-3):
         raise Fail("the attention weights that dropout keeps must be scaled by 1 / (1 - p), as nn.Dropout and "
                    "F.dropout do")
-    if not _close(values, attention @ v.double(), atol=1e-4):
+    if not close(values, attention @ v.double(), atol=1e-4):
         raise Fail("with dropout, values must be computed from the weights after dropout (return those weights)")

@@ -10,8 +10,8 @@ returns: residuals, norm order, the feed-forward network and the dropout are eac
 import torch
 import torch.nn.functional as F
 
-from _common import block_weights, close, gen, in_layout, load_weights, normal, output_problem
-from autograder.testing import Fail, StudentError, check, expect_shape, keep, worker_helpers
+from _common import block_weights, close, in_layout, load_weights, output_problem
+from autograder.testing import Fail, StudentError, check, expect_shape, gen, keep, normal, worker_helpers
 
 # The student's code checked here calls these parts; where they fail it, the reference answers for them
 DEPENDS_ON = ["MultiHeadAttention"]

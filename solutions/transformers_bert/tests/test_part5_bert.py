@@ -9,9 +9,9 @@ import math
 
 import torch
 
-from _common import block_weights, close, gen, in_layout, load_weights, normal, output_problem
+from _common import block_weights, close, in_layout, load_weights, output_problem
 from autograder.testing import (
-    Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
+    Fail, StudentError, check, expect_shape, gen, keep, normal, remote_attr, remote_isinstance, worker_helpers,
 )
 
 # The student's code checked here calls these parts; where they fail it, the reference answers for them

@@ -14,8 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from _common import gen
-from autograder.testing import Fail, StudentError, check, keep, worker_helpers
+from autograder.testing import Fail, StudentError, check, gen, keep, worker_helpers
 
 PART = "6. Masked-language-model pre-training"
 

@@ -9,10 +9,10 @@ GPU by `autograder rubric` and reported pending by `autograder grade` without on
 import torch
 import torch.nn.functional as F
 
-from _common import close, gen
+from _common import close
 from autograder.rubric import rubric_check
 from autograder.testing import (
-    Fail, StudentError, check, expect_shape, keep, remote_attr, remote_isinstance, worker_helpers,
+    Fail, StudentError, check, expect_shape, gen, keep, remote_attr, remote_isinstance, worker_helpers,
 )
 
 PART = "7. Frozen BERT + BiGRU sentiment classifier"

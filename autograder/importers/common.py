@@ -1,0 +1,130 @@
+"""What the importers share: reading the notebook's code, and writing solutions/<name>/.
+
+The assignment written is always: the notebook, tests/<format>_tests.py (the checks), assignment.toml
+(listing the data files copied beside the notebook) and IMPORT.md (report.py). Nothing is overwritten
+unless asked (`force`).
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import shutil
+from pathlib import Path
+
+from autograder.importers.report import ImportReport
+
+SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "submissions"}  # never shipped: checkpoints, students' work
+
+
+class ImportFailed(ValueError):
+    """The source cannot be imported at all (a message for the command line)."""
+
+
+def points_text(points: float) -> str:
+    return f"{points:g} point" + ("" if points == 1 else "s")
+
+
+def data_files(folder: Path) -> list[Path]:
+    """Files beside the notebook that students need (data, images), relative to `folder`."""
+    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and p.suffix != ".ipynb"
+                  and not any(part in SKIP_DIRS or part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+# -- the notebook's code -----------------------------------------------------------------------------------
+
+def parse(source: str):
+    """The cell's syntax tree, IPython lines (%magic, !shell) read as blank; None when it is not Python."""
+    blanked = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n"))
+    try:
+        return ast.parse(blanked)
+    except SyntaxError:
+        return None
+
+
+def top_level_bindings(node) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def loaded_names(tree) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def statements(sources: list[str]):
+    for source in sources:
+        tree = parse(source)
+        yield from tree.body if tree else []
+
+
+def notebook_imports(sources: list[str]) -> list[str]:
+    """The import statements of the notebook's code (the judge runs them for the tests)."""
+    return list(dict.fromkeys(ast.unparse(node) for node in statements(sources)
+                              if isinstance(node, (ast.Import, ast.ImportFrom))))
+
+
+def notebook_names(sources: list[str]) -> set[str]:
+    """Names the notebook's code binds at top level (the student's, in grading)."""
+    return {name for node in statements(sources) for name in top_level_bindings(node)}
+
+
+def names_read(tests: list[str], defined: set[str]) -> set[str]:
+    """Notebook names the tests read."""
+    return {name for source in tests for name in loaded_names(parse(source) or ast.Module([], []))
+            if name in defined and not hasattr(builtins, name)}
+
+
+# -- writing ---------------------------------------------------------------------------------------------------
+
+def literal(text: str) -> str:
+    """`text` as a readable Python string literal."""
+    if "'''" in text or text.endswith("\\"):
+        return repr(text)
+    return "'''\\\n" + text.replace("\\", "\\\\") + "'''"
+
+
+def tests_header(docstring: str, runner: str, imports: list[str]) -> list[str]:
+    return [f'"""{docstring}"""', f"from autograder.importers.cells import WORKER_HELPERS, {runner}",
+            "from autograder.testing import manual, worker_helpers", "", "worker_helpers(WORKER_HELPERS)", "",
+            f"IMPORTS = {imports!r}  # the notebook's imports, run in the grader when a test uses them", ""]
+
+
+def reads_function(reads: set[str]) -> list[str]:
+    """A function naming the notebook statements the tests need (extraction runs what checks read as sub.NAME)."""
+    if not reads:
+        return []
+    return ["", "", "def names_the_tests_read(sub):",
+            '    """Not a check: names the notebook statements the tests need (see release.names_read)."""',
+            f"    return {', '.join(f'sub.{n}' for n in sorted(reads))}"]
+
+
+def prepare(target: Path, force: bool) -> None:
+    if target.exists():
+        if not force:
+            raise ImportFailed(f"{target} exists: choose another --name, or --force to replace it")
+        shutil.rmtree(target)
+    (target / "tests").mkdir(parents=True)
+
+
+def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_file: str) -> None:
+    """The notebook, its checks, assignment.toml and the data files beside the source; then IMPORT.md."""
+    import nbformat
+
+    source, target = report.source, report.target
+    files = data_files(source.parent)
+    nbformat.write(nb, target / source.name)
+    (target / "tests" / tests_file).write_text(tests, encoding="utf-8")
+    listed = ", ".join(f'"{f.as_posix()}"' for f in files)
+    (target / "assignment.toml").write_text(
+        f"# Imported from {report.fmt}: {source} (autograder import {report.fmt}; see IMPORT.md)\n"
+        f'title = "{title}"\nnotebook = "{source.name}"\nfiles = [{listed}]\n', encoding="utf-8")
+    for f in files:
+        (target / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source.parent / f, target / f)
+    report.convert(f"{len(files)} file(s) shipped with the notebook: {', '.join(f.as_posix() for f in files) or 'none'}")
+    report.write()

@@ -1,0 +1,263 @@
+"""`autograder import nbgrader SOURCE --name NAME`: an nbgrader source notebook, or a folder of them, as an assignment.
+
+Writes solutions/<name>/ (a folder of several notebooks: one assignment per notebook, <name>_<notebook>):
+- the notebook: nbgrader's solution and hidden-test delimiters, which nbgrader finds anywhere in a line,
+  rewritten as this project's exact markers; each test cell left to students as plain code (its public part,
+  tagged skip-grading), since its check now lives in tests/;
+- tests/nbgrader_tests.py: one check per test cell, which runs the whole cell (hidden tests included) as
+  nbgrader's kernel would (autograder/importers/cells.py), and one `manual` check per item nbgrader grades
+  by hand (written answers, free-response code cells, tasks), so its points stay in every total as pending;
+- the folder's other files (data, images), listed in assignment.toml `files`;
+- IMPORT.md: what was converted, what was not and why.
+Every grade_id and every point of the source becomes a check, a manual check or a line of the report. What
+cannot be converted (AUTOTEST, markers of other tools) stays in the notebook, where `build` refuses it by name.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.importers.common import (
+    ImportFailed, literal, loaded_names, names_read, notebook_imports, notebook_names, parse, points_text, prepare,
+    reads_function, tests_header, top_level_bindings, write_assignment,
+)
+from autograder.importers.report import ImportReport
+from autograder.notebook.foreign import AUTOTEST, find_foreign
+from autograder.notebook.markers import (
+    HIDDEN, MarkerError, cell_source, find_regions, hand_graded, is_solution_cell, is_test_cell, nbgrader_meta,
+)
+
+TESTS_FILE = "nbgrader_tests.py"
+SKIP_TAG = "skip-grading"
+_DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+_POINTS = re.compile(r"\s*\(\s*\d+(\.\d+)?\s+points?\s*\)\s*$", re.I)
+
+
+@dataclass
+class Check:
+    name: str
+    points: float
+    part: str
+    source: str = ""  # a test cell's code, markers kept (empty for a manual check)
+    what: str = ""  # a manual check: what is graded by hand
+
+
+@dataclass
+class Conversion:
+    notebook: dict
+    checks: list[Check] = field(default_factory=list)
+    test_cells: set[int] = field(default_factory=set)  # indices of the cells whose checks moved to tests/
+    imports: list[str] = field(default_factory=list)  # the notebook's import statements (the judge runs them)
+    reads: set[str] = field(default_factory=set)  # notebook names the test cells read
+
+
+def source_notebooks(source: Path) -> list[Path]:
+    if source.is_file():
+        return [source]
+    if not source.is_dir():
+        raise ImportFailed(f"{source}: no such notebook or folder")
+    found = sorted(p for p in source.glob("*.ipynb"))
+    if not found:
+        raise ImportFailed(f"{source}: no notebook (*.ipynb) in this folder")
+    return found
+
+
+# -- one notebook ------------------------------------------------------------------------------------------
+
+def normalize_delimiters(source: str) -> str:
+    """nbgrader's delimiters (found anywhere in a line) as this project's exact markers, indentation kept."""
+    lines = source.split("\n")
+    for i, line in enumerate(lines):
+        found = [d for d in _DELIMITERS if d in line]
+        if found:
+            lines[i] = line[: len(line) - len(line.lstrip())] + "### " + found[0]
+    return "\n".join(lines)
+
+
+def heading(cell) -> str | None:
+    """The last heading of a markdown cell, without nbgrader's "(N points)"."""
+    if cell.get("cell_type") != "markdown":
+        return None
+    titles = [m.group(1) for m in map(_HEADING.match, cell_source(cell).split("\n")) if m]
+    return _POINTS.sub("", titles[-1]).strip() if titles else None
+
+
+def public_part(source: str, where: str) -> str:
+    lines = source.split("\n")
+    hidden = {i for r in find_regions(lines, where) if r.kind == HIDDEN for i in range(r.begin, r.end + 1)}
+    return "\n".join(line for i, line in enumerate(lines) if i not in hidden).rstrip("\n")
+
+
+def convert(nb, where: str, report: ImportReport) -> Conversion:
+    """The notebook with this project's markers, and the checks of its test and hand-graded cells."""
+    out = Conversion(copy.deepcopy(nb))
+    part = Path(where).stem
+    for index, cell in enumerate(out.notebook.cells):
+        loc = f"cell {index + 1}"
+        part = heading(cell) or part
+        cell["source"] = normalize_delimiters(cell_source(cell))
+        foreign = find_foreign(cell["source"].split("\n"), cell.get("cell_type", ""))
+        if foreign:
+            _refuse_foreign(cell, loc, foreign[0], report)
+        elif cell.get("cell_type") == "code" and is_test_cell(cell):
+            out.checks.append(_test_cell(cell, loc, part, report))
+            out.test_cells.add(index)
+        elif hand_graded(cell):
+            out.checks.append(_hand_graded(cell, loc, part, report))
+        elif is_solution_cell(cell):
+            report.convert(f"{loc}: solution cell {nbgrader_meta(cell).get('grade_id')!r}")
+        elif nbgrader_meta(cell).get("grade"):
+            report.refuse(loc, f"{cell.get('cell_type')} grade cell {nbgrader_meta(cell).get('grade_id')!r}",
+                          "nbgrader grades no such cell (a grade cell is code, or a solution); its points are left out")
+    out.imports = notebook_imports(code_sources(out))
+    out.reads = names_read([c.source for c in out.checks if c.source], notebook_names(code_sources(out)))
+    caveats(out, report)
+    return out
+
+
+def _refuse_foreign(cell, loc: str, marker, report: ImportReport) -> None:
+    meta = nbgrader_meta(cell)
+    what = f"test cell {meta.get('grade_id')!r} ({points_text(meta.get('points', 0))})" if meta.get("grade") else "cell"
+    why = ("nbgrader's AUTOTEST is not implemented: write its tests out as assert statements"
+           if marker.style is AUTOTEST else f"{marker.text.strip()!r} is a marker of {marker.style.name}")
+    report.refuse(loc, what, f"{why}; the cell is left as it is, and `autograder build` refuses it until then")
+
+
+def _test_cell(cell, loc: str, part: str, report: ImportReport) -> Check:
+    meta = nbgrader_meta(cell)
+    name, points = str(meta.get("grade_id")), float(meta.get("points", 0) or 0)
+    source = cell["source"]
+    cell["source"] = public_part(source, loc)
+    cell["metadata"].pop("nbgrader", None)
+    cell["metadata"]["tags"] = sorted(set(cell["metadata"].get("tags", [])) | {SKIP_TAG})
+    report.convert(f"{loc}: test cell {name!r} ({points_text(points)}) -> check {name!r} in tests/{TESTS_FILE}")
+    return Check(name, points, part, source=source)
+
+
+def _hand_graded(cell, loc: str, part: str, report: ImportReport) -> Check:
+    """A manual check keeps the points; the cell keeps only what makes it a solution (stubbed for students)."""
+    meta = nbgrader_meta(cell)
+    kind, name, points = hand_graded(cell), str(meta.get("grade_id")), float(meta.get("points", 0) or 0)
+    for key in ("grade", "points", "task"):
+        meta.pop(key, None)
+    if meta.get("solution") is False:
+        meta.pop("solution")
+    report.convert(f"{loc}: {kind} {name!r} ({points_text(points)}) -> manual check {name!r} (pending, graded by hand)")
+    return Check(name, points, part, what=f"{kind}, nbgrader {loc}")
+
+
+# -- what the test cells need, and what of them cannot hold ------------------------------------------------
+
+def code_sources(out: Conversion) -> list[str]:
+    """The notebook's own code (the test cells left out: they run in the grader)."""
+    return [cell_source(cell) for index, cell in enumerate(out.notebook.cells)
+            if cell.get("cell_type") == "code" and index not in out.test_cells]
+
+
+def caveats(out: Conversion, report: ImportReport) -> None:
+    """Report each test cell whose meaning here differs from its meaning in nbgrader's kernel."""
+    defined, earlier = notebook_names(code_sources(out)), {}
+    for c in (c for c in out.checks if c.source):
+        tree = parse(c.source)
+        if tree is None:
+            report.refuse(c.name, "test cell", "not valid Python: the check fails for every notebook (`verify` says "
+                          "so); rewrite the cell")
+            continue
+        if any(line.lstrip().startswith(("%", "!")) for line in c.source.split("\n")):
+            report.refuse(c.name, "IPython magic or shell line", "the check runs in the grader, not in a kernel: "
+                          "remove the line (the check fails for every notebook until then)")
+        _rebinds(c, tree, defined, report)
+        _foreign_exceptions(c, tree, report)
+        _earlier_variables(c, tree, defined, earlier, report)
+        for node in tree.body:
+            for name in top_level_bindings(node):
+                earlier.setdefault(name, c.name)
+
+
+def _rebinds(c: Check, tree, defined: set[str], report: ImportReport) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Name):
+            for name in {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)} & defined:
+                report.note(f"test cell {c.name!r} binds `{name}`, which the notebook defines: in the grader this "
+                            "changes the test's name only; the student's functions keep calling their own")
+
+
+def _is_builtin_exception(name: str) -> bool:
+    value = getattr(builtins, name, None)
+    return isinstance(value, type) and issubclass(value, BaseException)
+
+
+def _foreign_exceptions(c: Check, tree, report: ImportReport) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            types = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            odd = [ast.unparse(t) for t in types if not _is_builtin_exception(ast.unparse(t))]
+            if odd:
+                report.note(f"test cell {c.name!r} catches `{odd[0]}`: the student's exceptions arrive as their "
+                            "built-in type; one of another type arrives as StudentError, which this does not catch")
+                return
+
+
+def _earlier_variables(c: Check, tree, defined: set[str], earlier: dict, report: ImportReport) -> None:
+    own = {name for node in tree.body for name in top_level_bindings(node)}
+    for name in sorted(loaded_names(tree) - own - defined):
+        if name in earlier:
+            report.refuse(c.name, f"variable `{name}`", f"set by test cell {earlier[name]!r}: test cells do not share "
+                          "variables here; bind it in this cell (the check fails until then)")
+
+
+# -- writing the assignment ----------------------------------------------------------------------------------
+
+def tests_module(out: Conversion, notebook: str) -> str:
+    lines = tests_header(f"Checks imported from nbgrader's {notebook} (autograder import nbgrader).\n\n"
+                         "Each test cell runs whole (hidden tests included) in the grader, with the meaning it has in "
+                         "nbgrader's\nkernel (autograder/importers/cells.py); each item nbgrader grades by hand is a "
+                         "manual check (pending).\n", "notebook_cell", out.imports)
+    for c in out.checks:
+        variable = "check_" + re.sub(r"\W", "_", c.name)
+        if c.source:
+            lines += ["", f"{variable} = notebook_cell({c.name!r}, {c.points:g}, {c.part!r}, IMPORTS, {literal(c.source)})"]
+        else:
+            lines += ["", f"{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})"]
+    return "\n".join(lines + reads_function(out.reads)) + "\n"
+
+
+def import_notebook(nb_path: Path, target: Path, title: str, force: bool) -> ImportReport:
+    import nbformat
+
+    report = ImportReport("nbgrader", nb_path, target)
+    try:
+        out = convert(nbformat.read(nb_path, as_version=4), str(nb_path), report)
+    except MarkerError as exc:  # nbgrader itself would refuse it: an unclosed region, say
+        raise ImportFailed(f"{nb_path}: {exc}") from None
+    add_notes(report, out)
+    prepare(target, force)
+    write_assignment(report, out.notebook, tests_module(out, nb_path.name), title, TESTS_FILE)
+    return report
+
+
+def add_notes(report: ImportReport, out: Conversion) -> None:
+    automatic = [c for c in out.checks if c.source]
+    if not automatic:
+        report.note("no test cell: nothing is graded automatically, and `autograder verify` fails until a check "
+                    "is added (tests/*.py) or the notebook is graded by hand")
+    report.note("nbgrader gives 0 to a test cell that writes to stderr; here only a failed test costs points")
+    report.note("nbgrader gives 0 at once to a hand-graded answer left as the stub; here it stays pending like the "
+                "others (pending points are graded by hand)")
+
+
+def import_assignment(source: Path, name: str, solutions: Path, force: bool = False) -> list[ImportReport]:
+    """Import a notebook, or every notebook of a folder, into solutions/<name>[_<notebook>]/."""
+    notebooks = source_notebooks(source)
+    for nb_path in notebooks:  # refuse before writing anything
+        target = solutions / (name if len(notebooks) == 1 else f"{name}_{nb_path.stem}")
+        if target.exists() and not force:
+            raise ImportFailed(f"{target} exists: choose another --name, or --force to replace it")
+    return [import_notebook(nb_path, solutions / (name if len(notebooks) == 1 else f"{name}_{nb_path.stem}"),
+                            nb_path.stem if len(notebooks) == 1 else f"{source.name} {nb_path.stem}", force)
+            for nb_path in notebooks]

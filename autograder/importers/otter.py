@@ -1,0 +1,265 @@
+"""`autograder import otter NOTEBOOK --name NAME`: an otter-grader assignment notebook as solutions/<name>/.
+
+otter's format (otter-assign v1): raw cells (or ```otter fenced markdown) `# BEGIN QUESTION` with a YAML
+configuration (name, points, manual), `# BEGIN SOLUTION` / `# END SOLUTION` around solution cells, and
+`# BEGIN TESTS` / `# END TESTS` around test cells, each a test case (hidden when its first line is `# HIDDEN`
+or its TEST CONFIG says so) whose output otter compares with the solution's.
+Converted to:
+- solutions: a line ending in `# SOLUTION [NO PROMPT]`, and each `# BEGIN SOLUTION [NO PROMPT]` block,
+  between this project's markers (students get the stub, not otter's `...` prompt); BEGIN PROMPT blocks
+  dropped; markdown solution cells become written answers (YOUR ANSWER HERE);
+- tests: one check per test case in tests/otter_tests.py, run on the submission and on the reference in the
+  grader and passing when their values are equal (autograder/importers/cells.py `reference_cell`), worth the
+  question's points (1 when not given) shared as otter shares them;
+- manual questions: `manual` checks, pending in every total with their points.
+Anything else (# IGNORE blocks, unknown blocks) is named in IMPORT.md and left where `build` refuses it.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.importers.common import (
+    ImportFailed, literal, names_read, notebook_imports, notebook_names, points_text, prepare, reads_function,
+    tests_header, write_assignment,
+)
+from autograder.importers.report import ImportReport
+from autograder.notebook.foreign import find_foreign
+from autograder.notebook.markers import cell_source
+
+TESTS_FILE = "otter_tests.py"
+_BLOCK = re.compile(r"^\s*#\s+(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)\s*$", re.I)
+_CONFIG = re.compile(r"^\s*#\s+ASSIGNMENT\s+CONFIG\s*$", re.I)
+_TEST_CONFIG = (re.compile(r'^(?:.\s*=\s*)?"""?\s*#\s*BEGIN\s*TEST\s*CONFIG', re.I),
+                re.compile(r'^"""?\s*#\s*END\s*TEST\s*CONFIG', re.I))
+_SOLUTION_LINE = re.compile(r"^(\s*)(.*?)\s*# ?SOLUTION( NO PROMPT)?\s*$")
+_SOLUTION_BLOCK = re.compile(r"^(\s*)# BEGIN SOLUTION( NO PROMPT)?\s*$")
+_PROMPT = (re.compile(r'^\s*"""\s*# BEGIN PROMPT\s*$'), re.compile(r'^\s*"""\s*# END PROMPT\s*$'))
+
+
+@dataclass
+class Case:
+    source: str
+    hidden: bool
+    points: float | None
+
+
+@dataclass
+class Question:
+    name: str
+    points: float | None = None
+    manual: bool = False
+    cases: list[Case] = field(default_factory=list)
+
+
+@dataclass
+class State:
+    """Where the walk through the cells is: the question, and the block inside it."""
+    question: Question | None = None
+    block: str = ""  # "", "solution", "tests"
+    questions: list[Question] = field(default_factory=list)
+    cells: list = field(default_factory=list)  # the converted notebook's cells
+
+
+def yaml_config(text: str, where: str) -> dict:
+    import yaml  # PyYAML: otter's configurations are YAML
+
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ImportFailed(f"{where}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ImportFailed(f"{where}: the configuration is not a YAML mapping")
+    return data
+
+
+def unfence(cell):
+    """otter's ```otter fenced markdown configuration as the raw cell it stands for."""
+    lines = cell_source(cell).strip().split("\n")
+    if cell.get("cell_type") == "markdown" and len(lines) > 1 and lines[0].strip() == "```otter" \
+            and lines[-1].strip() == "```":
+        return {"cell_type": "raw", "metadata": {}, "source": "\n".join(lines[1:-1])}
+    return cell
+
+
+# -- solutions -------------------------------------------------------------------------------------------
+
+def solution_code(source: str) -> str:
+    """otter's solution lines and blocks between this project's markers; prompts dropped."""
+    out, in_prompt = [], False
+    for line in source.split("\n"):
+        if _PROMPT[0].match(line) or in_prompt:
+            in_prompt = not _PROMPT[1].match(line)
+            continue
+        block, single = _SOLUTION_BLOCK.match(line), _SOLUTION_LINE.match(line)
+        if block:
+            out.append(f"{block.group(1)}### BEGIN SOLUTION")
+        elif line.strip() == "# END SOLUTION":
+            out.append(f"{line[: len(line) - len(line.lstrip())]}### END SOLUTION")
+        elif single and single.group(2):
+            indent = single.group(1)
+            out += [f"{indent}### BEGIN SOLUTION", f"{indent}{single.group(2)}", f"{indent}### END SOLUTION"]
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def solution_cell(cell, question: Question, count: int, report: ImportReport, loc: str):
+    cell = copy.deepcopy(cell)
+    grade_id = f"{question.name}_solution_{count}"
+    if cell.get("cell_type") == "markdown":
+        cell["metadata"]["nbgrader"] = {"solution": True, "grade": False, "grade_id": grade_id}
+        report.convert(f"{loc}: written answer of {question.name} -> answer cell {grade_id!r} (YOUR ANSWER HERE)")
+        return cell
+    cell["source"] = solution_code(cell_source(cell))
+    if "### BEGIN SOLUTION" in cell["source"]:
+        cell["metadata"]["nbgrader"] = {"solution": True, "grade": False, "grade_id": grade_id}
+        report.convert(f"{loc}: solution of {question.name} -> solution cell {grade_id!r}")
+    return cell
+
+
+# -- tests -----------------------------------------------------------------------------------------------
+
+def read_case(cell, where: str) -> Case:
+    lines = cell_source(cell).split("\n")
+    hidden = bool(lines and lines[0].lstrip().startswith("#") and re.search(r"\bhidden\b", lines[0], re.I))
+    config, start = {}, 1 if hidden else 0
+    if lines and _TEST_CONFIG[0].match(lines[0]):
+        end = next((i for i, line in enumerate(lines) if i and _TEST_CONFIG[1].match(line)), len(lines) - 1)
+        config, start = yaml_config("\n".join(lines[1:end]), where), end + 1
+    return Case("\n".join(lines[start:]).strip("\n"), bool(config.get("hidden", hidden)), config.get("points"))
+
+
+def case_points(question: Question) -> list[float]:
+    """otter's rule (TestFile.resolve_test_file_points): cases without points share what the question's
+    points leave; a question without points is worth 1, shared when no case names points, else 0 each."""
+    given = [c.points for c in question.cases]
+    rest = sum(p is None for p in given)
+    if question.points is not None:
+        share = (float(question.points) - sum(p for p in given if p is not None)) / rest if rest else 0.0
+    else:
+        share = 1 / rest if rest and all(p in (0, None) for p in given) else 0.0
+    return [float(p) if p is not None else share for p in given]
+
+
+# -- the walk through the cells ------------------------------------------------------------------------------
+
+def block_cell(cell, state: State, loc: str, report: ImportReport) -> bool:
+    """Handle otter's raw block and configuration cells; False for any other cell."""
+    if cell.get("cell_type") != "raw":
+        return False
+    lines = cell_source(cell).split("\n")
+    if _CONFIG.match(lines[0]):
+        report.note("otter's ASSIGNMENT CONFIG is not imported (requirements, export and PDF settings)")
+        return True
+    marker = _BLOCK.match(lines[0])
+    if not marker:
+        return False
+    verb, kind = marker.group(1).upper(), marker.group(2).upper()
+    if kind == "QUESTION" and verb == "BEGIN":
+        config = yaml_config("\n".join(lines[1:]), loc)
+        state.question = Question(str(config.get("name")), config.get("points"), bool(config.get("manual")))
+        state.questions.append(state.question)
+    elif kind == "QUESTION":
+        state.question = None
+    elif kind in ("SOLUTION", "TESTS"):
+        state.block = kind.lower() if verb == "BEGIN" else ""
+    return True
+
+
+def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question]]:
+    state = State()
+    for index, cell in enumerate(nb.cells):
+        loc = f"cell {index + 1}"
+        cell = unfence(cell)
+        if block_cell(cell, state, loc, report):
+            continue
+        if state.block == "tests" and state.question and cell.get("cell_type") == "code":
+            state.question.cases.append(read_case(cell, loc))
+            continue
+        if state.block == "solution" and state.question:
+            count = sum(1 for c in state.cells if c.get("metadata", {}).get("nbgrader")) + 1
+            cell = solution_cell(cell, state.question, count, report, loc)
+        else:
+            cell = seed_free(cell, loc, report)
+        refuse_leftovers(cell, loc, report)
+        state.cells.append(cell)
+    out = copy.deepcopy(nb)
+    out.cells = state.cells
+    return out, state.questions
+
+
+def seed_free(cell, loc: str, report: ImportReport):
+    """A `# SEED` line keeps its code; the grader seeds each check itself (0), so the line runs only in notebooks."""
+    source = cell_source(cell)
+    if cell.get("cell_type") != "code" or "# SEED" not in source:
+        return cell
+    cell = copy.deepcopy(cell)
+    cell["source"] = re.sub(r"\s*# SEED\s*$", "", source, flags=re.M)
+    report.note(f"{loc}: otter's `# SEED` line is kept as code; the grader does not run it (each check starts "
+                "with the generators seeded with 0)")
+    return cell
+
+
+# -- writing ------------------------------------------------------------------------------------------------
+
+def checks_source(questions: list[Question], nb, report: ImportReport) -> str:
+    code = [cell_source(c) for c in nb.cells if c.get("cell_type") == "code"]
+    lines = tests_header("Checks imported from otter-grader (autograder import otter): each test case runs on the "
+                         "submission\nand on the reference in the grader, and passes when their values are equal\n"
+                         "(autograder/importers/cells.py); a manual question is a manual check (pending).",
+                         "reference_cell", notebook_imports(code))
+    for q in questions:
+        lines += question_checks(q, report)
+    reads = names_read([c.source for q in questions for c in q.cases], notebook_names(code))
+    return "\n".join(lines + reads_function(reads)) + "\n"
+
+
+def question_checks(q: Question, report: ImportReport) -> list[str]:
+    variable = re.sub(r"\W", "_", q.name)
+    if q.manual or not q.cases:
+        points = 1.0 if q.points is None else float(q.points)
+        why = "manual question" if q.manual else "question without tests"
+        report.convert(f"{q.name}: {why} ({points_text(points)}) -> manual check {q.name!r} (pending)")
+        return ["", f"{variable} = manual({q.name!r}, {points:g}, {q.name!r}, {why!r})"]
+    out = []
+    for number, (case, points) in enumerate(zip(q.cases, case_points(q)), 1):
+        name = f"{q.name} {'hidden ' if case.hidden else ''}test {number}"
+        out += ["", f"{variable}_{number} = reference_cell({name!r}, {points!r}, {q.name!r}, IMPORTS, "
+                    f"{literal(case.source)}, hidden={case.hidden})"]
+    report.convert(f"{q.name}: {len(q.cases)} test case(s) ({points_text(sum(case_points(q)))}) -> checks compared "
+                   "with the reference")
+    return out
+
+
+def refuse_leftovers(cell, loc: str, report: ImportReport) -> None:
+    """Markers the conversion did not consume: named, and left for `build` to refuse."""
+    for marker in find_foreign(cell_source(cell).split("\n"), cell.get("cell_type", "")):
+        report.refuse(loc, repr(marker.text.strip()), f"a marker of {marker.style.name} this import does not "
+                      "convert; `autograder build` refuses it until it is rewritten")
+
+
+def import_assignment(source: Path, name: str, solutions: Path, force: bool = False) -> list[ImportReport]:
+    import nbformat
+
+    if not source.is_file():
+        raise ImportFailed(f"{source}: an otter import takes the assignment notebook itself")
+    report = ImportReport("otter", source, solutions / name)
+    notebook, questions = convert(nbformat.read(source, as_version=4), str(source), report)
+    tests = checks_source(questions, notebook, report)
+    notes(report)
+    prepare(report.target, force)
+    write_assignment(report, notebook, tests, source.stem, TESTS_FILE)
+    return [report]
+
+
+def notes(report: ImportReport) -> None:
+    report.note("otter compares printed outputs; here the values are compared, so `np.True_` and `True` are the same "
+                "(otter 7 under numpy 2 prints `np.True_` where `True` was recorded and fails correct notebooks)")
+    report.note("a test's printed output (print calls) is not compared, only the value of its last expression")
+    report.note("otter's prompts (`...` in place of a solution line, BEGIN PROMPT blocks) are not shown: students get "
+                "this project's stub, `# TODO: your code here` and `raise NotImplementedError()`")
+    report.note("otter's grader.check cells in student notebooks are not needed: they are ordinary cells the grader "
+                "does not run")

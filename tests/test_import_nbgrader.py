@@ -1,0 +1,261 @@
+"""`autograder import nbgrader`: nbgrader's user-guide course ps1 imports, builds, verifies and grades its two
+example submissions exactly as nbgrader autograde does, cell by cell; a test cell keeps its kernel meaning;
+what cannot be converted is reported and refused by the build."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.build import build
+from autograder.importers.nbgrader import import_assignment, normalize_delimiters
+from autograder.notebook.markers import MarkerError
+
+PS1 = Path(__file__).parent / "nbgrader_ps1"
+NBGRADER = json.loads((PS1 / "nbgrader_autograde.json").read_text())
+STUDENTS = ("bitdiddle", "hacker")
+
+
+@pytest.fixture(scope="module")
+def ps1(tmp_path_factory):
+    solutions = tmp_path_factory.mktemp("course") / "solutions"
+    reports = import_assignment(PS1 / "source" / "ps1", "ps1", solutions)
+    return solutions, {r.target.name: r for r in reports}
+
+
+def grade_all(release_dir: Path, notebooks: list[Path], out: Path):
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    return grade(load_release(release_dir), notebooks, GradeOptions(out, quiet=True, summary=False))
+
+
+def test_ps1_imports_as_one_assignment_per_notebook_with_a_report(ps1):
+    solutions, reports = ps1
+    assert sorted(reports) == ["ps1_problem1", "ps1_problem2"]
+    one = reports["ps1_problem1"]
+    assert one.not_converted == []
+    assert ("cell 13: test cell 'sum_of_squares_uses_squares' (0.5 points) -> check 'sum_of_squares_uses_squares' "
+            "in tests/nbgrader_tests.py") in one.converted
+    assert "cell 17: code answer 'sum_of_squares_application' (2 points) -> manual check " \
+           "'sum_of_squares_application' (pending, graded by hand)" in one.converted
+    assert "cell 18: task 'cell-938593c4a215c6cc' (4 points) -> manual check 'cell-938593c4a215c6cc' " \
+           "(pending, graded by hand)" in one.converted
+    assert "1 file(s) shipped with the notebook: jupyter.png" in one.converted
+    assert (solutions / "ps1_problem1" / "IMPORT.md").read_text().startswith("# Imported from nbgrader: problem1.ipynb")
+    assert any("nothing is graded automatically" in note for note in reports["ps1_problem2"].notes)
+
+
+def test_the_student_notebook_has_the_stubs_and_the_public_tests_only(ps1):
+    solutions, _ = ps1
+    paths = build(solutions / "ps1_problem1")
+    assert (paths.assignment / "jupyter.png").is_file()  # the notebook shows it
+    cells = nbformat.read(paths.assignment / "problem1.ipynb", as_version=4).cells
+    text = {c.source for c in cells}
+    assert "# YOUR CODE HERE\nraise NotImplementedError()" in text  # Part D, a solution cell without markers
+    assert not any("pyramidal_number" in t or "return sum(squares(n))" in t for t in text)
+    uses = next(c for c in cells if c.source.startswith('"""Check that sum_of_squares relies on squares'))
+    assert "del squares" in uses.source and "skip-grading" in uses.metadata["tags"]
+
+
+@pytest.mark.slow
+def test_bitdiddle_and_hacker_get_nbgraders_own_scores_cell_by_cell(ps1, tmp_path):
+    solutions, _ = ps1
+    for problem in ("problem1", "problem2"):
+        paths = build(solutions / f"ps1_{problem}")
+        notebooks = [PS1 / "submitted" / s / "ps1" / f"{problem}.ipynb" for s in STUDENTS]
+        for student, result in zip(STUDENTS, grade_all(paths.release, notebooks, tmp_path / problem)):
+            theirs = NBGRADER["scores"][student][problem]
+            ours = {c.name: c for c in result.checks}
+            assert sorted(ours) == sorted(theirs), (student, problem)
+            for name, score in theirs.items():
+                if ours[name].status == "pending":  # graded by hand: nbgrader leaves it open, or 0 if unanswered
+                    assert score in (None, 0.0) and ours[name].message.startswith("graded by hand"), name
+                else:
+                    assert ours[name].score == score, (student, problem, name, ours[name].message)
+            assert result.score == sum(s or 0 for s in theirs.values()), (student, problem)
+            assert result.max_score == sum(c.max_score for c in result.checks)  # hand-graded points stay in it
+
+
+@pytest.mark.slow
+def test_ps1_problem1_verifies_and_problem2_has_no_automatic_check(ps1):
+    from autograder.verify import verify
+
+    solutions, _ = ps1
+    report = verify(solutions / "ps1_problem1")
+    assert report.ok, report.problems
+    assert report.lines[0].startswith("manual: 7 point(s) in manual checks, pending in every total: check "
+                                      "sum_of_squares_equation (written answer, nbgrader cell 15, 1)")
+    report = verify(solutions / "ps1_problem2")
+    assert [p.split(":")[0] for p in report.problems] == ["no check is graded automatically"]
+
+
+@pytest.mark.slow
+def test_the_recorded_scores_are_nbgraders(tmp_path):
+    """Recompute nbgrader_autograde.json with nbgrader itself (its commands are in the file)."""
+    pytest.importorskip("nbgrader")
+    from nbgrader.api import Gradebook
+
+    course = tmp_path / "course"
+    for folder in ("source", "submitted"):
+        shutil.copytree(PS1 / folder, course / folder)
+    (course / "nbgrader_config.py").write_text(
+        'c = get_config()\nc.CourseDirectory.course_id = "course101"\n'
+        'c.CourseDirectory.db_assignments = [dict(name="ps1")]\n'
+        'c.CourseDirectory.db_students = [dict(id="bitdiddle"), dict(id="hacker")]\n')
+    for args in (("generate_assignment", "ps1", "--force"), ("autograde", "ps1")):
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
+                              timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        assert proc.returncode == 0, proc.stderr
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        scores = {s: {nb.name: {g.name: g.auto_score for g in nb.grades} for nb in gb.find_submission("ps1", s).notebooks}
+                  for s in STUDENTS}
+    assert scores == NBGRADER["scores"]
+
+
+# -- a test cell keeps its kernel meaning ---------------------------------------------------------------
+
+SOLUTION = '''\
+def lookup(table, key):
+    """table[key], or a KeyError naming the key."""
+    ### BEGIN SOLUTION
+    if key not in table:
+        raise KeyError(key)
+    return table[key]
+    ### END SOLUTION
+
+def count_keys(table):
+    ### BEGIN SOLUTION
+    return len([k for k in table if lookup(table, k) is not None])
+    ### END SOLUTION'''
+
+TESTS = {
+    "raises_keyerror": (1, '''\
+try:
+    lookup({}, "a")
+except KeyError:
+    pass
+else:
+    raise AssertionError("lookup of a missing key did not raise KeyError")'''),
+    "uses_lookup": (1, '''\
+saved = lookup
+del lookup
+try:
+    count_keys({"a": 1})
+except NameError:
+    pass
+else:
+    raise AssertionError("count_keys does not call lookup")
+finally:
+    lookup = saved
+assert count_keys({"a": 1, "b": 2}) == 2'''),
+    "partial": (2, '''\
+score = 0
+score += 1 if lookup({"a": 1}, "a") == 1 else 0
+score += 1 if lookup({"b": 2}, "b") == 2 else 0
+score'''),
+    "with_hidden": (1, '''\
+assert lookup({"a": 1}, "a") == 1
+### BEGIN HIDDEN TESTS
+assert lookup({"z": 26}, "z") == 26
+### END HIDDEN TESTS'''),
+}
+
+
+def _nbgrader_notebook(path: Path, extra_cells=()) -> Path:
+    cells = [nbformat.v4.new_markdown_cell("## Part A (5 points)"), nbformat.v4.new_code_cell(SOLUTION)]
+    cells[1].metadata["nbgrader"] = {"grade": False, "solution": True, "grade_id": "lookup", "locked": False,
+                                     "schema_version": 3}
+    for name, (points, source) in TESTS.items():
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": name, "points": points,
+                                     "locked": True, "schema_version": 3}
+        cells.append(cell)
+    nb = nbformat.v4.new_notebook(cells=cells + list(extra_cells))
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def _submission(path: Path, answer_key: Path, old: str, new: str) -> Path:
+    nb = nbformat.read(answer_key, as_version=4)
+    cell = next(c for c in nb.cells if old in c.source)
+    cell.source = cell.source.replace(old, new)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_exceptions_del_partial_credit_and_hidden_tests_mean_what_they_mean_in_a_kernel(tmp_path):
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb")
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert report.not_converted == []
+    paths = build(report.target)
+    key = paths.release / "answer_key.ipynb"
+    submissions = [
+        key,
+        _submission(tmp_path / "wrong_error.ipynb", key, "raise KeyError(key)", "raise ValueError(key)"),
+        _submission(tmp_path / "no_lookup.ipynb", key, "lookup(table, k) is not None", "table[k] is not None"),
+        _submission(tmp_path / "half.ipynb", key, "    return table[key]", "    return 1"),
+    ]
+    results = [{c.name: c for c in r.checks} for r in grade_all(paths.release, submissions, tmp_path / "out")]
+    assert [c.score for c in results[0].values()] == [1, 1, 2, 1]
+    assert results[1]["raises_keyerror"].score == 0  # a ValueError is not a KeyError, in a kernel or here
+    assert "your lookup raised ValueError: a" in results[1]["raises_keyerror"].message
+    assert results[2]["uses_lookup"].score == 0
+    assert results[2]["uses_lookup"].message == "count_keys does not call lookup"
+    assert results[2]["raises_keyerror"].score == 1  # `del lookup` was undone when the check ended
+    assert results[3]["partial"].score == 1  # the cell's last value: 1 of 2 points
+    assert results[3]["with_hidden"].message == "a hidden test failed"
+
+
+def test_an_autotest_cell_is_reported_and_refused_by_the_build(tmp_path):
+    autotest = nbformat.v4.new_code_cell('"""Check lookup"""\n### AUTOTEST lookup({"a": 1}, "a")')
+    autotest.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "auto", "points": 3}
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", [autotest])
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert report.not_converted == [
+        "cell 7: test cell 'auto' (3 points): nbgrader's AUTOTEST is not implemented: write its tests out as assert "
+        "statements; the cell is left as it is, and `autograder build` refuses it until then"]
+    with pytest.raises(MarkerError, match=r"hw.ipynb: cell 7, line 2: .* is a marker of nbgrader's AUTOTEST"):
+        build(report.target)
+
+
+def test_cells_whose_meaning_differs_are_named(tmp_path):
+    shared = nbformat.v4.new_code_cell("assert total == 3")
+    shared.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "shared", "points": 1}
+    setter = nbformat.v4.new_code_cell("total = 3\nlookup = dict.get\ntry:\n    pass\nexcept np.linalg.LinAlgError:\n"
+                                       "    pass\n%time count_keys({})")
+    setter.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "setter", "points": 1}
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", [setter, shared])
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    problems = "\n".join(report.not_converted)
+    assert "shared: variable `total`: set by test cell 'setter': test cells do not share variables here" in problems
+    assert "setter: IPython magic or shell line" in problems
+    notes = "\n".join(report.notes)
+    assert "test cell 'setter' binds `lookup`, which the notebook defines" in notes
+    assert "test cell 'setter' catches `np.linalg.LinAlgError`" in notes
+
+
+def test_nbgraders_delimiters_anywhere_in_a_line_become_exact_markers():
+    source = "def f():\n    # BEGIN SOLUTION (delete me)\n    return 1\n    #END SOLUTION here"
+    assert normalize_delimiters(source) == "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+
+
+def test_the_command_line_imports_and_refuses_to_overwrite(tmp_path, capsys):
+    from autograder.entrypoints import command_line as main
+
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb")
+    argv = ["import", "nbgrader", str(source), "--name", "hw", "--solutions", str(tmp_path / "solutions")]
+    assert main(argv) == 0
+    assert "hw.ipynb -> " in capsys.readouterr().out
+    assert main(argv) == 2
+    assert "exists: choose another --name, or --force to replace it" in capsys.readouterr().err
+    assert main(argv + ["--force"]) == 0

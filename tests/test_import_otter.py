@@ -1,0 +1,117 @@
+"""`autograder import otter`: otter-grader's tutorial (demo.ipynb) imports, verifies and grades its six example
+submissions as its author meant, question by question; otter's solution, prompt, test and points rules."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.build import build
+from autograder.importers.otter import Case, Question, case_points, import_assignment, read_case, solution_code
+from autograder.notebook.markers import MarkerError
+
+DEMO = Path(__file__).parent / "otter_demo"
+SUBMISSIONS = sorted((DEMO / "submissions").glob("demo-*.ipynb"))
+# points per autograded question, as the tutorial's author meant them: passesAll everything; failsN loses points
+# in question N only, failsNHidden only on the hidden tests of question N
+EXPECTED = {
+    "passesAll": {"q1": 1, "q2": 1, "q3": 1},
+    "fails1": {"q1": 2 / 3, "q2": 1, "q3": 1},  # square(2.5) wrong: the hidden test fails
+    "fails2": {"q1": 1, "q2": 0, "q3": 1},
+    "fails2Hidden": {"q1": 1, "q2": 0.5, "q3": 1},
+    # groupby("scoops"): under pandas 3 `.mean()` of the string column raises, so price_by_flavor is not defined
+    # and the 6 tests reading it fail (under pandas 1 the type test passed: otter gave 3/8)
+    "fails3": {"q1": 1, "q2": 1, "q3": 0.25},
+    "fails3Hidden": {"q1": 1, "q2": 1, "q3": 0.5},
+}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    solutions = tmp_path_factory.mktemp("course") / "solutions"
+    (report,) = import_assignment(DEMO / "source" / "demo.ipynb", "demo", solutions)
+    return report
+
+
+def test_the_demo_imports_with_a_report(demo):
+    assert demo.not_converted == []
+    assert "q1: 3 test case(s) (1 point) -> checks compared with the reference" in demo.converted
+    assert "q4: manual question (1 point) -> manual check 'q4' (pending)" in demo.converted
+    assert any("np.True_" in note for note in demo.notes)
+
+
+def test_the_student_notebook_has_stubs_and_no_solution_prompt_or_test(demo):
+    paths = build(demo.target)
+    text = "\n".join(c.source for c in nbformat.read(paths.assignment / "demo.ipynb", as_version=4).cells)
+    for secret in ("x**2", "yield", "groupby", "plot.bar", "mint is the highest", "square(2.5)", "BEGIN", "..."):
+        assert secret not in text, secret
+    assert text.count("raise NotImplementedError()") == 4 and "YOUR ANSWER HERE" in text
+
+
+@pytest.mark.slow
+def test_the_demo_verifies(demo):
+    from autograder.verify import verify
+
+    report = verify(demo.target)
+    assert report.ok, report.problems
+    assert report.lines[0] == ("manual: 2 point(s) in manual checks, pending in every total: check q4 (manual "
+                               "question, 1); check q5 (manual question, 1)")
+
+
+@pytest.mark.slow
+def test_the_six_submissions_score_as_the_author_meant_question_by_question(demo, tmp_path):
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    paths = build(demo.target)
+    results = grade(load_release(paths.release), SUBMISSIONS, GradeOptions(tmp_path, quiet=True, summary=False))
+    for path, result in zip(SUBMISSIONS, results):
+        by_question = {}
+        for c in result.checks:
+            if c.status != "pending":
+                assert c.status != "ungraded", (path.stem, c.name, c.message)
+                by_question[c.part] = by_question.get(c.part, 0) + c.score
+        expected = EXPECTED[path.stem.removeprefix("demo-")]
+        assert by_question == pytest.approx(expected, abs=1e-5), path.stem
+        assert [c.name for c in result.checks if c.status == "pending"] == ["q4", "q5"]
+
+
+# -- otter's rules ----------------------------------------------------------------------------------------
+
+def test_solution_lines_and_blocks_become_markers_and_prompts_are_dropped():
+    source = ('# BEGIN SOLUTION NO PROMPT\ndata = load()\n# END SOLUTION\n""" # BEGIN PROMPT\ndata = ...\n'
+              '""" # END PROMPT\ndef f(x):\n    return x ** 2 # SOLUTION\nnp.random.seed(0) # SEED\ny = 2 # SOLUTION NO PROMPT')
+    assert solution_code(source) == (
+        "### BEGIN SOLUTION\ndata = load()\n### END SOLUTION\ndef f(x):\n    ### BEGIN SOLUTION\n"
+        "    return x ** 2\n    ### END SOLUTION\nnp.random.seed(0) # SEED\n### BEGIN SOLUTION\ny = 2\n### END SOLUTION")
+
+
+def test_test_cells_hidden_by_comment_or_config():
+    assert read_case(nbformat.v4.new_code_cell("# HIDDEN\nsquare(2) == 4"), "c") == Case("square(2) == 4", True, None)
+    config = '""" # BEGIN TEST CONFIG\npoints: 2\nhidden: true\n""" # END TEST CONFIG\nassert f(1) == 1'
+    assert read_case(nbformat.v4.new_code_cell(config), "c") == Case("assert f(1) == 1", True, 2)
+
+
+@pytest.mark.parametrize("points, cases, expected", [
+    (None, [None, None, None], [1 / 3] * 3),  # a question is worth 1 by default, shared
+    (4, [None, 1, None], [1.5, 1, 1.5]),  # what the cases' own points leave, shared
+    (None, [2, None], [2, 0]),  # points given and no total: the others are worth 0
+])
+def test_points_are_shared_as_otter_shares_them(points, cases, expected):
+    question = Question("q", points, cases=[Case("x", False, p) for p in cases])
+    assert case_points(question) == pytest.approx(expected)
+
+
+def test_what_is_not_converted_is_reported_and_refused_by_the_build(tmp_path):
+    nb = nbformat.read(DEMO / "source" / "demo.ipynb", as_version=4)
+    ignored = nbformat.v4.new_code_cell("# BEGIN IGNORE\nprint('only in the instructor notebook')\n# END IGNORE")
+    del ignored["id"]  # the demo is nbformat 4.4: cells have no ids
+    nb.cells.insert(2, ignored)
+    source = tmp_path / "src" / "demo.ipynb"
+    source.parent.mkdir()
+    nbformat.write(nb, source)
+    (report,) = import_assignment(source, "demo", tmp_path / "solutions")
+    assert report.not_converted[0].startswith("cell 3: '# BEGIN IGNORE': a marker of otter-grader's assignment format")
+    with pytest.raises(MarkerError, match="line 1: '# BEGIN IGNORE' is a marker of otter-grader's assignment format"):
+        build(report.target)

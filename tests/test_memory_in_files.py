@@ -1,0 +1,72 @@
+"""Memory a worker holds in files, not in its address space (memfd, /dev/shm): counted against its memory limit
+by the monitor, so a notebook cannot fill the machine with it (scaled down: a 3 GB limit, the worker's address space holding torch)."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from autograder.grading import GradeOptions, build_and_record, grade
+from autograder.release import load_release
+from autograder.sandbox.processes import memory_held_in_files
+from tests.conftest import EXAMPLE_SOURCE, make_submission
+
+pytestmark = pytest.mark.slow
+
+MEMFD_FILLER = '''
+def normalize(v):
+    import os, time
+    block = b"x" * (1 << 20)  # small: the address-space limit leaves little room beside torch
+    hoard = []
+    for _ in range(8 * 1024 // 48):  # 8 GB in memfd files of 48 MB (each under the file-size limit)
+        fd = os.memfd_create("hoard")
+        hoard.append(fd)
+        for _ in range(48):
+            os.write(fd, block)
+        time.sleep(0.005)
+    return v / v.norm(dim=-1, keepdim=True)
+'''
+
+
+def test_a_memfd_is_counted_by_the_reader():
+    fd = os.memfd_create("probe")
+    try:
+        os.write(fd, b"y" * (8 << 20))
+        assert memory_held_in_files([os.getpid()]) >= 8 << 20
+    finally:
+        os.close(fd)
+    assert memory_held_in_files([os.getpid()]) < 8 << 20
+
+
+def test_a_notebook_filling_a_memfd_loses_that_part_only(tmp_path):
+    source = tmp_path / "course" / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    toml = source / "assignment.toml"
+    toml.write_text(toml.read_text().split("[limits]")[0] + "[limits]\ncheck_seconds = 60\nmemory_mb = 3072\n")
+    release = load_release(build_and_record(source).release)
+    key = release.dir / "answer_key.ipynb"
+    nb = make_submission(tmp_path / "hoard.ipynb", key, {"return v / v.norm(dim=-1, keepdim=True)":
+                                                          "return _hoard(v)"}, [MEMFD_FILLER.replace(
+                                                              "def normalize(v)", "def _hoard(v)")])
+    [result] = grade(release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    checks = {c.name: c for c in result.checks}
+    assert checks["normalize_test"].score == 0
+    assert "memory limit" in checks["normalize_test"].message and "memfd" in checks["normalize_test"].message
+    others = [c for c in result.checks if c.part != checks["normalize_test"].part]
+    assert others and all(c.status == "passed" for c in others), [(c.name, c.message) for c in others]
+
+
+def test_a_check_receives_a_bounded_amount_whatever_the_function_returns(example_release, tmp_path):
+    """softmax returning 400 MB per call: the checks calling it twice or more fail, past MAX_CHECK_BYTES, with
+    a message; the judge never holds the rest; other parts keep their points."""
+    from autograder.sandbox.client import MAX_CHECK_BYTES
+
+    key = example_release.dir / "answer_key.ipynb"
+    nb = make_submission(tmp_path / "flood.ipynb", key, {"return e / e.sum(dim=dim, keepdim=True)":
+                                                          "return torch.zeros(100 << 20)"})
+    [result] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    over = [c for c in result.checks if f"more than {MAX_CHECK_BYTES >> 20} MB" in c.message]
+    assert over and all(c.score == 0 for c in over)
+    assert all(c.status == "passed" for c in result.checks if not c.part.startswith("2."))
+

@@ -1,0 +1,137 @@
+"""The helpers of the public testing API for the judge's own arithmetic: gen, normal, close, load_weights."""
+from __future__ import annotations
+
+import math
+import types
+
+import pytest
+import torch
+
+from autograder.testing import (
+    ATOL,
+    RTOL,
+    Fail,
+    StudentError,
+    close,
+    gen,
+    load_weights,
+    normal,
+)
+
+# -- gen and normal ---------------------------------------------------------------------------------------
+
+
+def test_gen_repeats_its_draws_and_leaves_the_global_generator_alone():
+    torch.manual_seed(5)
+    expected_global = torch.rand(3)
+    torch.manual_seed(5)
+    first, second = torch.randn(4, generator=gen(11)), torch.randn(4, generator=gen(11))
+    assert torch.equal(first, second) and not torch.equal(first, torch.randn(4, generator=gen(12)))
+    assert torch.equal(torch.rand(3), expected_global)
+
+
+def test_normal_draws_in_call_order_and_scales():
+    r = normal(gen(3))
+    a, b = r(2, 3), r(4, s=0.5)
+    g = gen(3)
+    assert torch.equal(a, torch.randn(2, 3, generator=g))
+    assert torch.equal(b, 0.5 * torch.randn(4, generator=g))
+    assert a.shape == (2, 3) and b.shape == (4,)
+
+
+# -- close ------------------------------------------------------------------------------------------------
+
+
+def test_close_defaults_are_the_documented_ones():
+    assert (RTOL, ATOL) == (1e-4, 1e-5)
+    expected = torch.tensor([1.0, 100.0], dtype=torch.float64)
+    # |actual - expected| <= atol + rtol * |expected|: 1.1e-4 at 1, 1.001e-2 at 100
+    assert close(expected + torch.tensor([1.09e-4, 0.0], dtype=torch.float64), expected)
+    assert not close(expected + torch.tensor([1.11e-4, 0.0], dtype=torch.float64), expected)
+    assert close(expected + torch.tensor([0.0, 1.0005e-2], dtype=torch.float64), expected)
+    assert not close(expected + torch.tensor([0.0, 1.002e-2], dtype=torch.float64), expected)
+
+
+def test_close_takes_explicit_tolerances():
+    expected = torch.zeros(3)
+    actual = torch.full((3,), 5e-5)
+    assert not close(actual, expected)
+    assert close(actual, expected, atol=1e-4)
+    assert not close(torch.tensor([1.001]), torch.tensor([1.0]), rtol=1e-4)
+    assert close(torch.tensor([1.001]), torch.tensor([1.0]), rtol=1e-3)
+    assert not close(torch.tensor([1e-7]), torch.tensor([0.0]), rtol=0.0, atol=0.0)
+    assert close(torch.tensor([0.25]), torch.tensor([0.25]), rtol=0.0, atol=0.0)  # exact equality still passes
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nan_and_inf_are_never_close(bad):
+    actual = torch.tensor([1.0, bad])
+    assert not close(actual, torch.tensor([1.0, 2.0]))
+    assert not close(actual, actual.clone())  # not even to themselves
+    assert not close(actual, actual.clone(), atol=math.inf)
+    assert not close(torch.tensor([1.0, 2.0]), actual)  # a non-finite expected value matches nothing
+
+
+def test_another_shape_is_not_close_even_when_it_broadcasts():
+    assert not close(torch.zeros(3), torch.zeros(1, 3))
+    assert not close(torch.zeros(1), torch.zeros(3))
+    assert not close(torch.zeros(3, 2), torch.zeros(2, 3))
+    assert close(torch.zeros(0, 4), torch.zeros(0, 4))  # nothing to compare, same shape
+
+
+def test_only_tensors_are_close():
+    assert not close([1.0, 2.0], torch.tensor([1.0, 2.0]))
+    assert not close(1.0, torch.tensor(1.0))
+    assert not close(torch.tensor([1.0]), [1.0])
+    assert not close(None, torch.tensor([1.0]))
+
+
+def test_close_compares_in_float64_across_dtypes():
+    expected = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert close(torch.tensor([1.0, 2.0], dtype=torch.float32), expected)
+    assert close(torch.tensor([1, 2]), expected)  # integers and floats alike
+    assert close(torch.tensor([True, False]), torch.tensor([1.0, 0.0]))
+    # 1 + 1e-9 is 1 in float32: only a float64 comparison sees the difference
+    assert not close(torch.tensor([1.0]), torch.tensor([1.0 + 1e-9], dtype=torch.float64), rtol=0.0, atol=0.0)
+
+
+# -- load_weights -----------------------------------------------------------------------------------------
+
+
+def _sub(loader) -> types.SimpleNamespace:
+    """A stand-in for the submission's proxy: `sub.helpers.NAME` is `loader`."""
+    return types.SimpleNamespace(helpers=types.SimpleNamespace(my_load=loader))
+
+
+def test_load_weights_calls_the_named_helper_with_the_module_and_state():
+    calls = []
+    sub = _sub(lambda module, state: calls.append((module, state)) or [])
+    assert load_weights(sub, "module", {"w": torch.ones(1)}, "Block", helper="my_load") is None
+    assert calls == [("module", {"w": torch.ones(1)})]
+
+
+def test_load_weights_names_what_did_not_fit():
+    problems = [f"it has no parameter p{i}" for i in range(6)]
+    sub = _sub(lambda module, state: problems)
+    with pytest.raises(Fail) as failed:
+        load_weights(sub, None, {}, "EncoderLayer", "query, key", helper="my_load")
+    message = str(failed.value)
+    assert message == ("the grader could not load weights into your EncoderLayer by the documented attribute names "
+                       "(query, key): " + "; ".join(problems[:4]))  # the first four problems only
+    with pytest.raises(Fail) as failed:
+        load_weights(sub, None, {}, "Block", helper="my_load")
+    assert "by the documented attribute names: it has no parameter p0" in str(failed.value)  # no names: no ()
+
+
+def test_load_weights_turns_an_error_in_the_worker_into_a_fail():
+    def raising(module, state):
+        raise StudentError("your Block", {"type": "RuntimeError", "message": "state_dict is broken"})
+    with pytest.raises(Fail) as failed:
+        load_weights(_sub(raising), None, {}, "Block", helper="my_load")
+    assert str(failed.value) == "the grader could not read the parameters of your Block: state_dict is broken"
+    assert failed.value.partial == 0.0
+
+
+def test_load_weights_needs_the_helper_named():
+    with pytest.raises(TypeError):
+        load_weights(_sub(lambda module, state: []), None, {}, "Block")  # no helper named
