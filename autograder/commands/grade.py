@@ -22,13 +22,16 @@ class GradeCommand(Command):
                             help="grade even where the kernel refuses the namespaces that confine student code "
                                  "(only for submissions you trust: the worker then sees what the grader's user may "
                                  "read)")
+        parser.add_argument("--cluster", metavar="ADDRESS",
+                            help="grade on a Ray cluster (an address as `ray.init` takes it, e.g. ray://head:10001 or "
+                                 "auto; `local` starts one here); needs the cluster extra; see docs/scale.md")
         parser.add_argument("--regrade", action="store_true",
                             help="grade again submissions that --out already holds results for (default: skip them)")
 
     def assignment_to_preload(self, args) -> str | None:
         # with --jobs N the grading processes' fork servers import the workers' modules: this one would only
         # take a core from them
-        return args.assignment if args.jobs <= 1 else None
+        return args.assignment if args.jobs <= 1 and not args.cluster else None
 
     def run(self, args) -> int:
         from autograder.grading import resolve_release
@@ -52,7 +55,7 @@ class GradeCommand(Command):
         for problem in inputs.problems:
             print(f"warning: {problem}", file=sys.stderr)
         options = GradeOptions(out, quiet=args.quiet, jobs=args.jobs, regrade=args.regrade,
-                               trusted=args.trusted_submissions)
+                               trusted=args.trusted_submissions, cluster=args.cluster)
         results = grade(release, inputs.submissions, options)
         print(f"graded {len(results)} submission(s): results in {out}/<submission>/results.json, "
               f"table in {out / 'grades.csv'}")
