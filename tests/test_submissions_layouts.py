@@ -79,7 +79,8 @@ def test_gradescope_export_folder(tmp_path, monkeypatch, yaml):
     got = {s.student: (s.path.relative_to(tmp_path / "export").as_posix(), s.note) for s in inputs.submissions}
     assert got["1815"] == ("submission_111/vectors.ipynb", "")
     path, note = got["1906+alan@example.edu"]  # a group: every member, SID else e-mail
-    assert path == "submission_222/work/vectors (2).ipynb" and "2 notebooks submitted" in note
+    assert path == "submission_222/work/vectors (2).ipynb" and "named like the assignment's notebook" in note
+    assert "also submitted, not graded: scratch.ipynb" in note
     assert got["submission_333"][1] == "no notebook was submitted"
     assert "Gradescope export" in inputs.layouts[0]
 

@@ -23,7 +23,7 @@ class ExportCommand(Command):
         return self._gradescope(args) if args.target == "gradescope" else self._nbgrader(args)
 
     def _gradescope(self, args) -> int:
-        from autograder.export.gradescope import export_gradescope
+        from autograder.export.gradescope import export_gradescope, points_summary
         from autograder.grading import resolve_release
 
         release = resolve_release(args.assignment)
@@ -32,6 +32,8 @@ class ExportCommand(Command):
             print(f"warning: {w}", file=sys.stderr)
         print(f"Gradescope autograder: {out} ({out.stat().st_size / 1024:.0f} KiB); upload it under "
               "Configure Autograder > Zip file upload")
+        for line in points_summary(release):
+            print(line)
         return 0
 
     def _nbgrader(self, args) -> int:
