@@ -4,6 +4,8 @@ Accepted inputs, mixed freely on one command line:
 
 - notebook files: the id is the file name made folder-safe ("hw (1).ipynb" -> "hw_1");
 - a folder of notebooks: every *.ipynb directly inside it, ids from the file names;
+- a folder of submission folders (no notebook directly inside, one folder per student, each holding the
+  notebook and what it saves, such as the rubric's checkpoint, at any depth): the id is the folder's name;
 - a Gradescope submissions export (the folder, or the .zip Gradescope downloads): one
   `submission_<n>/` folder per submission and `submission_metadata.yml`; the id is the submitter's
   SID, else their e-mail, else the folder name (group submissions join their members with "+");
@@ -265,6 +267,16 @@ def _folder_of_notebooks(folder: Path) -> list[Submission]:
     return subs
 
 
+def _folders_of_submissions(folder: Path, wanted: str | None, released: frozenset[str]) -> list[Submission]:
+    """One submission per folder inside `folder` that holds a notebook (at any depth), picked by the rule."""
+    subs = []
+    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        path, note = pick_notebook(student, wanted, released)
+        if path is not None:
+            subs.append(Submission(student.name, path, note))
+    return subs
+
+
 # -- all together --------------------------------------------------------------------------------------
 
 def discover(args: list[str | Path], notebook: str | None = None, assignment: str | None = None,
@@ -281,8 +293,10 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
                 found, layout = _gradescope(arg, notebook, released), "Gradescope export"
             elif nbg is not None:
                 found, layout = _nbgrader(nbg, assignment, notebook, released), "nbgrader submitted/ tree"
-            else:
+            elif any(p.suffix == ".ipynb" and not p.is_dir() for p in arg.iterdir()):
                 found, layout = _folder_of_notebooks(arg), "folder of notebooks"
+            else:
+                found, layout = _folders_of_submissions(arg, notebook, released), "folder of submission folders"
             inputs.roots.append(arg.resolve())
             inputs.layouts.append(f"{arg}: {layout}, {len(found)} submission(s)")
             if not found:
