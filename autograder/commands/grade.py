@@ -49,7 +49,8 @@ class GradeCommand(Command):
         if missing:
             print(f"warning: not found, graded as missing: {', '.join(missing)}", file=sys.stderr)
         out = Path(args.out)
-        inputs = discover(args.submissions, release.config.notebook, release.config.name, unpack_dir=out / ".inputs")
+        inputs = discover(args.submissions, release.config.notebook, release.config.name, unpack_dir=out / ".inputs",
+                          released=release.student_code)
         for line in inputs.layouts if not args.quiet else []:
             print(line, file=sys.stderr)
         for problem in inputs.problems:
@@ -59,6 +60,30 @@ class GradeCommand(Command):
         results = grade(release, inputs.submissions, options)
         print(f"graded {len(results)} submission(s): results in {out}/<submission>/results.json, "
               f"table in {out / 'grades.csv'}")
+        for line in pending_advice(release, results, args.submissions, str(out)):
+            print(line, file=sys.stderr)
         if any(r.ungraded for r in results):
             return 3  # the grader could not decide some checks here: see GRADER PROBLEM on stderr
         return 0 if inputs.submissions and len(results) == len(inputs.submissions) else 1
+
+
+def pending_advice(release, results, submissions: list[str], out: str) -> list[str]:
+    """What the instructor does about pending points (the students' messages do not say it)."""
+    import shlex
+
+    from autograder.rubric.check import rubric_configs
+    from autograder.status import PENDING
+
+    lines = []
+    pending = {c.name for r in results for c in r.checks if c.status == PENDING}
+    for config in rubric_configs(release.checks):
+        if config.name in pending:
+            lines.append(f"pending: {config.points:g} points of the accuracy rubric ({config.name!r}); on a machine "
+                         f"with CUDA, with the same submissions and this results folder: autograder rubric "
+                         f"{shlex.quote(release.config.name)} {' '.join(map(shlex.quote, submissions))} --out "
+                         f"{shlex.quote(out)}")
+            pending.discard(config.name)
+    if pending:
+        lines.append(f"pending: {len(pending)} other check(s) not graded here (graded by hand, or needing a GPU): "
+                     + ", ".join(sorted(pending)))
+    return lines
