@@ -8,7 +8,8 @@ Outputs (byte-for-byte deterministic for a given source):
     release/<name>/reference.py     the same as a readable module
     release/<name>/tests/*.py       hidden test files
     release/<name>/files/<files>    the extra files again: workers see them, read-only, in their working folder
-    release/<name>/manifest.json    config, checks (with notebook test cells' code), source hash
+    release/<name>/manifest.json    config, checks (with notebook test cells' code), source hash, digests of
+                                    the student notebook's code cells (to tell an untouched submission)
     release/<name>/recording.*      the reference as recorded in this environment (autograder/recording.py)
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from autograder.config import load_config
 from autograder.notebook.extract import extract, module_source
+from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
     HIDDEN, MarkerError, check_cell, is_test_cell, nbgrader_meta, notebook_language, public_lines, secret_lines,
     solution_source, student_source,
@@ -158,7 +160,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         _copy(test_file, paths.release / "tests" / test_file.name)
     manifest = {
         "format": BUILD_FORMAT, "config": config.to_dict(), "source_hash": source_hash(paths.source, config),
-        "helpers": helpers,
+        "helpers": helpers, "student_code": sorted(set(code_digests(out.student))),
         "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout} for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))

@@ -19,6 +19,7 @@ from autograder.notebook.markers import MarkerError, is_test_cell
 from autograder.release import names_read
 from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement
+from autograder.student import resolve_part
 from autograder.testing import CheckSpec, test_cell_check
 from autograder.status import PASSED
 
@@ -56,10 +57,12 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
         every = public_specs(nb)
     except MarkerError as exc:  # a test cell's metadata edited by hand
         return CheckRun(str(path), [], notes, str(exc))
+    if part is not None:  # "1", "part1" or the full name (autograder.student.resolve_part)
+        try:
+            part = resolve_part(part, list(dict.fromkeys(s.part for s in every)))
+        except ValueError as exc:
+            return CheckRun(str(path), [], notes, f"no public checks to run: {exc}")
     specs = [s for s in every if part is None or s.part == part]
-    if part is not None and not specs:
-        parts = sorted({s.part for s in every})
-        return CheckRun(str(path), [], notes, f"no public checks in part {part!r}; parts: {parts}")
     extraction = extract(nb, names_read([s.source for s in specs], []))
     notes += [f"cell {s.cell} was not run: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
     # the student's own code on their own machine: confined where the kernel allows it, run anyway where not

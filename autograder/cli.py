@@ -20,11 +20,13 @@ def _user_errors() -> tuple:
     from autograder.config import ConfigError
     from autograder.corpus import CorpusError
     from autograder.grading import ConfinementUnavailable
+    from autograder.grading.cluster import ClusterUnavailable
     from autograder.grading.outdir import OutDirBusy
     from autograder.notebook.markers import MarkerError
     from autograder.release import ReleaseError
 
-    return (BuildError, ConfigError, CorpusError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy)
+    return (BuildError, ConfigError, CorpusError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy,
+            ClusterUnavailable)
 
 
 def parser() -> argparse.ArgumentParser:

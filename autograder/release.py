@@ -13,7 +13,7 @@ from autograder.testing import CheckSpec, load_test_file
 
 
 MANIFEST = "manifest.json"
-BUILD_FORMAT = 4  # bump when the release layout or the extraction changes: old releases are rebuilt
+BUILD_FORMAT = 5  # bump when the release layout or the extraction changes: old releases are rebuilt
 
 
 class ReleaseError(ValueError):
@@ -39,6 +39,9 @@ class Release:
     helpers: list[str]
 
     manifest_digest: str = ""  # sha256 of manifest.json, read with it (the release may be deleted once loaded)
+    # digests of the student notebook's code cells as handed out (notebook.load.code_digests): what tells a
+    # submitted notebook with no work in it from one with the student's (submissions.pick_notebook)
+    student_code: frozenset[str] = frozenset()
     _recording: object = None
 
     @property
@@ -101,4 +104,4 @@ def load_release(release_dir: Path) -> Release:
         checks.append(spec)
     units = [Unit(**u) for u in json.loads((release_dir / "reference.json").read_text(encoding="utf-8"))]
     return Release(release_dir, config, checks, Extraction(units, []), manifest.get("helpers", []),
-                   hashlib.sha256(manifest_bytes).hexdigest())
+                   hashlib.sha256(manifest_bytes).hexdigest(), frozenset(manifest.get("student_code", ())))

@@ -1,4 +1,4 @@
-"""In-notebook checks for students: `check("1. Normalize")` runs the public checks of a part.
+"""In-notebook checks for students: `check("1")` (or "part1", or "1. Normalize") runs the public checks of a part.
 
 An assignment opts in with a `[student]` table in its assignment.toml:
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import sys
 import traceback
 import zlib
@@ -107,6 +108,34 @@ def add_student_cells(nb, options: dict, title: str = "", public_from=None) -> N
 
 
 # -- kernel side ---------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"^\s*(?:part\s*)?(\d+)\s*[.:)]?\s*$", re.IGNORECASE)  # "1", "1.", "part1", "Part 1"
+_LEADING_NUMBER = re.compile(r"^\s*(?:part\s*)?(\d+)(?!\d)", re.IGNORECASE)  # "1. Attention", "Part 2: MHA"
+
+
+def resolve_part(requested: str, parts: list[str]) -> str:
+    """The part `requested` names: its full name (any case), its number ("1", "part1", "Part 1"), or the start
+    of its name, with or without its number, when only one part starts so. ValueError, listing the parts, when it names none or several."""
+    wanted = " ".join(str(requested).split()).lower()
+    for how in ("exact", "number", "prefix"):
+        if how == "exact":
+            found = [p for p in parts if " ".join(p.split()).lower() == wanted]
+        elif how == "number":
+            number = _NUMBER.match(wanted)
+            found = [p for p in parts if number and (m := _LEADING_NUMBER.match(p)) and
+                     int(m.group(1)) == int(number.group(1))]
+        else:  # the start of the name, its number left out or not ("Multi", "2. Multi")
+            found = [p for p in parts if wanted and any(
+                " ".join(name.split()).lower().startswith(wanted)
+                for name in (p, _LEADING_NUMBER.sub("", p).lstrip(" .:)-")))]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise ValueError(f"{requested!r} names several parts: {found}; give the full name")
+    listed = ", ".join(repr(p) for p in parts)
+    raise ValueError(f"no part {requested!r}; the parts with checks are {listed} (a part's number, e.g. "
+                     f"'1' or 'part1', or its full name)")
+
 
 @dataclass
 class Verdict:
@@ -197,15 +226,20 @@ class Checks:
     def run(self, part: str | None = None, namespace: dict | None = None) -> list[Verdict]:
         if namespace is None:
             namespace = sys._getframe(1).f_globals
-        chosen = [c for c in self.checks if part is None or c["part"] == part]
-        if part is not None and not chosen:
-            raise ValueError(f"no part {part!r}; parts with checks: {self.parts}")
-        self.last = [run_public_check(c, namespace) for c in chosen]
+        if part is not None:
+            part = resolve_part(part, self.parts)
+        self.last = [run_public_check(c, namespace) for c in self.checks if part is None or c["part"] == part]
         return self.last
 
-    def __call__(self, part: str | None = None) -> None:
-        self.run(part, sys._getframe(1).f_globals)
-        print(self.describe(part))
+    def __call__(self, part: str | int | None = None) -> None:
+        """`check("1")`, `check("part1")`, `check(1)` or `check("1. Normalize")`; `check()` runs every part."""
+        try:
+            name = None if part is None else resolve_part(str(part), self.parts)
+        except ValueError as exc:
+            print(exc)
+            return
+        self.run(name, sys._getframe(1).f_globals)
+        print(self.describe(name))
 
     def describe(self, part: str | None = None) -> str:
         verdicts = self.last

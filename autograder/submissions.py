@@ -4,15 +4,17 @@ Accepted inputs, mixed freely on one command line:
 
 - notebook files: the id is the file name made folder-safe ("hw (1).ipynb" -> "hw_1");
 - a folder of notebooks: every *.ipynb directly inside it, ids from the file names;
+- a folder of submission folders (no notebook directly inside, one folder per student, each holding the
+  notebook and what it saves, such as the rubric's checkpoint, at any depth): the id is the folder's name;
 - a Gradescope submissions export (the folder, or the .zip Gradescope downloads): one
   `submission_<n>/` folder per submission and `submission_metadata.yml`; the id is the submitter's
   SID, else their e-mail, else the folder name (group submissions join their members with "+");
 - an nbgrader exchange tree: `submitted/<student>/<assignment>/*.ipynb` (the `submitted` folder or
   the course folder holding it); the id is the student folder's name.
 
-Inside a submission folder the notebook named like the assignment's wins, then the only notebook,
-then one whose name starts like the assignment's ("vectors (2).ipynb"); otherwise the first in
-name order, with a note saying so.
+Inside a submission folder one rule picks the notebook (`pick_notebook`, also Gradescope's runner's): the
+notebook named like the assignment's unless it is as handed out (untouched), then the one with the student's
+work; the result's notes say which was graded and why.
 """
 from __future__ import annotations
 
@@ -70,25 +72,77 @@ def submission_ids(paths: list[Path]) -> list[str]:
     return unique_ids([re.sub(r"[^A-Za-z0-9._-]+", "_", Path(p).stem) for p in paths])
 
 
-def pick_notebook(folder: Path, wanted: str | None) -> tuple[Path | None, str]:
-    """The notebook to grade among those under `folder` (any depth), and a note when it was a guess."""
+def candidates(folder: Path) -> list[Path]:
+    """The notebooks under `folder` (any depth), shallowest first, then by name; Jupyter's checkpoints and
+    macOS's `._` resource forks left out."""
     if not folder.is_dir():
-        return None, ""
-    found = sorted((p for p in folder.rglob("*.ipynb") if p.is_file() and ".ipynb_checkpoints" not in p.parts),
-                   key=lambda p: (len(p.relative_to(folder).parts), str(p)))
+        return []
+    return sorted((p for p in folder.rglob("*.ipynb") if p.is_file() and ".ipynb_checkpoints" not in p.parts
+                   and not p.name.startswith("._")),
+                  key=lambda p: (len(p.relative_to(folder).parts), str(p)))
+
+
+def changed_cells(path: Path, released: frozenset[str] = frozenset()) -> int | None:
+    """How many of the notebook's code cells are not as handed out (None: it cannot be read). `released`: the
+    digests of the student notebook's code cells (Release.student_code); without them (a release built by an
+    older version) the solution cells that no longer hold the stub are counted."""
+    from autograder.notebook.load import NotebookError, code_digests, read_notebook
+    from autograder.notebook.markers import CODE_STUB
+
+    try:
+        nb, _ = read_notebook(path)
+    except NotebookError:
+        return None
+    if released:
+        return sum(d not in released for d in code_digests(nb))
+    solutions = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"
+                 and isinstance(c.get("metadata", {}).get("nbgrader"), dict) and c.metadata["nbgrader"].get("solution")]
+    return sum(CODE_STUB[-1] not in c.get("source", "") for c in solutions) if solutions else None
+
+
+def pick_notebook(folder: Path, wanted: str | None, released: frozenset[str] = frozenset()) -> tuple[Path | None, str]:
+    """The notebook to grade among those a submission holds (under `folder`, any depth), and a note saying
+    which and why when there was a choice. One rule on every path (Gradescope's runner, `autograder grade` on
+    an export or an nbgrader tree):
+
+    1. the notebook named like the assignment's (`wanted`; else one whose name starts like it, "vectors
+       (2).ipynb"), unless it holds none of the student's work (it is as handed out: its code cells are those
+       of the released student notebook; or it cannot be read while another can);
+    2. else the notebook with the most of the student's work (code cells changed from the release);
+    3. else (every notebook as handed out) the one named like the assignment's, else the first.
+    """
+    found = candidates(folder)
     if not found:
         return None, ""
-    if wanted:
-        for p in found:
-            if p.name == wanted:
-                return p, ""
     if len(found) == 1:
         return found[0], ""
+    rel = lambda p: p.relative_to(folder).as_posix()  # noqa: E731 - the notes name files as the student does
     stem = Path(wanted).stem.lower() if wanted else ""
-    similar = [p for p in found if stem and p.stem.lower().startswith(stem)]
-    chosen = similar[0] if similar else found[0]
-    others = ", ".join(p.name for p in found if p != chosen)
-    return chosen, f"{len(found)} notebooks submitted; graded {chosen.name} (not {others})"
+    named = [p for p in found if p.name == wanted] + \
+        [p for p in found if stem and p.name != wanted and p.stem.lower().startswith(stem)]
+    work = {p: changed_cells(p, released) for p in found}
+
+    def others(chosen: Path) -> str:
+        return "; also submitted, not graded: " + ", ".join(rel(p) for p in found if p != chosen)
+
+    with_work = sorted((p for p in found if work[p]), key=lambda p: (-(work[p] or 0), p not in named))
+    if named and (work[named[0]] or (work[named[0]] is None and not with_work)):
+        return named[0], f"graded {rel(named[0])}: it is named like the assignment's notebook" + others(named[0])
+    if with_work:
+        chosen = with_work[0]
+        if named:
+            why = (f"{rel(named[0])} is the notebook as handed out, with none of your code in it"
+                   if work[named[0]] == 0 else f"{rel(named[0])} could not be read")
+        else:
+            why = f"no notebook is named {wanted}" if wanted else "several notebooks were submitted"
+        return chosen, (f"graded {rel(chosen)}: {why}, and {rel(chosen)} holds the most of your work "
+                        f"({work[chosen]} code cell(s) changed from the notebook handed out)" + others(chosen))
+    chosen = named[0] if named else found[0]
+    why = ("every notebook submitted is as handed out, with none of your code in it"
+           if all(w == 0 for w in work.values()) else "none of the notebooks submitted shows work of yours")
+    return chosen, (f"graded {rel(chosen)}: {why}; "
+                    + ("it is named like the assignment's notebook" if named else "it is the first by name")
+                    + others(chosen))
 
 
 # -- Gradescope ---------------------------------------------------------------------------------------
@@ -123,7 +177,7 @@ def _gradescope_submitters(metadata: Path) -> dict[str, list[dict]]:
     return out
 
 
-def _gradescope(folder: Path, wanted: str | None) -> list[Submission]:
+def _gradescope(folder: Path, wanted: str | None, released: frozenset[str] = frozenset()) -> list[Submission]:
     people = _gradescope_submitters(folder / GRADESCOPE_METADATA)
     subs = []
     names = {p.name for p in folder.iterdir() if p.is_dir()} | {k for k in people if k.startswith("submission_")}
@@ -131,7 +185,7 @@ def _gradescope(folder: Path, wanted: str | None) -> list[Submission]:
         submitters = people.get(sub_dir.name, [])
         names = [p.get("sid") or p.get("email") or "" for p in submitters]
         student = "+".join(sorted(n for n in names if n)) or sub_dir.name
-        path, note = pick_notebook(sub_dir, wanted)
+        path, note = pick_notebook(sub_dir, wanted, released)
         if path is None:
             subs.append(Submission(student, sub_dir / (wanted or "notebook.ipynb"), "no notebook was submitted"))
         else:
@@ -171,7 +225,8 @@ def extract_zip(archive: Path, into: Path) -> Path:
 
 # -- nbgrader -----------------------------------------------------------------------------------------
 
-def _nbgrader(submitted: Path, assignment: str | None, wanted: str | None) -> list[Submission]:
+def _nbgrader(submitted: Path, assignment: str | None, wanted: str | None,
+             released: frozenset[str] = frozenset()) -> list[Submission]:
     subs = []
     students = sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
     names = {a.name for s in students for a in s.iterdir() if a.is_dir()}
@@ -181,7 +236,7 @@ def _nbgrader(submitted: Path, assignment: str | None, wanted: str | None) -> li
         folder = student / assignment if assignment else None
         if folder is None or not folder.is_dir():
             continue  # this student submitted other assignments only
-        path, note = pick_notebook(folder, wanted)
+        path, note = pick_notebook(folder, wanted, released)
         if path is None:
             subs.append(Submission(student.name, folder / (wanted or "notebook.ipynb"), "no notebook was submitted"))
         else:
@@ -212,23 +267,36 @@ def _folder_of_notebooks(folder: Path) -> list[Submission]:
     return subs
 
 
+def _folders_of_submissions(folder: Path, wanted: str | None, released: frozenset[str]) -> list[Submission]:
+    """One submission per folder inside `folder` that holds a notebook (at any depth), picked by the rule."""
+    subs = []
+    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        path, note = pick_notebook(student, wanted, released)
+        if path is not None:
+            subs.append(Submission(student.name, path, note))
+    return subs
+
+
 # -- all together --------------------------------------------------------------------------------------
 
 def discover(args: list[str | Path], notebook: str | None = None, assignment: str | None = None,
-             unpack_dir: Path | None = None) -> Inputs:
+             unpack_dir: Path | None = None, released: frozenset[str] = frozenset()) -> Inputs:
     """`notebook`: the assignment's notebook file name; `assignment`: its name (nbgrader folders);
-    `unpack_dir`: where a zip export is extracted (required to accept zips)."""
+    `unpack_dir`: where a zip export is extracted (required to accept zips); `released`: the student
+    notebook's code digests (Release.student_code), to tell an untouched notebook (`pick_notebook`)."""
     inputs = Inputs([])
     loose: list[Path] = []
     for arg in map(Path, args):
         if arg.is_dir():
             nbg = _is_nbgrader(arg)
             if (arg / GRADESCOPE_METADATA).is_file():
-                found, layout = _gradescope(arg, notebook), "Gradescope export"
+                found, layout = _gradescope(arg, notebook, released), "Gradescope export"
             elif nbg is not None:
-                found, layout = _nbgrader(nbg, assignment, notebook), "nbgrader submitted/ tree"
-            else:
+                found, layout = _nbgrader(nbg, assignment, notebook, released), "nbgrader submitted/ tree"
+            elif any(p.suffix == ".ipynb" and not p.is_dir() for p in arg.iterdir()):
                 found, layout = _folder_of_notebooks(arg), "folder of notebooks"
+            else:
+                found, layout = _folders_of_submissions(arg, notebook, released), "folder of submission folders"
             inputs.roots.append(arg.resolve())
             inputs.layouts.append(f"{arg}: {layout}, {len(found)} submission(s)")
             if not found:
@@ -238,7 +306,7 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
             if unpack_dir is None:
                 raise ValueError(f"{arg}: zip files need a folder to extract into")
             folder = extract_zip(arg, unpack_dir)
-            found = _gradescope(folder, notebook) if (folder / GRADESCOPE_METADATA).is_file() else \
+            found = _gradescope(folder, notebook, released) if (folder / GRADESCOPE_METADATA).is_file() else \
                 [Submission(i, p) for i, p in zip(submission_ids(sorted(folder.rglob("*.ipynb"))),
                                                   sorted(folder.rglob("*.ipynb")))]
             inputs.roots.append(folder.resolve())

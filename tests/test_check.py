@@ -14,7 +14,7 @@ from autograder.entrypoints import command_line as main
 from autograder.config import ConfigError, load_config
 from autograder.grading import GradeOptions, grade
 from autograder.release import load_release
-from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG, SKIP_TAG, Checks, public_checks
+from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG, SKIP_TAG, Checks, public_checks, resolve_part
 from autograder.verify import find_leaks, secret_lines
 from tests.conftest import EXAMPLE_SOURCE, make_submission
 
@@ -128,8 +128,38 @@ def test_check_matches_public_part_of_grading(course, tmp_path, capsys):
     assert main(["check", str(subs["unnormalised_softmax"]), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert {r["name"]: r["status"] for r in out["results"]} == {"normalize_test": "passed", "softmax_public": "failed"}
-    assert main(["check", str(subs["full"]), "--part", "2. Softmax"]) == 0
-    assert "1 of 1 public checks pass" in capsys.readouterr().out
+    for part in ("2. Softmax", "2", "part2", "Part 2", "2. softmax"):  # its number, or its name in any case
+        assert main(["check", str(subs["full"]), "--part", part]) == 0, part
+        out = capsys.readouterr().out
+        assert "2. Softmax: 1 of 1 public check(s) pass" in out and "Normalize" not in out, part
+    assert main(["check", str(subs["full"]), "--part", "9"]) == 2
+    assert "no part '9'; the parts with checks are '1. Normalize', '2. Softmax'" in capsys.readouterr().out
+
+
+def test_a_part_by_its_number_or_its_name():
+    parts = ["1. Scaled dot-product attention", "2. Multi-head attention", "10. Extra", "Part 3: Blocks"]
+    for asked, part in (("1", parts[0]), ("part1", parts[0]), ("Part 1", parts[0]), ("1.", parts[0]),
+                        ("1. scaled dot-product  attention", parts[0]), ("10", parts[2]), ("3", parts[3]),
+                        ("part 3", parts[3]), ("Multi", parts[1])):
+        assert resolve_part(asked, parts) == part, asked
+    with pytest.raises(ValueError, match="no part '4'; the parts with checks are"):
+        resolve_part("4", parts)
+    with pytest.raises(ValueError, match="names several parts"):
+        resolve_part("1", ["1. a", "1 b"])
+
+
+def test_in_notebook_check_takes_the_parts_number(capsys):
+    checks = Checks([{"name": "one", "part": "1. Normalize", "points": 1, "source": "assert x == 1"},
+                     {"name": "two", "part": "2. Softmax", "points": 1, "source": "assert x == 2"}])
+    for asked in ("1", "part1", 1, "1. Normalize"):
+        assert [v.name for v in checks.run(str(asked), {"x": 1})] == ["one"]
+    globals()["x"] = 1  # check("part1") reads the caller's globals, as in a notebook
+    checks("part1")
+    out = capsys.readouterr().out
+    assert out.startswith("1. Normalize: 1 of 1 public check(s) pass"), out
+    checks("7")
+    assert capsys.readouterr().out.startswith("no part '7'; the parts with checks are '1. Normalize', '2. Softmax'")
+    del globals()["x"]
 
 
 @pytest.mark.slow

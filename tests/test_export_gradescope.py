@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder.export.gradescope import ZIP_NAME, export_gradescope, find_submission, run, validate_results
+from autograder.export.gradescope import (
+    ZIP_NAME, export_gradescope, missing_checkpoints, points_summary, run, validate_results,
+)
 from autograder.judge import CheckResult
 from autograder.release import load_release
 from autograder.reports.results import SubmissionResult, gradescope_json
+from autograder.submissions import discover, pick_notebook
 from tests.conftest import EXAMPLE_SOURCE, make_submission
 
 BROKEN_SOFTMAX = {"shifted = x - x.max(dim=dim, keepdim=True).values": "shifted = x"}  # unstable: NaN for 1000s
@@ -163,17 +166,107 @@ def test_results_written_when_the_grader_fails(exported, tmp_root):
     assert data["extra_data"] == {"grader_error": True, "exit_status": 3}
 
 
-def test_find_submission_any_name(tmp_path):
-    assert find_submission(tmp_path, "vectors.ipynb") == (None, "")
+def test_any_name_and_checkpoints_ignored(tmp_path):
+    assert pick_notebook(tmp_path, "vectors.ipynb") == (None, "")
     (tmp_path / "sub").mkdir()
     only = tmp_path / "sub" / "Copy of vectors (3).ipynb"
     only.write_text("{}")
     (tmp_path / ".ipynb_checkpoints").mkdir()
     (tmp_path / ".ipynb_checkpoints" / "vectors-checkpoint.ipynb").write_text("{}")
-    assert find_submission(tmp_path, "vectors.ipynb") == (only, "")
-    (tmp_path / "vectors.ipynb").write_text("{}")
-    chosen, note = find_submission(tmp_path, "vectors.ipynb")
-    assert chosen == tmp_path / "vectors.ipynb" and "not graded" in note
+    (tmp_path / "._vectors.ipynb").write_text("")  # macOS resource fork
+    assert pick_notebook(tmp_path, "vectors.ipynb") == (only, "")
+
+
+def untouched_beside_work(folder: Path, paths) -> Path:
+    """A submission holding the notebook as handed out under the assignment's name, and the work elsewhere."""
+    folder.mkdir(parents=True)
+    shutil.copy(paths.assignment / "vectors.ipynb", folder / "vectors.ipynb")
+    return make_submission(folder / "my_work.ipynb", paths.release / "answer_key.ipynb")
+
+
+def test_one_rule_for_the_notebook_graded(exported, tmp_path):
+    """The notebook named like the assignment's unless untouched, then the one with the work: the same choice in
+    Gradescope's runner, in `autograder grade` on a Gradescope export, and on an nbgrader tree."""
+    release, _, _, paths = exported
+    assert release.student_code, "the release knows the student notebook's code cells"
+    work = untouched_beside_work(tmp_path / "gs" / "submission_1", paths)
+    chosen, note = pick_notebook(tmp_path / "gs" / "submission_1", "vectors.ipynb", release.student_code)
+    assert chosen == work
+    assert note.startswith("graded my_work.ipynb: vectors.ipynb is the notebook as handed out, with none of your "
+                           "code in it, and my_work.ipynb holds the most of your work"), note
+    (tmp_path / "gs" / "submission_metadata.yml").write_text("submission_1:\n  :submitters:\n  - :sid: '7'\n")
+    nbgrader_tree = tmp_path / "course" / "submitted" / "ann" / "vectors"
+    shutil.copytree(tmp_path / "gs" / "submission_1", nbgrader_tree)
+    for arg in (tmp_path / "gs", tmp_path / "course"):
+        [sub] = discover([arg], "vectors.ipynb", "vectors", released=release.student_code).submissions
+        assert sub.path.name == "my_work.ipynb" and sub.note == note
+
+    # the notebook named like the assignment's, with work in it, wins over a larger one
+    (tmp_path / "b").mkdir()
+    named = make_submission(tmp_path / "b" / "vectors.ipynb", paths.release / "answer_key.ipynb",
+                            {"return v / v.norm(dim=-1, keepdim=True)": "return v"})
+    big = make_submission(tmp_path / "b" / "scratch.ipynb", paths.release / "answer_key.ipynb")
+    big.write_text(big.read_text() + " " * 100_000)
+    chosen, note = pick_notebook(tmp_path / "b", "vectors.ipynb", release.student_code)
+    assert chosen == named and "named like the assignment's notebook" in note and "scratch.ipynb" in note
+
+    # nothing but notebooks as handed out: the named one, saying so
+    (tmp_path / "c").mkdir()
+    for name in ("vectors.ipynb", "vectors (1).ipynb"):
+        shutil.copy(paths.assignment / "vectors.ipynb", tmp_path / "c" / name)
+    chosen, note = pick_notebook(tmp_path / "c", "vectors.ipynb", release.student_code)
+    assert chosen.name == "vectors.ipynb" and "every notebook submitted is as handed out" in note
+
+    # a release without the digests (built by an older version): the stubs tell
+    chosen, note = pick_notebook(tmp_path / "gs" / "submission_1", "vectors.ipynb")
+    assert chosen == work and "as handed out" in note
+
+
+@pytest.mark.slow
+def test_run_autograder_grades_the_work_not_the_blank_notebook(exported, tmp_root):
+    release, zip_path, _, paths = exported
+    root = gradescope_tree(tmp_root / "two", zip_path)
+    untouched_beside_work(root / "submission" / "upload", paths)
+    data = run_autograder(root)
+    assert data["score"] == release.max_score
+    assert "graded upload/my_work.ipynb: upload/vectors.ipynb is the notebook as handed out" in data["output"]
+
+
+def test_export_states_the_autograder_total_and_the_pending_points():
+    from types import SimpleNamespace
+
+    from autograder.rubric import rubric_check
+    from autograder.testing import CheckSpec, manual
+
+    def release(*specs):
+        return SimpleNamespace(checks=list(specs), config=SimpleNamespace(gpu_checks=["on gpu"]),
+                               max_score=sum(s.points for s in specs))
+
+    plain = CheckSpec("a", 40.0, "1", "visible", lambda sub, ref: None)
+    assert points_summary(release(plain)) == ["Autograder points (Gradescope: Settings > Autograder points): 40"]
+    lines = points_summary(release(plain, rubric_check(points=8, part="7")._ag_check,
+                                   manual("essay", 3, "8", "a paragraph")._ag_check,
+                                   CheckSpec("on gpu", 5.0, "9", "visible", lambda sub, ref: None)))
+    text = "\n".join(lines)
+    assert lines[0] == "Autograder points (Gradescope: Settings > Autograder points): 40 of the assignment's 56"
+    assert "Pending on Gradescope, not in the autograder's score: 16 points" in text
+    assert "7. validation accuracy (rubric): 8 points, the accuracy rubric" in text
+    assert "essay: 3 points, graded by hand (a paragraph)" in text and "on gpu: 5 points, needs a GPU" in text
+    assert "manually graded question worth 16 points" in text
+
+
+def test_a_missing_checkpoint_is_reported_at_submission_time(tmp_path):
+    from types import SimpleNamespace
+
+    from autograder.rubric import rubric_check
+
+    spec = rubric_check(points=8, part="7")._ag_check
+    rel = SimpleNamespace(checks=[spec])
+    nb = tmp_path / "transformers_bert.ipynb"
+    [message] = missing_checkpoints(rel, nb).values()
+    assert "no `bert_gru_sentiment.pt` next to transformers_bert.ipynb" in message and "Submit again" in message
+    (tmp_path / "bert_gru_sentiment.pt").write_bytes(b"weights")
+    assert missing_checkpoints(rel, nb) == {}
 
 
 def test_visibility_and_pending_in_results():
@@ -185,8 +278,12 @@ def test_visibility_and_pending_in_results():
     assert validate_results(data) == []
     tests = {t["name"]: t for t in data["tests"]}
     assert [tests[n]["visibility"] for n in "abc"] == ["visible", "hidden", "after_due_date"]
-    assert "score" not in tests["acc"] and tests["acc"]["output"].startswith("Pending")
+    assert "score" not in tests["acc"] and tests["acc"]["output"] == "Pending: needs a GPU"
     assert data["score"] == 3 and data["extra_data"]["pending_points"] == 4
+    assert "Pending: 4 points (1 check(s)) are not graded yet" in data["output"]
+    said_pending = CheckResult("m", "4", 1, 0, "pending", "pending: graded by hand")
+    assert gradescope_json(SubmissionResult("s", "s.ipynb", [said_pending]))["tests"][0]["output"] == \
+        "pending: graded by hand"  # never "Pending: pending"
 
 
 def test_validate_results_catches_format_errors():

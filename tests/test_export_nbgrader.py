@@ -1,8 +1,13 @@
 """nbgrader export: real `nbgrader generate_assignment` and `nbgrader autograde` on the exported course,
-and this project's grades written into the same gradebook."""
+this project's grades written into the same gradebook, and a whole course round trip with nbgrader's own
+commands (release, fetch, submit, collect, `autograder nbgrader-grade`, release_feedback, fetch_feedback, export)
+with a late submission."""
 from __future__ import annotations
 
 import copy
+import csv
+import datetime
+import json
 import os
 import re
 import shutil
@@ -13,7 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.export.nbgrader import NBGRADER_KEYS, SETUP_ID, check_grade_ids, export_nbgrader, grade_into_gradebook
+from autograder.export.nbgrader import (
+    NBGRADER_KEYS, PROJECT_FILE, SETUP_ID, check_grade_ids, default_course, export_nbgrader, grade_into_gradebook,
+)
 from tests.conftest import EXAMPLE_SOURCE
 
 pytest.importorskip("nbgrader")
@@ -21,11 +28,13 @@ pytest.importorskip("nbgrader")
 BROKEN = {"softmax": ("dim=dim", "dim=-1")}  # right along the last dimension only: partial credit
 
 
-def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+def nbgrader(course: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     nbgrader_bin = Path(sys.executable).with_name("nbgrader")
     cmd = [str(nbgrader_bin)] if nbgrader_bin.exists() else [sys.executable, "-m", "nbgrader"]
+    # a virtual environment over the system's packages: nbconvert's templates lie under the system's prefix
+    data = os.pathsep.join(filter(None, [os.environ.get("JUPYTER_PATH"), str(Path(sys.base_prefix) / "share" / "jupyter")]))
     proc = subprocess.run([*cmd, *args], cwd=course, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                          env={**os.environ, "PYTHONWARNINGS": "ignore", "JUPYTER_PATH": data, **env})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -49,14 +58,16 @@ def course(tmp_path_factory):
     root = tmp_path_factory.mktemp("nbgrader")
     source = root / "solutions" / "vectors"
     shutil.copytree(EXAMPLE_SOURCE, source)
-    course = export_nbgrader(str(source))
+    course = export_nbgrader(str(source), root / "course")
     return source, course
 
 
 def test_export_tree(course):
     source, course_dir = course
-    assert course_dir == source.parent.parent / "release" / "nbgrader"
-    assert (course_dir / "nbgrader_config.py").is_file()
+    assert course_dir == source.parent.parent / "course"
+    assert "c.CourseDirectory.course_id = 'course'" in (course_dir / "nbgrader_config.py").read_text()
+    # where the assignment came from: nbgrader-grade finds it from the course folder
+    assert json.loads((course_dir / PROJECT_FILE).read_text())["assignments"] == {"vectors": str(source.resolve())}
     nb = nbformat.read(course_dir / "source" / "vectors" / "vectors.ipynb", as_version=4)
     for cell in nb.cells:  # only nbgrader's own keys in its metadata; ours beside it
         assert set(cell.metadata.get("nbgrader", {})) <= NBGRADER_KEYS
@@ -116,3 +127,77 @@ def test_generate_autograde_and_gradebook(course, tmp_path):
     nbgrader(course_dir, "export")
     csv = (course_dir / "grades.csv").read_text()
     assert ",alice," in csv and ",bob," in csv and "11.0" in csv and "9.0" in csv
+
+
+def test_the_course_lands_outside_the_project_by_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    source = tmp_path / "ml-course" / "solutions" / "vectors"
+    assert default_course(source) == tmp_path / "home" / "ml-course"
+    assert default_course(source, "cs101") == tmp_path / "home" / "cs101"
+
+
+@pytest.mark.slow
+def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, monkeypatch):
+    """nbgrader's own commands hand out, collect and return; `autograder nbgrader-grade`, run from the course
+    folder, grades in between. bob submits after the due date under penalty_method = "zero"."""
+    from nbgrader.api import Gradebook
+
+    from autograder.entrypoints import command_line
+    from autograder.sandbox.forkserver import shutdown_fork_server
+
+    source = tmp_path / "project" / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    exchange.chmod(0o777)
+    monkeypatch.chdir(tmp_path / "project")
+    assert command_line(["export", "nbgrader", "vectors", "--course", str(tmp_path / "course"),
+                         "--course-id", "vectors101"]) == 0
+    course = tmp_path / "course"
+    with open(course / "nbgrader_config.py", "a") as f:
+        f.write(f"c.Exchange.root = {str(exchange)!r}\nc.LateSubmissionPlugin.penalty_method = 'zero'\n")
+    nbgrader(course, "generate_assignment", "vectors")
+    nbgrader(course, "release_assignment", "vectors")
+    source_nb = nbformat.read(course / "source" / "vectors" / "vectors.ipynb", as_version=4)
+
+    def as_student(student: str, *args: str) -> subprocess.CompletedProcess:
+        home = tmp_path / student  # each student's own home: nbgrader keeps a cache of submissions there
+        home.mkdir(exist_ok=True)
+        (home / "nbgrader_config.py").write_text(
+            f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\nc.CourseDirectory.course_id = 'vectors101'\n")
+        return nbgrader(home, *args, HOME=str(home))
+
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    for student, broken in (("alice", {}), ("bob", BROKEN)):
+        as_student(student, "fetch_assignment", "vectors")
+        mine = tmp_path / student / "vectors" / "vectors.ipynb"
+        nbformat.write(filled(nbformat.read(mine, as_version=4), source_nb, broken), mine)
+        as_student(student, "submit", "vectors", "--student", student)
+        if student == "alice":  # the due date passes between the two submissions
+            with Gradebook(db, "vectors101") as gb:
+                gb.update_or_create_assignment("vectors", duedate=datetime.datetime.utcnow())
+    nbgrader(course, "collect", "vectors")
+
+    monkeypatch.chdir(course)  # graded from the course folder: the course says where the assignment lies
+    assert command_line(["nbgrader-grade", "vectors", "--quiet"]) == 0
+    shutdown_fork_server()
+    for student in ("alice", "bob"):
+        for folder in ("autograded", "feedback"):
+            for carried in ("timestamp.txt", "submission_secret.txt"):
+                assert (course / folder / student / "vectors" / carried).is_file(), (folder, student, carried)
+    with Gradebook(db, "vectors101") as gb:
+        got = {s: (gb.find_submission("vectors", s).score, gb.find_submission("vectors", s).late_submission_penalty)
+               for s in ("alice", "bob")}
+    assert got == {"alice": (11.0, 0.0), "bob": (9.0, 9.0)}, got  # "zero": the late penalty is the whole score
+
+    nbgrader(course, "release_feedback", "vectors")
+    for student, late in (("alice", False), ("bob", True)):
+        as_student(student, "fetch_feedback", "vectors", "--student", student)
+        [page] = (tmp_path / student / "vectors" / "feedback").glob("*/vectors.html")
+        text = page.read_text()
+        assert ("11 / 11" if student == "alice" else "9 / 11") in text
+        assert ("late penalty takes 9 point(s) off, so this grade is 0 / 11" in text) == late
+    nbgrader(course, "export")
+    rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
+    assert (rows["alice"]["score"], rows["bob"]["raw_score"], rows["bob"]["late_submission_penalty"],
+            rows["bob"]["score"]) == ("11.0", "9.0", "9.0", "0.0")

@@ -71,6 +71,24 @@ def test_folder_of_notebooks(tmp_path):
     assert inputs.roots == [(tmp_path / "class").resolve()]
 
 
+def test_folder_of_submission_folders(tmp_path):
+    """submissions/<student>/... (what the CI workflow grades): one submission per folder, the folder's name its id,
+    the notebook picked by the same rule as everywhere; the rubric finds each checkpoint beside its notebook."""
+    from autograder.rubric.command import checkpoint_path
+
+    notebook(tmp_path / "subs" / "alice" / "vectors.ipynb")
+    notebook(tmp_path / "subs" / "alice" / "bert_gru_sentiment.pt", "weights")
+    notebook(tmp_path / "subs" / "bob" / "hw" / "Copy of vectors.ipynb")
+    (tmp_path / "subs" / "carol").mkdir()  # nothing handed in: no row
+    (tmp_path / "subs" / ".git").mkdir()
+    inputs = discover([tmp_path / "subs"], notebook="vectors.ipynb")
+    assert [(s.student, s.path.relative_to(tmp_path / "subs").as_posix()) for s in inputs.submissions] == \
+        [("alice", "alice/vectors.ipynb"), ("bob", "bob/hw/Copy of vectors.ipynb")]
+    assert "folder of submission folders, 2 submission(s)" in inputs.layouts[0]
+    checkpoints = [checkpoint_path(s.path, s.student, "bert_gru_sentiment.pt", None) for s in inputs.submissions]
+    assert checkpoints[0].is_file() and len(set(checkpoints)) == 2
+
+
 @pytest.mark.parametrize("yaml", [True, False], ids=["pyyaml", "without-pyyaml"])
 def test_gradescope_export_folder(tmp_path, monkeypatch, yaml):
     if not yaml:
@@ -79,7 +97,8 @@ def test_gradescope_export_folder(tmp_path, monkeypatch, yaml):
     got = {s.student: (s.path.relative_to(tmp_path / "export").as_posix(), s.note) for s in inputs.submissions}
     assert got["1815"] == ("submission_111/vectors.ipynb", "")
     path, note = got["1906+alan@example.edu"]  # a group: every member, SID else e-mail
-    assert path == "submission_222/work/vectors (2).ipynb" and "2 notebooks submitted" in note
+    assert path == "submission_222/work/vectors (2).ipynb" and "named like the assignment's notebook" in note
+    assert "also submitted, not graded: scratch.ipynb" in note
     assert got["submission_333"][1] == "no notebook was submitted"
     assert "Gradescope export" in inputs.layouts[0]
 

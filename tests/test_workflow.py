@@ -1,15 +1,23 @@
-"""The GitHub Actions workflow that grades submissions: valid YAML, the right jobs and steps, valid bash."""
+"""The GitHub Actions workflow that grades submissions: valid YAML, the right jobs and steps, valid bash, every
+`autograder ...` command accepted by the command line's parser, defaults that exist here, pinned actions and no
+credentials left where student code runs."""
 from __future__ import annotations
 
+import ast
+import json
 import re
+import shlex
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 yaml = pytest.importorskip("yaml")
 
-WORKFLOW = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "grade.yml"
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "grade.yml"
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +33,10 @@ def _runs(job: dict) -> str:
     return "\n".join(s.get("run", "") for s in job["steps"])
 
 
+def _inputs(workflow) -> dict:
+    return workflow.get("on", workflow.get(True))["workflow_dispatch"]["inputs"]
+
+
 def test_triggers_and_inputs(workflow):
     on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
     inputs = on["workflow_dispatch"]["inputs"]
@@ -38,9 +50,10 @@ def test_cpu_job_grades_and_uploads(workflow):
     assert job["runs-on"] == "ubuntu-latest"
     assert _uses(job)[:2] == ["actions/checkout", "actions/checkout"] and "actions/setup-python" in _uses(job)
     runs = _runs(job)
-    assert "download.pytorch.org/whl/cpu" in runs and "pip install -e ." in runs
-    assert 'autograder grade "$ASSIGNMENT"' in runs and "--out grading-output" in runs
+    assert "download.pytorch.org/whl/cpu" in runs and 'pip install ".[$EXTRAS]"' in runs
+    assert 'autograder grade "$ASSIGNMENT" "$GRADE_FOLDER" --out grading-output' in runs
     assert "autograder report grading-output" in runs
+    assert 'sudo env "PATH=$PATH" autograder grade' in runs, "confined: as root on the hosted runner"
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["with"]["path"] == "grading-output/" and upload["if"] == "${{ always() }}"
     names = [s.get("name") for s in job["steps"]]
@@ -50,9 +63,9 @@ def test_cpu_job_grades_and_uploads(workflow):
 def test_gpu_job_is_optional_and_self_hosted(workflow):
     job = workflow["jobs"]["grade-gpu"]
     assert job["runs-on"] == ["self-hosted", "gpu"]
-    assert job["if"] == "${{ inputs.gpu }}" and job["needs"] == "grade"
+    assert job["if"] == "${{ inputs.gpu }}" and "needs" not in job, "the GPU job does not wait for the CPU job"
     assert "torch.cuda.is_available()" in _runs(job) and "grading-output-gpu" in _runs(job)
-    assert 'autograder rubric "$ASSIGNMENT"' in _runs(job)
+    assert 'autograder rubric "$ASSIGNMENT"' in _runs(job) and 'pip install ".[$EXTRAS]"' in _runs(job)
     assert "actions/upload-artifact" in _uses(job)
 
 
@@ -62,3 +75,134 @@ def test_run_scripts_are_valid_bash(workflow):
             if "run" in step:
                 script = re.sub(r"\$\{\{[^}]*\}\}", "x", step["run"])
                 subprocess.run(["bash", "-n", "-c", script], check=True)
+
+
+# -- every `autograder ...` command, through the command line's own parser -------------------------------
+
+def _commands(script: str) -> list[list[str]]:
+    """The argv of every `autograder` command in a step's bash script (after `autograder`), redirections and
+    the rest of the line after `||`, `&&`, `;` or `|` left out."""
+    out = []
+    for line in script.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            tokens = list(lexer)
+        except ValueError:  # an unfinished quote: a heredoc or a multi-line string, not a command
+            continue
+        segment: list[str] = []
+        for token in [*tokens, ";"]:
+            if token in ("||", "&&", ";", "|", "(", ")"):
+                while segment and (segment[0] in ("sudo", "env", "${as_root[@]}") or segment[0].startswith("-")
+                                   or re.match(r"\w+=", segment[0])):
+                    segment.pop(0)  # sudo, env and VAR=value before the command
+                if segment and Path(segment[0]).name == "autograder":
+                    args = segment[1:]
+                    cut = next((i for i, t in enumerate(args) if t in (">", ">>", "<", ">&")), len(args))
+                    if cut and args[cut - 1].isdigit() and cut < len(args):
+                        cut -= 1
+                    out.append(args[:cut])
+                segment = []
+            else:
+                segment.append(token)
+    return out
+
+
+def _expand(argv: list[str], values: dict[str, str]) -> list[str]:
+    return [re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m.group(1), m.group(1).lower()), a) for a in argv]
+
+
+def _defaults(workflow) -> dict[str, str]:
+    inputs = _inputs(workflow)
+    return {"ASSIGNMENT": inputs["assignment"]["default"], "SUBMISSIONS": inputs["submissions"]["default"],
+            "GRADE_FOLDER": inputs["submissions"]["default"], "EXTRAS": workflow["env"]["EXTRAS"]}
+
+
+def test_every_autograder_command_parses(workflow):
+    from autograder.cli import parse
+
+    seen = []
+    for job_name, job in workflow["jobs"].items():
+        for step in job["steps"]:
+            for argv in _commands(step.get("run", "")):
+                argv = _expand(argv, _defaults(workflow))
+                try:
+                    command, args = parse(argv)
+                except SystemExit as exc:
+                    pytest.fail(f"{job_name}, step {step.get('name')!r}: `autograder {' '.join(argv)}` is refused by "
+                                f"the command line (exit {exc.code})")
+                seen.append((job_name, command.name, args))
+    verbs = {(job, verb) for job, verb, _ in seen}
+    assert {("grade", "grade"), ("grade", "report"), ("grade-gpu", "grade"), ("grade-gpu", "rubric"),
+            ("grade-gpu", "report")} <= verbs, verbs
+    # the rubric reads what the GPU job's grading wrote: the same submissions (the same ids) and folder
+    gpu = {verb: args for job, verb, args in seen if job == "grade-gpu"}
+    assert gpu["rubric"].submissions == gpu["grade"].submissions and gpu["rubric"].out == gpu["grade"].out
+
+
+def test_the_command_parser_catches_a_bad_command():
+    """The test above would see a wrong option or verb."""
+    assert _commands('x=1; .venv/bin/autograder grade "$A" "$B" --out o 2>&1 || status=$?\n') == \
+        [["grade", "$A", "$B", "--out", "o"]]
+    assert _commands('sudo env "PATH=$PATH" autograder report out --title "$A"') == [["report", "out", "--title", "$A"]]
+    from autograder.cli import parse
+
+    with pytest.raises(SystemExit):
+        parse(["grade", "vectors", "subs", "--output", "o"])
+
+
+def test_defaults_exist_in_this_repository(workflow):
+    defaults = _defaults(workflow)
+    assert (ROOT / "solutions" / defaults["ASSIGNMENT"] / "assignment.toml").is_file()
+    folder = ROOT / defaults["SUBMISSIONS"]
+    assert folder.is_dir() and any(folder.rglob("*.ipynb")), f"{folder} holds no notebook to grade"
+
+
+def test_installs_what_every_assignment_imports(workflow):
+    """The extras the workflow installs, with the grader's own dependencies, provide every module the
+    assignments' notebooks import (as installed here)."""
+    import importlib.metadata
+
+    from autograder.export.gradescope import pinned_closure
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = workflow["env"]["EXTRAS"].split(",")
+    assert set(extras) <= set(project["optional-dependencies"])
+    try:
+        installed = {line.split("==")[0] for line in pinned_closure(
+            project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]])}
+    except ValueError as exc:
+        pytest.skip(f"not everything the extras name is installed here: {exc}")
+    providers = importlib.metadata.packages_distributions()
+    for toml in sorted((ROOT / "solutions").glob("*/assignment.toml")):
+        notebook = toml.parent / tomllib.loads(toml.read_text())["notebook"]
+        modules = set()
+        for cell in json.loads(notebook.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            try:
+                tree = ast.parse("".join(cell["source"]))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    modules |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    modules.add(node.module.split(".")[0])
+        for module in sorted(modules - set(sys.stdlib_module_names)):
+            dists = {re.sub(r"[-_.]+", "-", d).lower() for d in providers.get(module, [])}
+            assert dists & installed, f"{notebook.name} imports {module}, which the workflow does not install"
+
+
+def test_actions_pinned_and_no_credentials_left_behind(workflow):
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            if "uses" not in step:
+                continue
+            ref = step["uses"].split("@", 1)[1]
+            assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{step['uses']} is not pinned to a commit"
+            if step["uses"].startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, f"{step['name']} leaves its token in .git/config"
+        for step in job["steps"]:  # no secret in the environment of a step that runs student code
+            if "autograder" in step.get("run", ""):
+                assert "secrets." not in json.dumps(step.get("env", {})), step["name"]

@@ -14,7 +14,8 @@ class CheckCommand(Command):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("notebooks", nargs="+", metavar="SUBMISSION.ipynb")
-        parser.add_argument("--part", help="only this part's checks, e.g. '1. Normalize'")
+        parser.add_argument("--part", help="only this part's checks: its number ('1', 'part1') or its name "
+                            "('1. Normalize')")
         parser.add_argument("--json", action="store_true", help="machine-readable verdicts")
 
     def assignment_to_preload(self, args) -> str | None:

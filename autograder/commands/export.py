@@ -17,13 +17,14 @@ class ExportCommand(Command):
                        help="another package grading needs (pinned to the installed version); repeatable")
         n = targets.add_parser("nbgrader", help="an nbgrader course tree: nbgrader_config.py, source/<name>/")
         n.add_argument("assignment", help="assignment name (solutions/<name>) or its solutions folder")
-        n.add_argument("--course", help="course folder to write into (default: release/nbgrader)")
+        n.add_argument("--course", help="course folder to write into (default: ~/<course id>, outside the project)")
+        n.add_argument("--course-id", help="nbgrader's course id (default: the course folder's name)")
 
     def run(self, args) -> int:
         return self._gradescope(args) if args.target == "gradescope" else self._nbgrader(args)
 
     def _gradescope(self, args) -> int:
-        from autograder.export.gradescope import export_gradescope
+        from autograder.export.gradescope import export_gradescope, points_summary
         from autograder.grading import resolve_release
 
         release = resolve_release(args.assignment)
@@ -32,12 +33,16 @@ class ExportCommand(Command):
             print(f"warning: {w}", file=sys.stderr)
         print(f"Gradescope autograder: {out} ({out.stat().st_size / 1024:.0f} KiB); upload it under "
               "Configure Autograder > Zip file upload")
+        for line in points_summary(release):
+            print(line)
         return 0
 
     def _nbgrader(self, args) -> int:
         from autograder.export.nbgrader import export_nbgrader
 
-        course = export_nbgrader(args.assignment, Path(args.course) if args.course else None)
-        print(f"nbgrader course: {course}\nnext, in that folder: nbgrader generate_assignment "
-              f"{Path(args.assignment).name} (then release, collect, and autograde or `autograder nbgrader-grade`)")
+        course = export_nbgrader(args.assignment, Path(args.course) if args.course else None, args.course_id)
+        name = Path(args.assignment).name
+        print(f"nbgrader course: {course}\nnext, in that folder: nbgrader generate_assignment {name}; nbgrader "
+              f"release_assignment {name}; ... nbgrader collect {name}; autograder nbgrader-grade {name}; nbgrader "
+              f"release_feedback {name}")
         return 0

@@ -22,13 +22,16 @@ class GradeCommand(Command):
                             help="grade even where the kernel refuses the namespaces that confine student code "
                                  "(only for submissions you trust: the worker then sees what the grader's user may "
                                  "read)")
+        parser.add_argument("--cluster", metavar="ADDRESS",
+                            help="grade on a Ray cluster (an address as `ray.init` takes it, e.g. ray://head:10001 or "
+                                 "auto; `local` starts one here); needs the cluster extra; see docs/scale.md")
         parser.add_argument("--regrade", action="store_true",
                             help="grade again submissions that --out already holds results for (default: skip them)")
 
     def assignment_to_preload(self, args) -> str | None:
         # with --jobs N the grading processes' fork servers import the workers' modules: this one would only
         # take a core from them
-        return args.assignment if args.jobs <= 1 else None
+        return args.assignment if args.jobs <= 1 and not args.cluster else None
 
     def run(self, args) -> int:
         from autograder.grading import resolve_release
@@ -46,16 +49,41 @@ class GradeCommand(Command):
         if missing:
             print(f"warning: not found, graded as missing: {', '.join(missing)}", file=sys.stderr)
         out = Path(args.out)
-        inputs = discover(args.submissions, release.config.notebook, release.config.name, unpack_dir=out / ".inputs")
+        inputs = discover(args.submissions, release.config.notebook, release.config.name, unpack_dir=out / ".inputs",
+                          released=release.student_code)
         for line in inputs.layouts if not args.quiet else []:
             print(line, file=sys.stderr)
         for problem in inputs.problems:
             print(f"warning: {problem}", file=sys.stderr)
         options = GradeOptions(out, quiet=args.quiet, jobs=args.jobs, regrade=args.regrade,
-                               trusted=args.trusted_submissions)
+                               trusted=args.trusted_submissions, cluster=args.cluster)
         results = grade(release, inputs.submissions, options)
         print(f"graded {len(results)} submission(s): results in {out}/<submission>/results.json, "
               f"table in {out / 'grades.csv'}")
+        for line in pending_advice(release, results, args.submissions, str(out)):
+            print(line, file=sys.stderr)
         if any(r.ungraded for r in results):
             return 3  # the grader could not decide some checks here: see GRADER PROBLEM on stderr
         return 0 if inputs.submissions and len(results) == len(inputs.submissions) else 1
+
+
+def pending_advice(release, results, submissions: list[str], out: str) -> list[str]:
+    """What the instructor does about pending points (the students' messages do not say it)."""
+    import shlex
+
+    from autograder.rubric.check import rubric_configs
+    from autograder.status import PENDING
+
+    lines = []
+    pending = {c.name for r in results for c in r.checks if c.status == PENDING}
+    for config in rubric_configs(release.checks):
+        if config.name in pending:
+            lines.append(f"pending: {config.points:g} points of the accuracy rubric ({config.name!r}); on a machine "
+                         f"with CUDA, with the same submissions and this results folder: autograder rubric "
+                         f"{shlex.quote(release.config.name)} {' '.join(map(shlex.quote, submissions))} --out "
+                         f"{shlex.quote(out)}")
+            pending.discard(config.name)
+    if pending:
+        lines.append(f"pending: {len(pending)} other check(s) not graded here (graded by hand, or needing a GPU): "
+                     + ", ".join(sorted(pending)))
+    return lines

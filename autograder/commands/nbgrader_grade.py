@@ -1,4 +1,4 @@
-"""`autograder nbgrader-grade <name> --course DIR`: an nbgrader course's submitted/ tree into its gradebook."""
+"""`autograder nbgrader-grade <name> [--course DIR]`: an nbgrader course's submitted/ tree into its gradebook."""
 from __future__ import annotations
 
 import sys
@@ -12,15 +12,26 @@ class NbgraderGradeCommand(Command):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("assignment", help="assignment name (solutions/<name>) or its solutions folder")
-        parser.add_argument("--course", required=True, help="the nbgrader course folder (holds gradebook.db)")
+        parser.add_argument("--course", help="the nbgrader course folder (holds nbgrader_config.py and gradebook.db; "
+                            "default: this folder, when it is one)")
         parser.add_argument("--student", action="append", help="only this student; repeatable")
+        parser.add_argument("--trusted-submissions", action="store_true",
+                            help="grade even where the kernel refuses the namespaces that confine student code "
+                                 "(only for submissions you trust: the worker then sees what the grader's user may "
+                                 "read)")
         parser.add_argument("--quiet", action="store_true")
 
     def run(self, args) -> int:
         from autograder.export.nbgrader import grade_into_gradebook
 
-        scores = grade_into_gradebook(args.assignment, Path(args.course), args.student, quiet=args.quiet)
+        course = Path(args.course) if args.course else Path.cwd()
+        if not (course / "nbgrader_config.py").is_file():
+            raise FileNotFoundError(f"{course} is not an nbgrader course (no nbgrader_config.py): give --course DIR, "
+                                    "the folder `autograder export nbgrader` wrote")
+        scores = grade_into_gradebook(args.assignment, course, args.student, quiet=args.quiet,
+                                      trusted=args.trusted_submissions)
         for student, score in sorted(scores.items()):
-            print(f"{student}: {score:g}")
-        print(f"{len(scores)} submission(s) graded into {Path(args.course) / 'gradebook.db'}", file=sys.stderr)
+            late = scores.late.get(student)
+            print(f"{student}: {score:g}" + (f" (late: nbgrader's late penalty {late:g})" if late else ""))
+        print(f"{len(scores)} submission(s) graded into the gradebook of {course}", file=sys.stderr)
         return 3 if scores.not_final else 0

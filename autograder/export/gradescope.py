@@ -233,6 +233,39 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) 
     zf.writestr(info, data)
 
 
+def pending_on_gradescope(release) -> list[tuple[str, float, str]]:
+    """(check, points, why) for every check Gradescope cannot score: the accuracy rubric and GPU checks (it has
+    no GPU) and checks graded by hand. Their points are not in the autograder's score."""
+    out = []
+    for spec in release.checks:
+        if getattr(spec.fn, "_ag_rubric", None) is not None:
+            why = "the accuracy rubric: `autograder rubric` measures it on a GPU"
+        elif getattr(spec.fn, "_ag_manual", None) is not None:
+            why = f"graded by hand ({spec.fn._ag_manual})"
+        elif spec.gpu or spec.name in release.config.gpu_checks:
+            why = "needs a GPU: `autograder grade` on a GPU machine scores it"
+        else:
+            continue
+        out.append((spec.name, spec.points, why))
+    return out
+
+
+def points_summary(release) -> list[str]:
+    """What the instructor sets on Gradescope: the autograder's points, and a manual question for the rest."""
+    pending = pending_on_gradescope(release)
+    held = sum(p for _, p, _ in pending)
+    total = release.max_score
+    lines = [f"Autograder points (Gradescope: Settings > Autograder points): {total - held:g}"
+             + (f" of the assignment's {total:g}" if held else "")]
+    if held:
+        lines.append(f"Pending on Gradescope, not in the autograder's score: {held:g} points")
+        lines += [f"  - {name}: {points:g} points, {why}" for name, points, why in pending]
+        lines.append(f"  Add a manually graded question worth {held:g} points to the assignment and enter these "
+                     "points there once they are known (docs/platforms.md, Gradescope: the pending points). "
+                     "Students see them as pending, not as lost.")
+    return lines
+
+
 def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -> tuple[Path, list[str]]:
     """Write the autograder zip; returns its path and warnings for the instructor."""
     name = release.config.name
@@ -240,9 +273,6 @@ def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -
     lines, torch_req, unknown = requirements(release, list(extra))
     warnings = [f"the notebook imports {m!r}, which no installed package provides: students' code using it "
                 f"will fail on Gradescope unless you add it with --pip" for m in unknown]
-    if release.config.gpu_checks or any(c.gpu for c in release.checks):
-        warnings.append("GPU checks will show as pending on Gradescope (it has no GPU); see docs/platforms.md "
-                        "for merging them later")
     fill = lambda text: (text.replace("@TITLE@", release.config.title.replace('"', "'")).replace("@NAME@", name)  # noqa: E731 - one template filler
                          .replace("@TORCH_INDEX@", TORCH_INDEX).replace("@TORCH@", torch_req))
     buf = io.BytesIO()
@@ -265,21 +295,19 @@ def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -
 
 # -- Gradescope side -----------------------------------------------------------------------------
 
-def find_submission(folder: Path, expected_name: str = "") -> tuple[Path | None, str]:
-    """The submitted notebook, whatever it is called; and a note on how it was chosen."""
-    found = sorted(p for p in folder.rglob("*.ipynb") if p.is_file() and ".ipynb_checkpoints" not in p.parts
-                   and not p.name.startswith("._"))  # macOS zips carry ._name resource forks
-    if not found:
-        return None, ""
-    if len(found) == 1:
-        return found[0], ""
-    same = [p for p in found if p.name == expected_name]
-    if same:
-        chosen = same[0]
-    else:  # the largest is the one with work in it; ties go to the latest
-        chosen = max(found, key=lambda p: (p.stat().st_size, p.stat().st_mtime))
-    others = ", ".join(p.relative_to(folder).as_posix() for p in found if p != chosen)
-    return chosen, f"graded {chosen.relative_to(folder).as_posix()}; also submitted (not graded): {others}"
+def missing_checkpoints(release, notebook: Path) -> dict[str, str]:
+    """Messages for the saved models the accuracy rubric will measure later (autograder.rubric) that are not
+    beside the submitted notebook: said now, while the student can still submit them."""
+    from autograder.rubric.check import rubric_configs
+
+    out = {}
+    for config in rubric_configs(release.checks):
+        if not (notebook.parent / config.checkpoint).is_file():
+            out[config.name] = (f"Your submission has no `{config.checkpoint}` next to {notebook.name}: the {config.points:g} "
+                       f"points of \"{config.name}\" are measured from that file (the model your notebook saves), "
+                       f"so without it they will be 0. Submit again with {config.checkpoint} added, in the same "
+                       f"folder as the notebook.")
+    return out
 
 
 def validate_results(data) -> list[str]:
@@ -350,12 +378,14 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
         from autograder.grading import GradeOptions, grade
         from autograder.release import load_release
         from autograder.reports.results import gradescope_json
+        from autograder.status import PENDING
+        from autograder.submissions import pick_notebook
 
         release = load_release(release_dir)
         release.recording()  # read now: the recording made by setup.sh in this image, kept in memory
         if forget_release:
             shutil.rmtree(release_dir)
-        notebook, note = find_submission(root / "submission", release.config.notebook)
+        notebook, note = pick_notebook(root / "submission", release.config.notebook, release.student_code)
         if notebook is None:
             _write(results, _failure(f"No notebook (.ipynb file) found in your submission. Submit your "
                                      f"{release.config.notebook}, downloaded from Jupyter (File > Download).",
@@ -363,8 +393,11 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
             return 0
         with tempfile.TemporaryDirectory(prefix="ag-gradescope-") as tmp:
             [result] = grade(release, [notebook], GradeOptions(Path(tmp), quiet=True))
-        if note:
-            result.notes.insert(0, note)
+        missing = missing_checkpoints(release, notebook)
+        result.notes[:0] = [n for n in (note, *missing.values()) if n]
+        for check in result.checks:  # the pending rubric check says it too, where the student reads it
+            if check.name in missing and check.status == PENDING:
+                check.message = f"{check.message}\n{missing[check.name]}"
         data = gradescope_json(result)
         problems = validate_results(data)
         if problems:  # never hand Gradescope a file it rejects: say what went wrong instead

@@ -1,8 +1,8 @@
 """nbgrader on JupyterHub: export an assignment as an nbgrader course, and write this project's grades
 into nbgrader's gradebook.
 
-    autograder export nbgrader <name> [--course DIR]     (default DIR: release/nbgrader)
-    autograder nbgrader-grade <name> --course DIR [--student ID ...]
+    autograder export nbgrader <name> [--course DIR] [--course-id ID]     (default DIR: ~/<course id>)
+    autograder nbgrader-grade <name> [--course DIR] [--student ID ...] [--trusted-submissions]
 
 The export writes DIR/nbgrader_config.py and DIR/source/<name>/ (the source notebook, markers and
 metadata as nbgrader reads them, plus the files the assignment ships). The source notebook gains:
@@ -19,7 +19,8 @@ So `nbgrader generate_assignment` and `nbgrader autograde` work on the tree as o
 grades the collected submissions (submitted/<student>/<name>/) with this project instead (student code
 in confined workers, the reference in its own worker, GPU checks pending) and writes the scores into
 gradebook.db, cell by cell, so formgrader (written answers, review) and `nbgrader export` (the
-grades CSV) go on as usual. It also writes feedback/<student>/<name>/<notebook>.html.
+grades CSV) go on as usual. It also writes feedback/<student>/<name>/<notebook>.html with the files
+`nbgrader release_feedback` reads beside it, and assigns late penalties as nbgrader's autograde does.
 """
 from __future__ import annotations
 
@@ -129,26 +130,50 @@ def check_grade_ids(nb) -> dict[str, str]:
     return out
 
 
-def _source_dir(assignment: str) -> Path:
+PROJECT_FILE = "autograder.json"  # in the course folder: where each exported assignment's source lies
+
+
+def _source_dir(assignment: str, course: Path | None = None) -> Path:
+    """solutions/<name> (or the folder given), from here or, for a course exported before, where it was
+    exported from (the course's autograder.json): `nbgrader-grade` runs from the course folder too."""
+    import json
+
     p = Path(assignment)
     if (p / "assignment.toml").is_file():
         return p.resolve()
     if (Path("solutions") / assignment / "assignment.toml").is_file():
         return (Path("solutions") / assignment).resolve()
-    raise FileNotFoundError(f"no solutions/{assignment}/assignment.toml: exporting to nbgrader needs the "
-                            "assignment's source folder")
+    recorded = Path(course or ".") / PROJECT_FILE
+    if recorded.is_file():
+        source = json.loads(recorded.read_text(encoding="utf-8")).get("assignments", {}).get(p.name)
+        if source and (Path(source) / "assignment.toml").is_file():
+            return Path(source)
+    raise FileNotFoundError(f"no solutions/{assignment}/assignment.toml here, and the course does not say where "
+                            f"{p.name!r} was exported from: run this in the project holding solutions/, or give "
+                            "the assignment's solutions folder")
 
 
-def export_nbgrader(assignment: str, course: Path | None = None) -> Path:
+def default_course(source: Path, course_id: str | None = None) -> Path:
+    """Where `autograder export nbgrader` writes the course when not told: ~/<course id>, outside the project (the
+    gradebook holds students' grades: it belongs to no repository); the course id defaults to the project's
+    folder name."""
+    project = source.resolve().parent.parent
+    return Path.home() / (course_id or project.name)
+
+
+def export_nbgrader(assignment: str, course: Path | None = None, course_id: str | None = None) -> Path:
+    """The course tree (see the module docstring) in `course` (default: `default_course`); nbgrader_config.py
+    is written once (course id: `course_id`, else the course folder's name) and kept on later exports."""
+    import json
+
     import nbformat
 
-    from autograder.build import Paths
     from autograder.notebook.extract import module_source
     from autograder.grading import resolve_release
 
     source = _source_dir(assignment)
     release = resolve_release(str(source))
-    course = Path(course) if course else Paths.for_source(source).release.parent / "nbgrader"
+    course = Path(course) if course else default_course(source, course_id)
     name, config = release.config.name, release.config
     nb = nbformat.read(source / config.notebook, as_version=4)
     out = nbgrader_notebook(nb, release, module_source(release.reference))
@@ -162,8 +187,12 @@ def export_nbgrader(assignment: str, course: Path | None = None) -> Path:
         shutil.copyfile(source / f, target / f)
     cfg = course / "nbgrader_config.py"
     if not cfg.exists():
-        cfg.write_text(CONFIG_TEMPLATE.format(course=course.resolve().name,
+        cfg.write_text(CONFIG_TEMPLATE.format(course=course_id or course.resolve().name,
                                               timeout=int(config.limits.submission_seconds)), encoding="utf-8")
+    recorded = course / PROJECT_FILE
+    known = json.loads(recorded.read_text(encoding="utf-8")) if recorded.is_file() else {}
+    known.setdefault("assignments", {})[name] = str(source)
+    write_atomic(recorded, json.dumps(known, indent=1, sort_keys=True) + "\n")
     return course
 
 
@@ -278,74 +307,122 @@ class KernelChecks:
 
 # -- grading nbgrader's submitted/ tree into its gradebook ----------------------------------------
 
+CARRIED = ("timestamp.txt", "submission_secret.txt")  # what nbgrader keeps beside autograded notebooks and feedback
+
+
+def nbgrader_config(course: Path):
+    """The configuration nbgrader itself would read for this course: the user's and system's Jupyter config
+    folders' nbgrader_config.py, then the course's (later wins, as in nbgrader)."""
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Config
+    from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course)]:
+        try:
+            config.merge(PyFileConfigLoader("nbgrader_config.py", path=folder).load_config())
+        except ConfigFileNotFound:
+            continue
+    return config
+
+
 def grade_into_gradebook(assignment: str, course: Path, students: list[str] | None = None,
-                         quiet: bool = False) -> dict[str, float]:
-    """Grade course/submitted/<student>/<name>/<notebook> with this project; write the scores into
-    course/gradebook.db and feedback/<student>/<name>/<notebook>.html. Returns {student: score}."""
+                         quiet: bool = False, trusted: bool = False) -> dict[str, float]:
+    """Grade course/submitted/<student>/<name>/<notebook> with this project; write the scores into the course's
+    gradebook, late penalties as nbgrader's AssignLatePenalties assigns them (the course's penalty_method or
+    plugin), and feedback/<student>/<name>/<notebook>.html beside the files `nbgrader release_feedback` reads.
+    Returns {student: score before any late penalty}."""
     import tempfile
 
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import AssignLatePenalties
 
     from autograder.grading import GradeOptions, grade, resolve_release
     from autograder.reports.html import submission_html
+    from autograder.submissions import unique_ids
 
-    source = _source_dir(assignment)
+    course = Path(course).resolve()
+    source = _source_dir(assignment, course)
     release = resolve_release(str(source))
     name, notebook = release.config.name, release.config.notebook
-    course = Path(course).resolve()
     exported = course / "source" / name / notebook
     if not exported.is_file():
-        raise FileNotFoundError(f"{exported}: export the assignment first (autograder export nbgrader {assignment})")
+        raise FileNotFoundError(f"{exported}: export the assignment first (autograder export nbgrader {assignment} "
+                                f"--course {course})")
     ids = check_grade_ids(nbformat.read(exported, as_version=4))
     submitted = sorted(p for p in (course / "submitted").glob(f"*/{name}/{notebook}")
                        if students is None or p.parent.parent.name in students)
-    db = f"sqlite:///{course / 'gradebook.db'}"
-    with Gradebook(db) as gb:
+    config = nbgrader_config(course)
+    coursedir = CourseDirectory(config=config, root=str(course))
+    db, course_id = coursedir.db_url, coursedir.course_id
+    with Gradebook(db, course_id) as gb:
         try:
             gb.find_assignment(name)
         except MissingEntry:
-            raise FileNotFoundError(f"{course / 'gradebook.db'} has no assignment {name!r}: run "
-                                    f"`nbgrader generate_assignment {name}` in {course} first") from None
-    with tempfile.TemporaryDirectory(prefix="ag-nbgrader-") as tmp:
-        results = grade(release, submitted, GradeOptions(Path(tmp), quiet=quiet)) if submitted else []
+            raise FileNotFoundError(f"{db} has no assignment {name!r}: run `nbgrader generate_assignment {name}` "
+                                    f"in {course} first") from None
+    students_ids = unique_ids([p.parent.parent.name for p in submitted])  # the progress lines name the students
+    with tempfile.TemporaryDirectory(prefix="ag-nbgrader-") as tmp:  # results go to the gradebook, not here
+        options = GradeOptions(Path(tmp), quiet=quiet, trusted=trusted, ids=students_ids, summary=False)
+        results = grade(release, submitted, options) if submitted else []
     scores = _Scores()
     nb_id = Path(notebook).stem
-    with Gradebook(db) as gb, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes nbgrader's own autograde shows too
         warnings.filterwarnings("ignore", module="sqlalchemy")
         for path, result in zip(submitted, results):
             student = path.parent.parent.name
-            gb.update_or_create_student(student)
-            try:
-                gb.find_submission(name, student)
-            except MissingEntry:
-                stamp = path.parent / "timestamp.txt"
-                kwargs = {"timestamp": stamp.read_text().strip()} if stamp.is_file() else {}
-                gb.add_submission(name, student, **kwargs)
-            for check in result.checks:
-                grade_id = ids.get(check.name)
-                if grade_id is None:
-                    continue
-                g = gb.find_grade(grade_id, nb_id, name, student)
-                if check.status in (PENDING, UNGRADED):  # no score yet: flagged for the instructor, never 0
-                    g.auto_score, g.needs_manual_grade = None, True
+            with Gradebook(db, course_id) as gb:
+                gb.update_or_create_student(student)
+                timestamp = coursedir.get_existing_timestamp(str(path.parent))  # as nbgrader autograde reads it
+                if timestamp:
+                    gb.update_or_create_submission(name, student, timestamp=timestamp)
                 else:
-                    g.auto_score, g.needs_manual_grade = check.score, False
-            setup = gb.find_grade(SETUP_ID, nb_id, name, student)
-            setup.auto_score, setup.needs_manual_grade = 0.0, False
-            gb.db.commit()
+                    gb.update_or_create_submission(name, student)
+                for check in result.checks:
+                    grade_id = ids.get(check.name)
+                    if grade_id is None:
+                        continue
+                    g = gb.find_grade(grade_id, nb_id, name, student)
+                    if check.status in (PENDING, UNGRADED):  # no score yet: flagged for the instructor, never 0
+                        g.auto_score, g.needs_manual_grade = None, True
+                    else:
+                        g.auto_score, g.needs_manual_grade = check.score, False
+                setup = gb.find_grade(SETUP_ID, nb_id, name, student)
+                setup.auto_score, setup.needs_manual_grade = 0.0, False
+                gb.db.commit()
+            # the late penalty, by nbgrader's own preprocessor: the course's penalty_method or plugin
+            resources = {"nbgrader": {"notebook": nb_id, "assignment": name, "student": student, "db_url": db}}
+            AssignLatePenalties(config=config).preprocess(nbformat.v4.new_notebook(), resources)
+            with Gradebook(db, course_id) as gb:
+                penalty = gb.find_submission_notebook(nb_id, name, student).late_submission_penalty
+            if penalty:
+                scores.late[student] = penalty
+                result.notes.append(f"Submitted after the due date: the course's late penalty takes {penalty:g} "
+                                    f"point(s) off, so this grade is {max(0.0, result.score - penalty):g} "
+                                    f"/ {result.max_score:g}.")
             autograded = course / "autograded" / student / name / notebook
+            feedback = course / "feedback" / student / name / f"{nb_id}.html"
             autograded.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, autograded)  # formgrader shows this copy when grading written answers
-            feedback = course / "feedback" / student / name / f"{nb_id}.html"
             write_atomic(feedback, submission_html(result, release.config.title))
+            for carried in CARRIED:  # release_feedback finds the student's exchange folder by these
+                if (path.parent / carried).is_file():
+                    for folder in (autograded.parent, feedback.parent):
+                        shutil.copyfile(path.parent / carried, folder / carried)
             scores[student] = result.score
             scores.not_final |= bool(result.ungraded)
     return scores
 
 
 class _Scores(dict):
-    """student -> score; `not_final`: some check could not be graded here (see autograder.judge.Judge.confirm)."""
+    """student -> score; `not_final`: some check could not be graded here (see autograder.judge.Judge.confirm);
+    `late`: student -> the late penalty nbgrader's AssignLatePenalties assigned."""
 
     not_final = False
+
+    def __init__(self):
+        super().__init__()
+        self.late: dict[str, float] = {}

@@ -21,6 +21,7 @@ class GradeOptions:
     summary: bool = True  # write DIR/summary.md and DIR/summary.csv, print a summary at the end
     notes: dict[str, str] = field(default_factory=dict)  # id -> a note for the student (how it was found)
     use_recording: bool = True  # replay the reference as recorded when the recording fits (recording.py)
+    cluster: str | None = None  # a Ray cluster's address ("local": start one here): grading/cluster.py
 
 
 def confinement_for(release: Release, options: "GradeOptions", cuda: bool) -> Confinement:

@@ -120,12 +120,17 @@ class Run:
         """Grade what is left: in this process (one job) or in a pool of grading processes."""
         if not self.todo:
             return
-        if self.jobs == 1:
+        if self.options.cluster:
+            from autograder.grading.cluster import ClusterPool  # Ray is optional: imported only for --cluster
+
+            pool: Pool | ClusterPool = ClusterPool(self.release, self.options, self.status, self.finish)
+        elif self.jobs == 1:
             self._grade_here()
+            return
         else:
             pool = Pool(self.release, self.options, self.status, self.finish)
-            pool.run(self.todo)
-            self.status = self.status or pool.status  # the preflight's line, as a worker would say it
+        pool.run(self.todo)
+        self.status = self.status or pool.status  # the preflight's line, as a worker would say it
 
     def _grade_here(self) -> None:
         grader = Grader(self.release, self.options, self.status, self_grade=len(self.todo) > 1)
@@ -168,7 +173,7 @@ def _grade(release: Release, submissions: list, options: GradeOptions) -> list[S
     ids, notes = _ids_and_notes(submissions, paths, options)
     run = Run(release, options, paths, ids, notes)
     run.refuse({i: s.refused for i, s in enumerate(submissions) if isinstance(s, Submission) and s.refused})
-    if run.todo and run.jobs == 1:  # the fork server imports what the workers will need while this process goes on
+    if run.todo and run.jobs == 1 and not options.cluster:  # the fork server imports what the workers will need while this process goes on
         preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
     run.status = preflight(release, options) if run.todo else ""
     if run.progress.skipped and not options.quiet:

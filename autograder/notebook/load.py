@@ -103,3 +103,23 @@ def _drop_outputs(data: dict) -> None:
     for cell in cells if isinstance(cells, list) else []:
         if isinstance(cell, dict) and "outputs" in cell:
             cell["outputs"] = []
+
+
+def code_digest(source: str) -> str:
+    """A code cell's source as a short digest, blind to trailing spaces and blank lines (what editors change)."""
+    import hashlib
+
+    text = "\n".join(line.rstrip() for line in source.replace("\r\n", "\n").split("\n")).strip("\n")
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
+
+
+def code_digests(nb) -> list[str]:
+    """The digests of a notebook's non-empty code cells, in order (see `code_digest`)."""
+    out = []
+    for cell in nb.get("cells", []):
+        source = cell.get("source", "")
+        if isinstance(source, list):
+            source = "".join(source)
+        if cell.get("cell_type") == "code" and isinstance(source, str) and source.strip():
+            out.append(code_digest(source))
+    return out

@@ -64,7 +64,8 @@ def gradescope_json(result: SubmissionResult) -> dict:
         test = {"name": c.name, "number": str(number), "max_score": c.max_score, "visibility": c.visibility,
                 "output": c.message, "extra_data": {"part": c.part, "status": c.status}}
         if c.status == PENDING:
-            test["output"] = "Pending: " + c.message  # no score yet: neither failed nor 0
+            # no score yet: neither failed nor 0 (said once, whatever the message starts with)
+            test["output"] = c.message if c.message.lower().startswith("pending") else f"Pending: {c.message}"
         elif c.status == UNGRADED:
             test["output"] = "NOT GRADED: " + c.message  # the grader's problem: no score, never 0
         else:
@@ -76,8 +77,8 @@ def gradescope_json(result: SubmissionResult) -> dict:
     summary = [result.not_final_note()] if result.ungraded else []
     summary.append(f"Score: {result.score:g} / {result.max_score:g}")
     if result.pending:
-        summary.append(f"Pending: {len(result.pending)} check(s) worth "
-                       f"{sum(c.max_score for c in result.pending):g} points need a GPU and will be added later.")
+        summary.append(f"Pending: {sum(c.max_score for c in result.pending):g} points ({len(result.pending)} check(s)) "
+                       "are not graded yet; they will be added later and are not lost.")
     if result.error:
         summary.append(result.error)
     summary += result.notes

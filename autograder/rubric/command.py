@@ -19,8 +19,9 @@ from autograder.files import write_atomic
 from autograder.status import PENDING
 
 
-def _config(assignment: str) -> tuple[RubricConfig, str | None, str | None]:
-    """The assignment's rubric settings (from its hidden tests), its title and notebook name."""
+def _config(assignment: str) -> tuple[RubricConfig, str | None, str | None, frozenset[str]]:
+    """The assignment's rubric settings (from its hidden tests), its title, notebook name and the digests of its
+    student notebook's code cells (so that the rubric picks the notebooks `autograder grade` picked)."""
     from autograder.grading import resolve_release
     from autograder.rubric.check import rubric_configs
 
@@ -29,7 +30,7 @@ def _config(assignment: str) -> tuple[RubricConfig, str | None, str | None]:
     except Exception as exc:  # noqa: BLE001 - no release: the defaults of the Transformers & BERT notebook
         print(f"warning: assignment {assignment!r} could not be loaded ({exc}); using the default rubric "
               f"settings", file=sys.stderr)
-        return replace(RubricConfig(), assignment=Path(assignment).name), None, None
+        return replace(RubricConfig(), assignment=Path(assignment).name), None, None, frozenset()
     configs = rubric_configs(release.checks)
     if not configs:
         print(f"warning: {release.config.name} declares no rubric check; using the default rubric settings",
@@ -37,7 +38,8 @@ def _config(assignment: str) -> tuple[RubricConfig, str | None, str | None]:
         configs = [RubricConfig()]
     if len(configs) > 1:
         print("warning: several rubric checks; grading the first", file=sys.stderr)
-    return replace(configs[0], assignment=release.config.name), release.config.title, release.config.notebook
+    return (replace(configs[0], assignment=release.config.name), release.config.title, release.config.notebook,
+            release.student_code)
 
 
 def existing_ids(out_dir: Path) -> dict[str, str]:
@@ -70,9 +72,9 @@ def run(args) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    config, title, notebook_name = _config(args.assignment)
+    config, title, notebook_name, released = _config(args.assignment)
     try:
-        inputs = discover(args.submissions, notebook_name, config.assignment, unpack_dir=None)
+        inputs = discover(args.submissions, notebook_name, config.assignment, unpack_dir=None, released=released)
     except ValueError as exc:
         print(f"error: {exc} (unzip a Gradescope export first: the rubric needs the checkpoints beside the "
               f"notebooks)", file=sys.stderr)

@@ -58,9 +58,10 @@ class RubricOptions:
 
 
 def pending_message(config: RubricConfig, cuda: bool) -> str:
+    """What the student reads while the rubric waits: no instructor's command in it (`autograder grade` tells the
+    instructor what to run), and no "pending" in front (Gradescope's output and the feedback pages add it)."""
     where = ("a GPU, which this grader does not have" if not cuda
              else "a GPU, in a separate grading step")
-    return (f"pending, not failed: these {config.points:g} points are the accuracy rubric, measured by the "
-            f"grader itself on the validation split from your saved model `{config.checkpoint}` on {where}. "
-            f"The instructor runs `autograder rubric {config.assignment} <submissions> --out <results folder>` "
-            f"on a machine with CUDA, which adds the points to this grade. Your other points stand.")
+    return (f"these {config.points:g} points are the accuracy rubric: the grader measures the accuracy of your saved "
+            f"model `{config.checkpoint}` itself, on the validation split, on {where}. They are not lost: they will "
+            f"be added to this grade later. Your other points stand.")
