@@ -12,8 +12,8 @@ reference, the imported libraries), and is given one submission at a time; resul
 which writes them into --out exactly as --jobs does (pool.Pool's `finish`). Student code runs only in the
 workers, confined as anywhere else; a node that cannot confine refuses in its grading process and the
 submission gets the same row as with --jobs. An actor or grading process that dies (a lost node, a killed
-process) costs nothing: its submission is given to another actor, and after POOL_ATTEMPTS deaths gets an error
-row, never a score. The release and the submissions are read by path: every node sees the same paths (a shared
+process) costs nothing: its submission is given to another actor, and after POOL_ATTEMPTS deaths gets a NOT
+GRADED row, never a score. The release and the submissions are read by path: every node sees the same paths (a shared
 filesystem, or the same copy on each node; docs/scale.md).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder.grading.grader import error_result
+from autograder.grading.grader import ungraded_result
 from autograder.grading.options import GradeOptions
 from autograder.grading.pool import GRADING_PROCESS_DIED, POOL_ATTEMPTS, GradingProcess, Task
 from autograder.release import Release
@@ -131,6 +131,6 @@ class ClusterPool:
         self.deaths[task[0]] = self.deaths.get(task[0], 0) + 1
         if self.deaths[task[0]] >= POOL_ATTEMPTS:
             i, path, sub_id = task
-            self.finish(i, error_result(self.release, path, sub_id, f"{GRADING_PROCESS_DIED} ({POOL_ATTEMPTS} times)"))
+            self.finish(i, ungraded_result(self.release, path, sub_id, f"{GRADING_PROCESS_DIED} ({POOL_ATTEMPTS} times)"))
         else:
             todo.insert(0, task)
