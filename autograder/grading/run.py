@@ -42,13 +42,13 @@ def report_grader_problems(results: list[SubmissionResult]) -> None:
     if not causes:
         return
     affected = sum(1 for r in results if r.ungraded)
-    lines = [f"GRADER PROBLEM: the reference solution does not pass {len(causes)} check(s) in this grading "
-             f"environment, so {affected} submission(s) were not graded on them (marked NOT GRADED, never 0; their "
-             "grades are not final):"]
+    lines = [f"GRADER PROBLEM: {len(causes)} check(s) could not be graded here (the reference does not pass them in "
+             f"this environment, or the machine failed the worker running them), so {affected} submission(s) were "
+             "not graded on them (marked NOT GRADED, never 0; their grades are not final):"]
     for name, why in sorted(causes.items()):
         lines.append(f"  - {name}: {'; '.join(sorted(why))}")
-    lines.append("Fix the environment (a module missing, a broken install, a file the reference needs), then grade "
-                 "again with --regrade.")
+    lines.append("Fix the cause (a module missing, a broken install, a file the reference needs, a machine short of "
+                 "memory), then grade again with --regrade.")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
