@@ -1,0 +1,30 @@
+"""Mutation analysis: how many wrong programs made from the reference do the hidden tests let through?
+
+`autograder verify NAME --mutants` makes mutants of the answer key, part by part, and grades them with the
+corpus, in the same batch and the same confined workers as any submission:
+
+1. What is graded (analysis.graded_definitions): every top-level def and class of a solution cell with lines
+   inside its solution regions; its part is the part of the first test cell after it in the source notebook
+   (else the part whose hidden checks read its name). Only the lines a student writes are mutated.
+2. Mutants (operators.py, which says why `ast` and which operators): one mistake each, in one definition;
+   the mutant is the answer key with that definition replaced (corpus.make_notebook). Ids are stable and the
+   order is the text's; `--mutants-limit N` grades a seeded sample of N per part that takes every operator in
+   turn.
+3. Killed: the mutant loses points on a check of its part that the answer key passes. Survived: it does not.
+   A mutant the grader could not grade at all is "not graded" and not counted.
+4. Survivors get two probes, graded in a second batch: the reach probe (the reference with the mutated code
+   replaced by a call that ends the worker: does any check run it?) and the equivalence probe (probe.py: the
+   mutant and the reference run side by side on every call the checks make, and the worker ends at the first
+   difference of results, in-place effects, exceptions or gradients). A survivor the checks run and whose
+   every call answers as the reference's is "probably equivalent" and not counted; a survivor the checks never
+   run, or that answers some call differently, stays a survivor, with that note.
+5. The score of a part: killed / (killed + survived). The report lists every survivor with its diff.
+"""
+from autograder.mutants.analysis import (EQUIVALENT, KILLED, NOT_GRADED, SURVIVED, Definition, Mutant,
+                                         MutationReport, Outcome, PartScore, classify, graded_definitions,
+                                         mutant_notebooks, plan, probe_notebooks, report, settle)
+from autograder.mutants.operators import OPERATORS, Mutation, mutations
+
+__all__ = ["EQUIVALENT", "KILLED", "NOT_GRADED", "OPERATORS", "SURVIVED", "Definition", "Mutant", "Mutation",
+           "MutationReport", "Outcome", "PartScore", "classify", "graded_definitions", "mutant_notebooks",
+           "mutations", "plan", "probe_notebooks", "report", "settle"]
