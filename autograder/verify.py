@@ -6,18 +6,23 @@
 4. The assignment's corpus (solutions/<name>/corpus/, see autograder/corpus.py), if it has one: every
    correct variant gets every point, every wrong submission loses the points it declares, and those
    confined to a part lose none elsewhere.
+5. With `mutants`: how many mutants of the answer key the checks kill, part by part (autograder/mutants/).
+   Survivors are reported, not counted as problems.
 
-All submissions (answer key, student notebook, corpus) are graded in one batch.
+All submissions (answer key, student notebook, corpus, mutants) are graded in one batch; the probes of the
+surviving mutants in a second one.
 """
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from autograder import corpus as corpus_module
+from autograder import mutants as mutants_module
 from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
@@ -30,6 +35,7 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     results: dict = field(default_factory=dict)  # submission id -> SubmissionResult
+    mutation: mutants_module.MutationReport | None = None  # with verify(mutants=True)
 
     @property
     def ok(self) -> bool:
@@ -79,18 +85,38 @@ def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs:
     return dict(zip(submissions, results))
 
 
-def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, jobs: int = 2) -> VerifyReport:
+def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, jobs: int = 2, mutants: bool = False,
+           mutants_limit: int | None = None, mutants_seed: int = 0) -> VerifyReport:
     report = VerifyReport()
     paths = build_and_record(source)
     release = load_release(paths.release)
     config = release.config
     corpus = corpus_module.load_corpus(paths.source) if with_corpus else corpus_module.Corpus([], [])
     student = paths.assignment / config.notebook
+    key = release.dir / "answer_key.ipynb"
+    part_order = list(dict.fromkeys(c.part for c in release.checks))
     with tempfile.TemporaryDirectory(prefix="ag-verify-") as tmp:
         folder = Path(tmp) / "corpus"
-        submissions = {"answer_key": release.dir / "answer_key.ipynb", "student_notebook": student,
+        submissions = {"answer_key": key, "student_notebook": student,
                        **corpus_notebooks(release, corpus, folder, student)}
-        results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if len(corpus) else 1, cuda=cuda)
+        planned: list[mutants_module.Mutant] = []
+        if mutants:
+            started = time.monotonic()
+            definitions, skipped = mutants_module.graded_definitions(paths.source / config.notebook, key,
+                                                                     release.checks, release.helpers)
+            planned, generated = mutants_module.plan(definitions, part_order, mutants_limit, mutants_seed)
+            submissions.update(mutants_module.mutant_notebooks(planned, key, Path(tmp) / "mutants"))
+        batch = len(submissions) > 2
+        results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if batch else 1, cuda=cuda)
+        if mutants:
+            outcomes = mutants_module.classify(planned, results, results["answer_key"])
+            survivors = [o.mutant for o in outcomes if o.verdict == mutants_module.SURVIVED]
+            if survivors:
+                books, reach_of = mutants_module.probe_notebooks(survivors, key, Path(tmp) / "probes")
+                probes = grade_batch(release, books, Path(tmp) / "probes-out", jobs=jobs, cuda=cuda)
+                mutants_module.settle(outcomes, results, probes, reach_of, results["answer_key"])
+            report.mutation = mutants_module.report(outcomes, generated, part_order, skipped,
+                                                    time.monotonic() - started, mutants_limit, mutants_seed)
     report.results = results
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
     for c in ref_result.checks:
@@ -118,4 +144,6 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     leaks = find_leaks(paths.assignment, secret_lines(paths.source))
     report.problems += [f"leak: {leak}" for leak in leaks]
     report.lines.append(f"leak check: {len(leaks)} leaked line(s) in {paths.assignment}")
+    if report.mutation is not None:
+        report.lines += report.mutation.lines()
     return report
