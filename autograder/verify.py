@@ -113,7 +113,8 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
             survivors = [o.mutant for o in outcomes if o.verdict == mutants_module.SURVIVED]
             if survivors:
                 books, reach_of = mutants_module.probe_notebooks(survivors, key, Path(tmp) / "probes")
-                probes = grade_batch(release, books, Path(tmp) / "probes-out", jobs=jobs, cuda=cuda)
+                probes = grade_batch(mutants_module.without_substitution(release), books, Path(tmp) / "probes-out",
+                                     jobs=1, cuda=cuda)
                 mutants_module.settle(outcomes, results, probes, reach_of, results["answer_key"])
             report.mutation = mutants_module.report(outcomes, generated, part_order, skipped,
                                                     time.monotonic() - started, mutants_limit, mutants_seed)

@@ -265,3 +265,19 @@ def test_verify_mutants_on_the_example(example):
     assert any(line.startswith("mutants 1. Normalize: ") for line in report.lines)
     assert any(line.startswith(f"SURVIVED {detached.mutant.id} [detach] TinyLayer") for line in report.lines)
     assert "    +        return torch.relu(self.linear(x).detach())" in report.lines
+
+
+def test_probes_are_graded_without_the_reference_standing_in(example):
+    """A probe ends its worker in a check's first run; a second run with the reference in place of the probed
+    definition (depends_on) would replace that verdict, so the probes' release declares none."""
+    import dataclasses
+
+    from autograder.mutants import without_substitution
+
+    _, _, release = example
+    declaring = dataclasses.replace(release, checks=[dataclasses.replace(c, depends_on=("softmax",))
+                                                     for c in release.checks])
+    probed = without_substitution(declaring)
+    assert [c.name for c in probed.checks] == [c.name for c in release.checks]
+    assert all(c.depends_on == () for c in probed.checks)
+    assert all(c.depends_on == ("softmax",) for c in declaring.checks)

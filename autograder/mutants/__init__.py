@@ -12,19 +12,27 @@ corpus, in the same batch and the same confined workers as any submission:
    turn.
 3. Killed: the mutant loses points on a check of its part that the answer key passes. Survived: it does not.
    A mutant the grader could not grade at all is "not graded" and not counted.
-4. Survivors get two probes, graded in a second batch: the reach probe (the reference with the mutated code
-   replaced by a call that ends the worker: does any check run it?) and the equivalence probe (probe.py: the
-   mutant and the reference run side by side on every call the checks make, and the worker ends at the first
-   difference of results, in-place effects, exceptions or gradients). A survivor the checks run and whose
-   every call answers as the reference's is "probably equivalent" and not counted; a survivor the checks never
-   run, or that answers some call differently, stays a survivor, with that note.
+4. Survivors get two probes, graded in a second batch:
+   - the reach probe: the reference with a call that ends the worker (exit code 87) run just before the
+     mutated code (wrapping the mutated expression, or as a statement before the mutated statement): does any
+     check run that code? It is shared by the mutants of one place.
+   - the equivalence probe (probe.py): the mutant and the reference, the reference run in a forked child on
+     every call the checks make (its side effects die with the child), the worker ending (exit code 86) at the
+     first difference of results, in-place effects, exceptions or gradients.
+   The probes are graded in this process (one job) with no check's `depends_on`, so that no second run with
+   the reference standing in for the probed definition hides what the first run saw. A survivor the checks
+   run, whose every call answers as the reference's and whose probe loses no point the mutant kept, is
+   "probably equivalent" and not counted; every other survivor stays one, with a note: the checks never run
+   it, it answers a call of check X differently, the probe could not compare a call, or the probe changed
+   what a check saw.
 5. The score of a part: killed / (killed + survived). The report lists every survivor with its diff.
 """
 from autograder.mutants.analysis import (EQUIVALENT, KILLED, NOT_GRADED, SURVIVED, Definition, Mutant,
                                          MutationReport, Outcome, PartScore, classify, graded_definitions,
-                                         mutant_notebooks, plan, probe_notebooks, report, settle)
+                                         mutant_notebooks, plan, probe_notebooks, report, settle,
+                                         without_substitution)
 from autograder.mutants.operators import OPERATORS, Mutation, mutations
 
 __all__ = ["EQUIVALENT", "KILLED", "NOT_GRADED", "OPERATORS", "SURVIVED", "Definition", "Mutant", "Mutation",
            "MutationReport", "Outcome", "PartScore", "classify", "graded_definitions", "mutant_notebooks",
-           "mutations", "plan", "probe_notebooks", "report", "settle"]
+           "mutations", "plan", "probe_notebooks", "report", "settle", "without_substitution"]

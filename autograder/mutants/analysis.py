@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import inspect
 import random
@@ -347,6 +348,13 @@ def probe_notebooks(survivors: list[Mutant], answer_key: Path, folder: Path) -> 
                                                                                     "_ag_reach()")},
                                                   prepend=[helper]))
     return books, reach_of
+
+
+def without_substitution(release):
+    """`release` with no check's `depends_on`: the probes are graded so. A check that a probe ends in its first
+    run would otherwise run again with the reference standing in for the probed definition, and that second
+    run, which never calls the probe, would replace the first run's verdict."""
+    return dataclasses.replace(release, checks=[dataclasses.replace(c, depends_on=()) for c in release.checks])
 
 
 # -- outcomes -----------------------------------------------------------------------------------------------
