@@ -111,11 +111,16 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
         if mutants:
             outcomes = mutants_module.classify(planned, results, results["answer_key"])
             survivors = [o.mutant for o in outcomes if o.verdict == mutants_module.SURVIVED]
+            probe_release = mutants_module.without_substitution(release)  # one job: this process grades it
             if survivors:
-                books, reach_of = mutants_module.probe_notebooks(survivors, key, Path(tmp) / "probes")
-                probes = grade_batch(mutants_module.without_substitution(release), books, Path(tmp) / "probes-out",
-                                     jobs=1, cuda=cuda)
-                mutants_module.settle(outcomes, results, probes, reach_of, results["answer_key"])
+                books = mutants_module.probe_notebooks(survivors, key, Path(tmp) / "probes")
+                probes = grade_batch(probe_release, books, Path(tmp) / "probes-out", jobs=1, cuda=cuda)
+                candidates = mutants_module.settle_same(outcomes, results, probes)
+                if candidates:
+                    books, reach_of = mutants_module.reach_notebooks([o.mutant for o in candidates], key,
+                                                                      Path(tmp) / "reach")
+                    probes = grade_batch(probe_release, books, Path(tmp) / "reach-out", jobs=1, cuda=cuda)
+                    mutants_module.settle_reach(candidates, probes, reach_of, results["answer_key"])
             report.mutation = mutants_module.report(outcomes, generated, part_order, skipped,
                                                     time.monotonic() - started, mutants_limit, mutants_seed)
     report.results = results

@@ -12,13 +12,14 @@ corpus, in the same batch and the same confined workers as any submission:
    turn.
 3. Killed: the mutant loses points on a check of its part that the answer key passes. Survived: it does not.
    A mutant the grader could not grade at all is "not graded" and not counted.
-4. Survivors get two probes, graded in a second batch:
-   - the reach probe: the reference with a call that ends the worker (exit code 87) run just before the
-     mutated code (wrapping the mutated expression, or as a statement before the mutated statement): does any
-     check run that code? It is shared by the mutants of one place.
-   - the equivalence probe (probe.py): the mutant and the reference, the reference run in a forked child on
-     every call the checks make (its side effects die with the child), the worker ending (exit code 86) at the
-     first difference of results, in-place effects, exceptions or gradients.
+4. Survivors get two probes:
+   - the equivalence probe (probe.py), graded in a second batch: the mutant and the reference, the reference
+     run in a forked child on every call the checks make (its side effects die with the child), the worker
+     ending (exit code 86) at the first difference of results, in-place effects, exceptions or gradients;
+   - the reach probe, graded in a third batch for the survivors that answered every call as the reference (a
+     difference shows the mutated code ran): the reference with a call that ends the worker (exit code 87)
+     run just before the mutated code (wrapping the mutated expression, or as a statement before the mutated
+     statement), one per place: does any check run that code?
    The probes are graded in this process (one job) with no check's `depends_on`, so that no second run with
    the reference standing in for the probed definition hides what the first run saw. A survivor the checks
    run, whose every call answers as the reference's and whose probe loses no point the mutant kept, is
@@ -29,10 +30,11 @@ corpus, in the same batch and the same confined workers as any submission:
 """
 from autograder.mutants.analysis import (EQUIVALENT, KILLED, NOT_GRADED, SURVIVED, Definition, Mutant,
                                          MutationReport, Outcome, PartScore, classify, graded_definitions,
-                                         mutant_notebooks, plan, probe_notebooks, report, settle,
-                                         without_substitution)
+                                         mutant_notebooks, plan, probe_notebooks, reach_notebooks, report,
+                                         settle_reach, settle_same, without_substitution)
 from autograder.mutants.operators import OPERATORS, Mutation, mutations
 
 __all__ = ["EQUIVALENT", "KILLED", "NOT_GRADED", "OPERATORS", "SURVIVED", "Definition", "Mutant", "Mutation",
            "MutationReport", "Outcome", "PartScore", "classify", "graded_definitions", "mutant_notebooks",
-           "mutations", "plan", "probe_notebooks", "report", "settle", "without_substitution"]
+           "mutations", "plan", "probe_notebooks", "reach_notebooks", "report", "settle_reach", "settle_same",
+           "without_substitution"]

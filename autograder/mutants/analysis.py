@@ -324,21 +324,22 @@ def probe_source(mutant: Mutant) -> str:
     return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
 
-def probe_notebooks(survivors: list[Mutant], answer_key: Path, folder: Path) -> tuple[dict[str, Path],
-                                                                                       dict[str, str]]:
-    """Notebooks of the two probes of each survivor: {id: notebook}, and {mutant id: its reach probe's id}.
+def probe_notebooks(survivors: list[Mutant], answer_key: Path, folder: Path) -> dict[str, Path]:
+    """The equivalence probe of each survivor, `<id>-same` (a class without a forward method has none)."""
+    helper = PROBE_SOURCE.read_text(encoding="utf-8")
+    return {f"{m.id}-same": make_notebook(folder / f"{m.id}-same.ipynb", answer_key,
+                                          Edits(definitions={m.definition.name: probe_source(m)}, prepend=[helper]))
+            for m in survivors if m.definition.kind == "def" or m.definition.forward}
 
-    - `<id>-same`: the equivalence probe (classes without a forward method have none);
-    - `reach-...`: the reference with the mutated code replaced by `_ag_reach()` first: the worker ends when the
-      checks run that code (shared by the mutants of one place)."""
+
+def reach_notebooks(mutants: list[Mutant], answer_key: Path, folder: Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """The reach probes of `mutants`: the reference with `_ag_reach()` (which ends the worker) run just before the
+    mutated code, one per place; {id: notebook} and {mutant id: its reach probe's id}."""
     helper = PROBE_SOURCE.read_text(encoding="utf-8")
     books: dict[str, Path] = {}
     reach_of: dict[str, str] = {}
-    for m in survivors:
+    for m in mutants:
         d = m.definition
-        if d.kind == "def" or d.forward:
-            books[f"{m.id}-same"] = make_notebook(folder / f"{m.id}-same.ipynb", answer_key,
-                                                  Edits(definitions={d.name: probe_source(m)}, prepend=[helper]))
         start, end, kind = m.mutation.anchor
         reach_id = f"reach-{_slug(d.name)}-{start}-{end}-{kind}"
         reach_of[m.id] = reach_id
@@ -382,42 +383,55 @@ def classify(mutants: list[Mutant], results: dict, key_result) -> list[Outcome]:
     return out
 
 
-def settle(outcomes: list[Outcome], plain: dict, probes: dict, reach_of: dict[str, str], key_result) -> None:
-    """Survivors whose probes show the reference's behaviour on every call of the checks become probably
-    equivalent; the others get a note: never run by the checks, or where the probe saw them differ."""
-    key_scores = {c.name: c.score for c in key_result.checks}
+def _add_note(outcome: Outcome, note: str) -> None:
+    outcome.note = "; ".join(filter(None, [outcome.note, note]))
+
+
+def settle_same(outcomes: list[Outcome], plain: dict, probes: dict) -> list[Outcome]:
+    """Notes on the survivors from their equivalence probes. Returns the survivors that answered every call as
+    the reference (and those without a probe): their reach probes decide."""
+    undecided_ones = []
     for o in outcomes:
         if o.verdict != SURVIVED:
             continue
-        m = o.mutant
-        reach = probes.get(reach_of.get(m.id, ""))
-        reached = reach is not None and not reach.error and any(
-            REACHED in c.message or c.score < key_scores.get(c.name, 0.0) for c in reach.checks)
-        if reach is not None and not reach.error and not reached:
-            o.note = "; ".join(filter(None, [o.note, "no check runs the mutated code"]))
-            continue
-        same = probes.get(f"{m.id}-same")
+        same = probes.get(f"{o.mutant.id}-same")
         if same is None:
-            o.note = "; ".join(filter(None, [o.note, "no equivalence probe for a class without forward()"]))
+            undecided_ones.append(o)
             continue
         if same.error:
-            o.note = "; ".join(filter(None, [o.note, f"equivalence probe not graded: {same.error.splitlines()[0]}"]))
+            _add_note(o, f"equivalence probe not graded: {same.error.splitlines()[0]}")
             continue
-        before = {c.name: c.score for c in plain[m.id].checks}
+        before = {c.name: c.score for c in plain[o.mutant.id].checks}
         differs = [c.name for c in same.checks if DIVERGED in c.message]
         undecided = [c.name for c in same.checks if UNDECIDED in c.message]
         upset = [c.name for c in same.checks if c.score < before.get(c.name, 0.0)]
         if differs:
-            why = f"it answers a call of {differs[0]!r} differently from the reference"
+            _add_note(o, f"it answers a call of {differs[0]!r} differently from the reference")
         elif undecided:
-            why = f"the probe could not compare a call of {undecided[0]!r}"
+            _add_note(o, f"the probe could not compare a call of {undecided[0]!r}")
         elif upset:
-            why = f"the probe changed what {upset[0]!r} saw: equivalence not established"
+            _add_note(o, f"the probe changed what {upset[0]!r} saw: equivalence not established")
+        else:
+            undecided_ones.append(o)
+    return undecided_ones
+
+
+def settle_reach(candidates: list[Outcome], probes: dict, reach_of: dict[str, str], key_result) -> None:
+    """The survivors `settle_same` left: probably equivalent when the checks run the mutated code (a mutant that
+    answered every call of the checks as the reference); else survivors, noting that no check runs it."""
+    key_scores = {c.name: c.score for c in key_result.checks}
+    for o in candidates:
+        reach = probes.get(reach_of.get(o.mutant.id, ""))
+        if reach is None or reach.error:
+            _add_note(o, "reach probe not graded" + (f": {reach.error.splitlines()[0]}" if reach else ""))
+            continue
+        if not any(REACHED in c.message or c.score < key_scores.get(c.name, 0.0) for c in reach.checks):
+            _add_note(o, "no check runs the mutated code")
+        elif o.mutant.definition.kind == "class" and not o.mutant.definition.forward:
+            _add_note(o, "no equivalence probe for a class without forward()")
         else:
             o.verdict = EQUIVALENT
             o.note = "it answers every call of the checks as the reference does"
-            continue
-        o.note = "; ".join(filter(None, [o.note, why]))
 
 
 def report(outcomes: list[Outcome], generated: dict[str, int], part_order: list[str], skipped: list[str],
