@@ -8,20 +8,25 @@
    correct variant gets every point, every wrong submission loses the points it declares, and those
    confined to a part lose none elsewhere.
 5. At least one check is graded automatically (an assignment of manual points only, or of none, fails).
+6. With `mutants`: how many mutants of the answer key the checks kill, part by part (autograder/mutants/).
+   Survivors are reported, not counted as problems.
 
 Points graded by hand (nbgrader's written answers, free-response code cells and tasks; `manual` checks of
 the test files) are listed, so that none vanish from the totals unnoticed. All submissions (answer key,
-student notebook, corpus) are graded in one batch.
+student notebook, corpus, mutants) are graded in one batch; the probes of the
+surviving mutants in a second one.
 """
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from autograder import corpus as corpus_module
+from autograder import mutants as mutants_module
 from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
@@ -37,6 +42,7 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     results: dict = field(default_factory=dict)  # submission id -> SubmissionResult
+    mutation: mutants_module.MutationReport | None = None  # with verify(mutants=True)
 
     @property
     def ok(self) -> bool:
@@ -91,18 +97,44 @@ def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs:
     return dict(zip(submissions, results))
 
 
-def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, jobs: int = 2) -> VerifyReport:
+def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, jobs: int = 2, mutants: bool = False,
+           mutants_limit: int | None = None, mutants_seed: int = 0) -> VerifyReport:
     report = VerifyReport()
     paths = build_and_record(source)
     release = load_release(paths.release)
     config = release.config
     corpus = corpus_module.load_corpus(paths.source) if with_corpus else corpus_module.Corpus([], [])
     student = paths.assignment / config.notebook
+    key = release.dir / "answer_key.ipynb"
+    part_order = list(dict.fromkeys(c.part for c in release.checks))
     with tempfile.TemporaryDirectory(prefix="ag-verify-") as tmp:
         folder = Path(tmp) / "corpus"
-        submissions = {"answer_key": release.dir / "answer_key.ipynb", "student_notebook": student,
+        submissions = {"answer_key": key, "student_notebook": student,
                        **corpus_notebooks(release, corpus, folder, student)}
-        results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if len(corpus) else 1, cuda=cuda)
+        planned: list[mutants_module.Mutant] = []
+        if mutants:
+            started = time.monotonic()
+            definitions, skipped = mutants_module.graded_definitions(paths.source / config.notebook, key,
+                                                                     release.checks, release.helpers)
+            planned, generated = mutants_module.plan(definitions, part_order, mutants_limit, mutants_seed)
+            submissions.update(mutants_module.mutant_notebooks(planned, key, Path(tmp) / "mutants"))
+        batch = len(submissions) > 2
+        results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if batch else 1, cuda=cuda)
+        if mutants:
+            outcomes = mutants_module.classify(planned, results, results["answer_key"])
+            survivors = [o.mutant for o in outcomes if o.verdict == mutants_module.SURVIVED]
+            probe_release = mutants_module.without_substitution(release)  # one job: this process grades it
+            if survivors:
+                books = mutants_module.probe_notebooks(survivors, key, Path(tmp) / "probes")
+                probes = grade_batch(probe_release, books, Path(tmp) / "probes-out", jobs=1, cuda=cuda)
+                candidates = mutants_module.settle_same(outcomes, results, probes)
+                if candidates:
+                    books, reach_of = mutants_module.reach_notebooks([o.mutant for o in candidates], key,
+                                                                      Path(tmp) / "reach")
+                    probes = grade_batch(probe_release, books, Path(tmp) / "reach-out", jobs=1, cuda=cuda)
+                    mutants_module.settle_reach(candidates, probes, reach_of, results["answer_key"])
+            report.mutation = mutants_module.report(outcomes, generated, part_order, skipped,
+                                                    time.monotonic() - started, mutants_limit, mutants_seed)
     report.results = results
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
     report.problems += reference_problems(ref_result, report.lines)
@@ -122,6 +154,8 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     leaks = find_leaks(paths.assignment, secret_lines(paths.source))
     report.problems += [f"leak: {leak}" for leak in leaks]
     report.lines.append(f"leak check: {len(leaks)} leaked line(s) in {paths.assignment}")
+    if report.mutation is not None:
+        report.lines += report.mutation.lines()
     return report
 
 

@@ -215,6 +215,10 @@ BUGS: list[Bug] = [
         {"weights = self.attn_dropout(torch.softmax(scores, dim=-1))":
          "weights = F.dropout(torch.softmax(scores, dim=-1), p=self.attn_dropout.p, training=True)"},
         {L_CONFIG: "training=True"}, "functional dropout left on in eval()", confined_to=P4),
+    Bug("attention_dropout_on_the_scores",
+        {"weights = self.attn_dropout(torch.softmax(scores, dim=-1))":
+         "weights = torch.softmax(self.attn_dropout(scores), dim=-1)"},
+        {L_PAD: "after the softmax"}, "dropout on the scores: in train() padded keys get weight", confined_to=P4),
     Bug("layers_not_chained",
         {"            hidden = layer(hidden, bias)  # (B, T, E)\n        return hidden":
          "            out = layer(hidden, bias)  # (B, T, E)\n        return out"},

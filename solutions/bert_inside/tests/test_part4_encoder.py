@@ -50,6 +50,22 @@ def bi_probe_encoder(config):
 def bi_probe_records(encoder):
     """Per stand-in layer, in the order of encoder.layers: its creation index and the calls it got."""
     return [{"index": layer.index, "calls": layer.calls} for layer in encoder.layers]
+
+
+def bi_train_pair(layer, first, second, bias, seed):
+    """The layer in train() mode on two inputs, the random generators seeded alike before each call (the same
+    dropout draws for inputs of one shape); eval() mode after."""
+    from autograder.seeding import seed_torch
+
+    layer.train()
+    try:
+        seed_torch(seed)
+        a = layer(first, bias)
+        seed_torch(seed)
+        b = layer(second, bias)
+    finally:
+        layer.eval()
+    return a, b
 ''')
 
 
@@ -182,6 +198,17 @@ def layer_padding(sub, ref):
     if not close(a[real], b[real], atol=1e-4):
         raise Fail("changing the hidden states at padded positions changed the outputs at real positions: add the bias "
                    "(0 for real keys, huge and negative for padded ones) to the attention scores before the softmax")
+    # in train() too: dropout on the scores (before the softmax) zeroes some of the padded keys' huge negative
+    # bias, and they get weight; on the weights (after it) their zeros stay zeros
+    student = build(sub, "EncoderLayer", remote_config(sub, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.5),
+                    what="EncoderLayer(config)")
+    load(sub, student, layer_state(cfg, 421), "EncoderLayer", LAYER_NAMES)
+    a, b = (tensor_out(t, "EncoderLayer.forward's output", hidden.shape).double()
+            for t in sub.helpers.bi_train_pair(student, hidden, changed, bias_, 424))
+    if not close(a[real], b[real], atol=1e-4):
+        raise Fail("in train() mode (attention dropout 0.5, the same random draws for both inputs), changing the hidden "
+                   "states at padded positions changed the outputs at real positions: apply attn_dropout to the "
+                   "attention weights after the softmax; dropout on the scores lets padded keys through")
 
 
 @check("encoder layer: intermediate size, heads, dropout rates and eps from the config; dropout in train() only",
