@@ -145,6 +145,16 @@ def replace_definition(source: str, name: str, new: str) -> str | None:
     """`source` with the top-level `def name` / `class name` (up to the next top-level statement or the
     end) replaced by `new`; None if the cell does not define `name`."""
     lines = source.split("\n")
+    span = definition_lines(lines, name)
+    if span is None:
+        return None
+    start, end = span
+    return "\n".join(lines[:start] + new.rstrip("\n").split("\n") + lines[end:])
+
+
+def definition_lines(lines: list[str], name: str) -> tuple[int, int] | None:
+    """[start, end) of the top-level `def name` / `class name` among `lines`: up to the next top-level
+    statement or the end, without the blank lines that separate it from what follows."""
     start = next((i for i, line in enumerate(lines) if re.match(rf"(def|class) {re.escape(name)}\b", line)), None)
     if start is None:
         return None
@@ -152,8 +162,8 @@ def replace_definition(source: str, name: str, new: str) -> str | None:
     while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t#)"):
         end += 1
     while end > start + 1 and not lines[end - 1].strip():
-        end -= 1  # keep the blank lines that separate it from what follows
-    return "\n".join(lines[:start] + new.rstrip("\n").split("\n") + lines[end:])
+        end -= 1
+    return start, end
 
 
 def _grade_id(cell) -> str | None:

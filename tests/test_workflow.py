@@ -3,7 +3,6 @@
 credentials left where student code runs."""
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shlex
@@ -13,6 +12,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+from autograder.export.gradescope import top_level_imports
 
 yaml = pytest.importorskip("yaml")
 
@@ -176,19 +177,8 @@ def test_installs_what_every_assignment_imports(workflow):
     providers = importlib.metadata.packages_distributions()
     for toml in sorted((ROOT / "solutions").glob("*/assignment.toml")):
         notebook = toml.parent / tomllib.loads(toml.read_text())["notebook"]
-        modules = set()
-        for cell in json.loads(notebook.read_text())["cells"]:
-            if cell["cell_type"] != "code":
-                continue
-            try:
-                tree = ast.parse("".join(cell["source"]))
-            except SyntaxError:
-                continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    modules |= {a.name.split(".")[0] for a in node.names}
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    modules.add(node.module.split(".")[0])
+        cells = json.loads(notebook.read_text())["cells"]
+        modules = top_level_imports(["".join(c["source"]) for c in cells if c["cell_type"] == "code"])
         for module in sorted(modules - set(sys.stdlib_module_names)):
             dists = {re.sub(r"[-_.]+", "-", d).lower() for d in providers.get(module, [])}
             assert dists & installed, f"{notebook.name} imports {module}, which the workflow does not install"

@@ -147,12 +147,11 @@ def core_requirements() -> list[str]:
     return [r for r in importlib.metadata.requires(DISTRIBUTION) or [] if "extra ==" not in r]
 
 
-def notebook_distributions(import_sources: list[str]) -> tuple[list[str], list[str]]:
-    """Installed distributions providing the modules the notebook imports; and modules found nowhere."""
-    import importlib.metadata
-
+def top_level_imports(sources: list[str]) -> set[str]:
+    """The top-level module names that the import statements of `sources` import (sources that do not parse
+    are skipped)."""
     modules = set()
-    for source in import_sources:
+    for source in sources:
         try:
             tree = ast.parse(source)
         except SyntaxError:
@@ -162,6 +161,14 @@ def notebook_distributions(import_sources: list[str]) -> tuple[list[str], list[s
                 modules |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 modules.add(node.module.split(".")[0])
+    return modules
+
+
+def notebook_distributions(import_sources: list[str]) -> tuple[list[str], list[str]]:
+    """Installed distributions providing the modules the notebook imports; and modules found nowhere."""
+    import importlib.metadata
+
+    modules = top_level_imports(import_sources)
     providers = importlib.metadata.packages_distributions()
     dists, unknown = [], []
     for module in sorted(modules - set(sys.stdlib_module_names) - {"autograder", "__future__"}):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.corpus import Edits, make_notebook
+from autograder.corpus import Edits, definition_lines, make_notebook
 from autograder.mutants.operators import OPERATORS, Mutation, mutations, reach_source
 from autograder.notebook.markers import SOLUTION, cell_source, find_regions, is_test_cell, nbgrader_meta
 from autograder.status import PENDING, UNGRADED
@@ -135,20 +135,6 @@ def _percent(score: float | None) -> str:
 
 
 # -- what is graded, part by part ---------------------------------------------------------------------------
-
-def definition_lines(lines: list[str], name: str) -> tuple[int, int] | None:
-    """[start, end) of the top-level `def name` / `class name` among `lines`, as corpus.replace_definition
-    delimits it (so that a mutant replaces exactly this text)."""
-    start = next((i for i, line in enumerate(lines) if re.match(rf"(def|class) {re.escape(name)}\b", line)), None)
-    if start is None:
-        return None
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t#)"):
-        end += 1
-    while end > start + 1 and not lines[end - 1].strip():
-        end -= 1
-    return start, end
-
 
 def _solution_text(cell) -> tuple[list[str], list[bool]]:
     """The cell's lines as the answer key has them (markers removed), each with whether a student writes it."""

@@ -46,6 +46,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from autograder.notebook.extract import dotted
+
 OPERATORS = ("scale", "dim", "transpose", "mask", "dropout", "residual", "addend", "layernorm", "activation",
              "detach", "mode", "step_order", "off_by_one", "label", "swap_args", "reduction", "compare",
              "constant", "statement")
@@ -99,17 +101,6 @@ _NO_SWAP_CALLS = {"isinstance", "issubclass", "print", "getattr", "setattr", "ha
                   "enumerate", "dict", "format",
                   "transpose", "swapaxes", "permute", "view", "reshape"}  # the last five: the transpose operator
 _COMPOUND = (ast.BinOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.UnaryOp, ast.Lambda, ast.NamedExpr)
-
-
-def dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _call_name(node: ast.AST) -> str:

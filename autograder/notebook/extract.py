@@ -94,7 +94,8 @@ class Extraction:
         return hints
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted(node: ast.AST) -> str | None:
+    """`a.b.c` of an attribute chain ending in a name; None for anything else."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -108,7 +109,7 @@ def _dotted(node: ast.AST) -> str | None:
 def _is_simple(node: ast.AST) -> bool:
     """A constant-like expression: literals, names, attribute chains, arithmetic, allowed calls."""
     if isinstance(node, ast.Call):
-        return (_dotted(node.func) in _ALLOWED_CALLS and all(_is_simple(a) for a in node.args)
+        return (dotted(node.func) in _ALLOWED_CALLS and all(_is_simple(a) for a in node.args)
                 and all(_is_simple(k.value) for k in node.keywords))
     if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Await,
                          ast.Yield, ast.YieldFrom, ast.NamedExpr)):
