@@ -79,7 +79,8 @@ class Run:
         self.prints = [fingerprint(path, release_id) for path in paths]
         self.results: list[SubmissionResult | None] = [None] * len(paths)
         # results of earlier commands in the same folder: the tables list them too
-        self.earlier = {k: v for k, v in results_in(self.out).items() if k not in set(ids)}
+        this_run = set(ids)
+        self.earlier = {k: v for k, v in results_in(self.out).items() if k not in this_run}
         self.todo = []
         for i, (path, sub_id) in enumerate(zip(paths, ids)):
             earlier = None if options.regrade else previous(self.out, sub_id, self.prints[i])
