@@ -61,9 +61,12 @@ class Release:
 
 
 def names_read(cell_sources: list[str], test_sources: list[str]) -> set[str]:
-    """Names checks read from a submission: every name a notebook test cell uses, and every `sub.NAME` of the
-    hidden test files. Extraction runs the assignments that bind them (notebook/extract.py)."""
+    """Names checks read from a submission: every name a notebook test cell reads before binding it itself
+    (a test cell's own `batch = ...` does not make the notebook's `batch` a dependency), and every `sub.NAME`
+    of the hidden test files. Extraction runs the assignments that bind them (notebook/extract.py)."""
     import ast
+
+    from .notebook.extract import reads_from_outside
 
     def walk(source: str):
         try:
@@ -71,8 +74,7 @@ def names_read(cell_sources: list[str], test_sources: list[str]) -> set[str]:
         except SyntaxError:
             return []
 
-    names = {node.id for source in cell_sources for node in walk(source)
-             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    names = {name for source in cell_sources for name in reads_from_outside(source)}
     names |= {node.attr for source in test_sources for node in walk(source)
               if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sub"}
     return names

@@ -4,7 +4,8 @@ the assignments those need.
 Kept: top-level imports, functions, classes and simple constant assignments, and every other top-level
 assignment that a kept statement uses, directly or through other such assignments (a module-level
 `loss_fn = nn.CrossEntropyLoss(...)` read inside a function; `model = ...` and `history = train(...)`
-that nothing uses are not run). Calls, loops and demos are dropped, and so are cells tagged
+that nothing uses are not run; an assignment that downloads from a hub or loads a dataset is never run, even
+when something uses it). Calls, loops and demos are dropped, and so are cells tagged
 `skip-grading` and the notebook's test cells (the grader runs the instructor's copies of those). Each
 kept statement becomes a `Unit` that the worker runs on its own (with its own time limit), so one
 failing definition does not take the others with it. Every top-level binding that is not run is
@@ -183,6 +184,26 @@ _NOT_RUN = {
     ast.With: "a `with` block at the top level of a cell is never run by the grader",
     ast.AsyncWith: "a `with` block at the top level of a cell is never run by the grader",
 }
+# Calls that download from the Hugging Face Hub or another hub, or load a whole dataset: at load time they wait
+# on the network (tens of seconds offline) or read gigabytes, and a check never needs their result from the
+# notebook (checks build their own models and data).
+_LOAD_TIME_DOWNLOADS = ("from_pretrained", "load_dataset", "load_from_disk", "hf_hub_download", "snapshot_download",
+                        "torch.hub.load", "pipeline", "SentenceTransformer", "fetch_openml", "urlretrieve",
+                        "requests.get", "download_url")
+DOWNLOADS = ("it downloads a model or reads a dataset when it runs (`{call}`); the grader never runs such "
+             "lines from a notebook: define what a function needs inside it, or take it as an argument")
+
+
+def _download_call(node: ast.AST) -> str | None:
+    """The first hub download or dataset load a statement calls, as written (`AutoModel.from_pretrained`)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            name = dotted(sub.func) or ""
+            if any(name == d or name.endswith("." + d) for d in _LOAD_TIME_DOWNLOADS):
+                return name
+    return None
+
+
 UNUSED = ("the grader runs definitions, imports, constants and the assignments they use; no function or class "
           "of the notebook uses this name")
 
@@ -314,12 +335,16 @@ def extract(nb, uses=()) -> Extraction:
     candidates = [st for st in statements if st.unit is None
                   and isinstance(st.node, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
     chosen: set[int] = set()
+    downloads: set[int] = set()  # needed, but never run (see _LOAD_TIME_DOWNLOADS)
     changed = True
     while changed:
         changed = False
         for i, st in enumerate(candidates):
             binds = _assigned_names(st.node) + [n for n in [_mutated_name(st.node)] if n]
-            if i not in chosen and needed.intersection(binds):
+            if i not in chosen and i not in downloads and needed.intersection(binds):
+                if _download_call(st.node):
+                    downloads.add(i)
+                    continue
                 chosen.add(i)
                 needed |= _loaded_names(st.node)
                 changed = True
@@ -331,6 +356,8 @@ def extract(nb, uses=()) -> Extraction:
         names = sorted(set(_assigned_names(st.node)))
         if i in chosen:
             units.append(Unit(st.cell, st.line, st.source, names, "assignment"))
+        elif i in downloads:
+            not_run.append(NotRun(st.cell, st.line, names, DOWNLOADS.format(call=_download_call(st.node))))
         elif names:
             not_run.append(NotRun(st.cell, st.line, names, UNUSED))
     units.sort(key=lambda u: (u.cell, u.line))
@@ -341,3 +368,95 @@ def module_source(extraction: Extraction) -> str:
     """The units as one readable Python module (the answer key's reference.py)."""
     parts = [f"# cell {u.cell}, line {u.line}\n{u.source}\n" for u in extraction.units]
     return "\n".join(parts)
+
+
+class _ReadsBeforeBinding(ast.NodeVisitor):
+    """Walks a cell in the order Python runs it and collects the names read before the cell binds them.
+
+    `batch = next(iter(loader)); model(batch)` reads `loader` from outside but not `batch`: the cell binds
+    `batch` first. The value of an assignment is visited before its targets, a loop's iterable before its
+    target, and a comprehension's own variables stay inside it."""
+
+    def __init__(self) -> None:
+        self.bound: set[str] = set()
+        self.reads: set[str] = set()
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            if node.id not in self.bound:
+                self.reads.add(node.id)
+        else:
+            self.bound.add(node.id)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self.visit(target)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self.visit(node.target)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.visit(node.value)
+        if isinstance(node.target, ast.Name) and node.target.id not in self.bound:
+            self.reads.add(node.target.id)  # `x += 1` reads x first
+        self.visit(node.target)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self.visit(node.target)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self.visit(node.target)
+        for stmt in node.body + node.orelse:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For
+
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        self.bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+
+    visit_ImportFrom = visit_Import
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        for expr in node.decorator_list:
+            self.visit(expr)
+        # A function runs later, when every binding of the cell before its call exists: what it reads from
+        # the globals and the cell never binds comes from outside.
+        inner = global_references(ast.unparse(node)) - {node.name}
+        self.reads |= {name for name in inner if name not in self.bound}
+        self.bound.add(node.name)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_ClassDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.reads |= {name for name in global_references(ast.unparse(node)) if name not in self.bound}
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        outer = set(self.bound)
+        for generator in node.generators:
+            self.visit(generator.iter)
+            self.visit(generator.target)
+            for condition in generator.ifs:
+                self.visit(condition)
+        for part in ([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]):
+            self.visit(part)
+        self.bound = outer  # the comprehension's variables do not leak out
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
+
+def reads_from_outside(source: str) -> set[str]:
+    """Names a cell reads that it has not bound itself when it reads them (what it needs from elsewhere)."""
+    try:
+        tree = ast.parse(strip_ipython(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    walker = _ReadsBeforeBinding()
+    for stmt in tree.body:
+        walker.visit(stmt)
+    return walker.reads

@@ -1,0 +1,68 @@
+"""What extraction runs from a notebook: only the statements the grader must run (notebook/extract.py)."""
+import nbformat
+
+from autograder.notebook.extract import extract, reads_from_outside
+from autograder.release import names_read
+
+
+def notebook(*cells: str):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    return nb
+
+
+def run_sources(nb, uses) -> list[str]:
+    return [u.source for u in extract(nb, uses).units]
+
+
+def test_a_name_a_test_cell_binds_first_is_not_read_from_the_notebook():
+    test_cell = "batch = next(iter(loader))\nlogits = model(batch)\nassert logits.shape == (2, 2)"
+    assert reads_from_outside(test_cell) >= {"loader", "model"}
+    assert not reads_from_outside(test_cell) & {"batch", "logits"}
+
+
+def test_reads_follow_the_order_python_runs_a_cell():
+    assert "x" in reads_from_outside("x += 1")  # read before it is bound
+    assert "y" in reads_from_outside("y = y + 1")
+    assert "b" not in reads_from_outside("for b in data:\n    f(b)")
+    assert "q" in reads_from_outside("[q for q in items]\nq")  # a comprehension's variable stays inside it
+    assert "z" in reads_from_outside("def g():\n    return z\nz = 1")  # g may run before z is bound
+    assert "torch" not in reads_from_outside("import torch\ntorch.zeros(1)")
+
+
+def test_scratch_code_binding_a_test_cells_own_name_is_not_run():
+    nb = notebook("import torch\ndef predict(x):\n    return x * 2",
+                  "batch = predict(torch.ones(3))  # scratch: slow in a real notebook",
+                  "logits = predict(batch)")
+    uses = names_read(["batch = torch.zeros(3)\nlogits = predict(batch)\nassert logits.sum() == 0"], [])
+    sources = run_sources(nb, uses)
+    assert "batch = predict(torch.ones(3))  # scratch: slow in a real notebook" not in sources
+    assert not any(s.startswith("logits") for s in sources)
+
+
+def test_a_name_the_test_cell_reads_from_the_notebook_is_still_run():
+    nb = notebook("import torch", "weights = torch.ones(3) * 2")
+    uses = names_read(["assert weights.sum() == 6"], [])
+    assert "weights = torch.ones(3) * 2" in run_sources(nb, uses)
+
+
+def test_hub_downloads_and_dataset_loads_are_never_run_and_say_why():
+    nb = notebook("from transformers import AutoTokenizer\nfrom datasets import load_dataset",
+                  "tokenizer = AutoTokenizer.from_pretrained('bert-base-uncased')",
+                  "imdb = load_dataset('imdb')",
+                  "def encode(text):\n    return tokenizer(text)\ndef first():\n    return imdb['train'][0]")
+    extraction = extract(nb)
+    assert not any("from_pretrained" in u.source or "load_dataset('imdb')" in u.source for u in extraction.units)
+    hints = extraction.unbound_hints()
+    assert "AutoTokenizer.from_pretrained" in hints["tokenizer"] and "cell 2, line 1" in hints["tokenizer"]
+    assert "load_dataset" in hints["imdb"]
+
+
+def test_assignments_a_download_would_feed_are_not_pulled_in_by_it():
+    nb = notebook("import torch\nfrom transformers import AutoModel",
+                  "size = 4",
+                  "model = AutoModel.from_pretrained(f'bert-{size}')",
+                  "def embed(x):\n    return model(x)")
+    names = {n for u in extract(nb).units for n in u.names}
+    assert "model" not in names
+    assert "embed" in names
