@@ -1,5 +1,6 @@
-"""`autograder grade --cluster`: the same grading on a Ray cluster (a head and a second node, started here),
-results identical to --jobs 2 less timings, nothing lost when a node's grading process is killed mid-run."""
+"""`autograder grade --cluster` and `autograder rubric --cluster`: the same grading on a Ray cluster (a head and a
+second node with one (logical) GPU, started here): results identical to --jobs 2 less timings, nothing lost when a
+node's grading process is killed mid-run; the rubric's actors placed on the GPU, its results those of a local run."""
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    c.add_node(num_cpus=1)
+    c.add_node(num_cpus=1, num_gpus=1)  # a logical GPU: Ray schedules by it; the rubric runs with --device cpu
     ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
     yield c
     ray.shutdown()
@@ -93,3 +94,75 @@ def test_a_grading_process_killed_mid_run_loses_nothing(cluster, example_release
     assert killed, "no grading process was seen to kill"
     assert len(results) == len(batch) and all(not r.error for r in results)
     assert [r.score for r in results[:4]] == [example_release.max_score] * 4
+
+
+# -- the rubric ------------------------------------------------------------------------------------------
+
+class _Resources:
+    def __init__(self, resources: dict):
+        self.resources = resources
+
+    def cluster_resources(self) -> dict:
+        return self.resources
+
+
+def test_rubric_actors_one_per_gpu_none_without_gpus():
+    from autograder.rubric.cluster import actor_resources
+
+    assert actor_resources(_Resources({"CPU": 8.0, "GPU": 3.0}), "auto") == ({"num_gpus": 1, "num_cpus": 1}, 3)
+    assert actor_resources(_Resources({"CPU": 8.0}), "auto") == ({}, 0)  # stays pending
+    assert actor_resources(_Resources({"CPU": 8.0}), "cpu") == ({"num_cpus": 1}, 8)
+
+
+def _rubric(main, submissions, out, world, *extra) -> int:
+    return main(["rubric", str(out.parent / "no-such-assignment"), *map(str, submissions), "--out", str(out),
+                 "--quiet", "--device", "cpu", "--encoder", str(world["encoder"]), "--imdb", str(world["imdb"]),
+                 *extra])
+
+
+def test_the_rubric_on_the_cluster_grades_as_here(cluster, tmp_path):
+    from autograder.entrypoints import command_line as main
+    from tests.test_rubric import _submission, _train, MODEL
+    from tests.transformers_bert.tiny_world import build_world
+
+    world = build_world(tmp_path / "world")
+    state = _train(world, MODEL, world["encoder"], steps=40)
+    subs = [_submission(tmp_path / "subs" / name, state=state if name != "nockpt" else None)
+            for name in ("ada", "bo", "nockpt")]
+    assert _rubric(main, subs, tmp_path / "here" / "out", world) == 0
+    assert _rubric(main, subs, tmp_path / "there" / "out", world, "--cluster", cluster.address) == 0
+    for sub in ("transformers_bert", "transformers_bert-2", "transformers_bert-3"):  # ids in the order given
+        here = json.loads((tmp_path / "here" / "out" / sub / "grading.json").read_text())["checks"]
+        there = json.loads((tmp_path / "there" / "out" / sub / "grading.json").read_text())["checks"]
+        for check in here + there:
+            check.pop("seconds")
+        assert there == here
+    ada = json.loads((tmp_path / "there" / "out" / "transformers_bert" / "grading.json").read_text())["checks"][0]
+    assert ada["status"] in ("passed", "partial", "failed") and "validation accuracy" in ada["message"]
+    assert "no saved model" in json.loads((tmp_path / "there" / "out" / "transformers_bert-3" / "grading.json").read_text())[
+        "checks"][0]["message"]
+
+
+def test_a_killed_driver_resumes_where_it_stopped(cluster, example_release, batch, tmp_path):
+    """The command itself killed mid-run (kill -9): the next run grades only what has no result, and every row
+    equals a --jobs 2 run's."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "autograder", "grade", str(example_release.dir), *map(str, batch), "--out",
+               str(out), "--cluster", cluster.address, "--quiet"]
+    first = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 300
+    while time.monotonic() < end and first.poll() is None and len(list(out.glob("*/grading.json"))) < 2:
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    kept = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/grading.json")}
+    assert 0 < len(kept) < len(batch), "the driver was not killed mid-run"
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/grading.json") if p.parent.name in kept} == kept
+    local = grade(example_release, batch, GradeOptions(tmp_path / "jobs", quiet=True, jobs=2))
+    ids = [r.submission for r in local]
+    assert _without_timings(out, ids) == _without_timings(tmp_path / "jobs", ids)

@@ -66,7 +66,8 @@ def checkpoint_path(notebook: Path, sub_id: str, name: str, checkpoint_dir: Path
 
 def run(args) -> int:
     """`autograder rubric` with its parsed arguments (autograder/commands/rubric.py)."""
-    from autograder.rubric.merge import merge_check, refresh_summary
+    from autograder.grading.cluster import ClusterUnavailable
+    from autograder.rubric.merge import refresh_summary
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover
 
@@ -85,7 +86,7 @@ def run(args) -> int:
                             cache=not args.no_cache, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
                             valid_limit=args.valid_limit, timeout=args.timeout)
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    run = RubricRun(config, options, out_dir=out, log=log)
+    run = None if args.cluster else RubricRun(config, options, out_dir=out, log=log)
     known = existing_ids(out)
     notebooks = [s.path for s in inputs.submissions]
     ids = [known.get(str(s.path.resolve()), s.student) for s in inputs.submissions]
@@ -97,32 +98,73 @@ def run(args) -> int:
               f"({_names_list(shared)}); give each submission its own folder, or --checkpoint-dir DIR holding "
               f"DIR/<submission id>/{config.checkpoint}", file=sys.stderr)
         return 2
+    jobs = [(str(nb), str(ckpt)) for nb, ckpt in zip(notebooks, checkpoints)]
+    if args.cluster:
+        graded = _on_cluster(args, config, options, out, jobs, log)
+    else:
+        graded = _here(args, run, jobs)
+    try:
+        for done, item in enumerate(graded, start=1):
+            _record(out, ids[item.index], notebooks[item.index], item, title)
+            if not args.quiet:
+                _progress(done, len(notebooks), ids[item.index], item.outcome)
+    except ClusterUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except _CannotPrepare as exc:
+        print(f"error: the rubric could not load its encoder or data ({exc}); nothing more was changed. Check "
+              f"--encoder / $BERT_ENCODER and --imdb / $IMDB_PATH (the hub is the default).", file=sys.stderr)
+        return 2
+    refresh_summary(out, title)
+    print(f"rubric: {len(notebooks)} submission(s) merged into {out}/<submission>/results.json and {out / 'grades.csv'}")
+    return 0 if notebooks else 1
+
+
+class _CannotPrepare(Exception):
+    """The encoder or the data could not be loaded: nothing can be graded."""
+
+
+def _here(args, run, jobs: list[tuple[str, str]]):
+    """Each submission's rubric on this machine, in order (`Graded` items, as the cluster yields them)."""
+    from autograder.rubric.stage import Graded
+
     if run.pending:
         print(f"no CUDA on this machine: the rubric stays pending. On a machine with CUDA, with the results "
               f"folder and the submissions copied there, run:\n  autograder rubric {args.assignment} "
               f"{' '.join(args.submissions)} --out {args.out}\n(or add --device cpu to grade on this CPU, slowly)",
               file=sys.stderr)
-    if not run.pending and notebooks:
+    if not run.pending and jobs:
         try:  # the encoder, the validation split and the cache: once, before any submission
             run.prepare()
         except Exception as exc:  # noqa: BLE001 - no encoder or data: nothing can be graded
-            print(f"error: the rubric could not load its encoder or data ({type(exc).__name__}: {exc}); nothing was "
-                  f"changed. Check --encoder / $BERT_ENCODER and --imdb / $IMDB_PATH (the hub is the default).",
-                  file=sys.stderr)
-            return 2
-    for i, (nb, sub_id, ckpt) in enumerate(zip(notebooks, ids, checkpoints), start=1):
+            raise _CannotPrepare(f"{type(exc).__name__}: {exc}") from None
+    for i, (nb, ckpt) in enumerate(jobs):
         start = time.monotonic()
-        outcome = run.grade(nb, ckpt)
-        merge_check(out, sub_id, outcome.check, title, str(nb))
-        details = {**outcome.details, "wall_seconds": round(time.monotonic() - start, 3),
-                   "encoder": run.encoder.source if run.encoder else None, "timings": run.timings}
-        write_atomic(out / sub_id / "rubric.json", json.dumps(details, indent=1, sort_keys=True, default=str))
-        if not args.quiet:
-            c = outcome.check
-            score = PENDING if c.status == PENDING else f"{c.score:g}/{c.max_score:g}"
-            first = c.message.splitlines()[0][:110] if c.message else ""
-            print(f"[{i}/{len(notebooks)}] {sub_id}: rubric {score} ({time.monotonic() - start:.1f} s) {first}",
-                  file=sys.stderr, flush=True)
-    refresh_summary(out, title)
-    print(f"rubric: {len(notebooks)} submission(s) merged into {out}/<submission>/results.json and {out / 'grades.csv'}")
-    return 0 if notebooks else 1
+        outcome = run.grade(Path(nb), Path(ckpt))
+        outcome.details["wall_seconds"] = round(time.monotonic() - start, 3)
+        yield Graded(i, outcome, run.encoder.source if run.encoder else None, dict(run.timings))
+
+
+def _on_cluster(args, config, options, out: Path, jobs: list[tuple[str, str]], log):
+    from autograder.rubric.cluster import RubricPrepareError, grade_on_cluster
+
+    try:
+        yield from grade_on_cluster(args.cluster, config, options, out, jobs, log)
+    except RubricPrepareError as exc:
+        raise _CannotPrepare(str(exc)) from None
+
+
+def _record(out: Path, sub_id: str, notebook: Path, item, title: str | None) -> None:
+    """Merge one submission's rubric into its results, with the details beside them (rubric.json)."""
+    from autograder.rubric.merge import merge_check
+
+    merge_check(out, sub_id, item.outcome.check, title, str(notebook))
+    details = {**item.outcome.details, "encoder": item.encoder, "timings": item.timings}
+    write_atomic(out / sub_id / "rubric.json", json.dumps(details, indent=1, sort_keys=True, default=str))
+
+
+def _progress(done: int, total: int, sub_id: str, outcome) -> None:
+    c = outcome.check
+    score = PENDING if c.status == PENDING else f"{c.score:g}/{c.max_score:g}"
+    first = c.message.splitlines()[0][:110] if c.message else ""
+    print(f"[{done}/{total}] {sub_id}: rubric {score} ({c.seconds or 0:.1f} s) {first}", file=sys.stderr, flush=True)

@@ -66,6 +66,16 @@ class RubricOutcome:
     details: dict = field(default_factory=dict)
 
 
+@dataclass
+class Graded:
+    """One submission's rubric as a run records it: its place in the batch, the outcome, where it came from."""
+
+    index: int
+    outcome: RubricOutcome
+    encoder: str | None
+    timings: dict
+
+
 class Refused(Exception):
     """The submission cannot be graded by the rubric; the message says why and what to do."""
 

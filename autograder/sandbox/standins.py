@@ -9,7 +9,8 @@ student's process.
 - A function stand-in sends its arguments and returns the reference's result. A torch.Generator among
   the arguments travels by value, and its state advances here as it did in the reference's call.
 - A class stand-in is an nn.Module built by the reference's worker, which sends back its parameters,
-  buffers and plain attributes: the stand-in holds them here under the same names (so state_dict loading,
+  buffers, plain attributes and module tree (ModuleList, Sequential, Linear... as themselves, the
+  reference's own classes as empty modules of the same name): the stand-in holds them here under the same names (so state_dict loading,
   optimizers, .train() and .eval() act on them) and sends their current values with every forward.
 - Gradients: when an input or a parameter requires grad, the call runs as a torch.autograd.Function whose
   backward asks the reference's worker to recompute the call from the same random state (the same dropout
@@ -157,6 +158,9 @@ class StandInModule(nn.Module):
         object.__setattr__(self, "_ag_token", built["token"])
         for name, value in built["attributes"].items():
             setattr(self, name, value)
+        for path, kind in built.get("modules", {}).items():
+            owner, leaf = self._owner(path)
+            owner.add_module(leaf, _empty_module(kind))
         for name, value in built["tensors"].items():
             owner, leaf = self._owner(name)
             if name in built["parameters"]:
@@ -166,7 +170,7 @@ class StandInModule(nn.Module):
         self.train(built["training"])
 
     def _owner(self, dotted: str) -> tuple[nn.Module, str]:
-        """The (plain) submodule holding `dotted`'s last name, created on the way."""
+        """The submodule holding `dotted`'s last name (a plain one is created where the tree has none)."""
         module: nn.Module = self
         path = dotted.split(".")
         for name in path[:-1]:
@@ -183,6 +187,46 @@ class StandInModule(nn.Module):
         ask = type(self)._ag_ask
         assert ask is not None  # set on every subclass (class_standin); the base is never built
         return call_remote(ask, self._ag_token, args, kwargs, tensors, self.training)
+
+
+_PLAIN = (int, float, bool, str, type(None))
+_reference_classes: dict[str, type[nn.Module]] = {}
+
+
+def _plain_attributes(module: nn.Module) -> dict:
+    """A module's public settings that travel by value (`in_features`, `eps`, `normalized_shape`, `p`)."""
+    def plain(v) -> bool:
+        return isinstance(v, _PLAIN) or (isinstance(v, tuple) and all(isinstance(x, _PLAIN) for x in v))
+    return {k: v for k, v in vars(module).items() if not k.startswith("_") and k != "training" and plain(v)}
+
+
+def _module_kind(module: nn.Module) -> dict:
+    """How a submodule of the reference is rebuilt in a stand-in: a torch.nn class as itself (ModuleList,
+    Sequential, Linear, LayerNorm...), the reference's own classes as empty modules of the same name."""
+    cls = type(module)
+    native = getattr(nn, cls.__name__, None) is cls
+    return {"class": cls.__name__, "native": native, "attributes": _plain_attributes(module)}
+
+
+def _empty_module(kind) -> nn.Module:
+    """A submodule for a stand-in's tree, without parameters (they are registered afterwards by name).
+
+    torch.nn classes are made without running their __init__ (which would draw weights) so that code
+    iterating, indexing or `len()`ing a ModuleList, or reading `layer.in_features`, sees what the reference
+    has; the reference's own classes become empty modules of the same name (their computation stays with
+    the reference)."""
+    if not (isinstance(kind, dict) and isinstance(kind.get("class"), str) and kind["class"].isidentifier()):
+        return nn.Module()
+    name = kind["class"]
+    found = getattr(nn, name, None) if kind.get("native") else None
+    cls: type[nn.Module] = found if isinstance(found, type) and issubclass(found, nn.Module) else \
+        _reference_classes.setdefault(name, type(name, (nn.Module,), {"__module__": "reference"}))
+    module = cls.__new__(cls)
+    nn.Module.__init__(module)
+    for key, value in (kind.get("attributes") or {}).items():
+        if isinstance(key, str) and not key.startswith("_"):
+            setattr(module, key, value)
+    return module
 
 
 def class_standin(ask: AskJudge, name: str, original) -> type:
@@ -301,7 +345,7 @@ def describe_module(module: nn.Module) -> dict:
     parameters = dict(module.named_parameters())
     tensors = {name: t.detach() for name, t in parameters.items()}
     tensors.update({name: t.detach() for name, t in module.named_buffers()})
-    plain = (int, float, bool, str, type(None))
-    attributes = {k: v for k, v in vars(module).items() if not k.startswith("_") and isinstance(v, plain)}
+    attributes = {k: v for k, v in vars(module).items() if not k.startswith("_") and isinstance(v, _PLAIN)}
+    modules = {name: _module_kind(sub) for name, sub in module.named_modules() if name}  # parents first
     return {"tensors": tensors, "parameters": {n: p.requires_grad for n, p in parameters.items()},
-            "attributes": attributes, "training": module.training}
+            "attributes": attributes, "training": module.training, "modules": modules}
