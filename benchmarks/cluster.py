@@ -61,6 +61,7 @@ def main(argv=None) -> int:
         print(f"{name:10s} {seconds:7.1f} s  {args.copies / seconds * 60:7.1f} submissions/min  "
               f"{'' if ok else 'ERROR: a copy did not get every point'}")
     extra = (rows[1][1] - rows[0][1]) / args.copies
+    print(f"--cluster throughput = {rows[0][1] / rows[1][1]:.1%} of --jobs {args.cpus}'s")
     print(f"cluster - jobs: {extra * 1000:+.0f} ms per submission (Ray's scheduling and transfer, on one machine)")
     return 0
 
