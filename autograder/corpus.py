@@ -77,24 +77,27 @@ class Variant(Edits):
 @dataclass
 class Bug(Edits):
     """A wrong submission: it loses points on every check of `expect`, with a message containing the
-    given text; with `confined_to` (a part, or the start of one, e.g. "2."), on no check of another part."""
+    given text; with `confined_to` (a part, or the start of one, e.g. "2."), on no check of another part; with
+    `only`, on no check but those of `expect` and `others`."""
 
     name: str = ""
     expect: dict[str, str] = field(default_factory=dict)  # check name -> substring of its message
     why: str = ""  # what a student did
     others: set[str] = field(default_factory=set)  # further checks it may cost (for the record)
     confined_to: str | None = None
+    only: bool = False  # it loses points on no check but those of `expect` and `others` (one aspect, one check)
 
     def __init__(self, name: str, replace: dict | None = None, expect: dict | None = None, why: str = "",
                  others: set | None = None, definitions: dict | None = None, stub: list | None = None,
-                 prepend: list | None = None, append: list | None = None, confined_to: str | None = None):
+                 prepend: list | None = None, append: list | None = None, confined_to: str | None = None,
+                 only: bool = False):
         super().__init__(dict(replace or {}), dict(definitions or {}), list(stub or []), list(prepend or []),
                          list(append or []))
         if expect is not None and not isinstance(expect, dict):
             raise CorpusError(f"Bug({name!r}): expect maps a check name to a text its message must contain "
                               f"(a dict), not a {type(expect).__name__}")
         self.name, self.expect, self.why = name, dict(expect or {}), why
-        self.others, self.confined_to = set(others or ()), confined_to
+        self.others, self.confined_to, self.only = set(others or ()), confined_to, only
         _check_edits("Bug", name, self)
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.expect.items()):
             raise CorpusError(f"Bug({name!r}): expect maps a check name to a text its message must contain")
@@ -244,6 +247,10 @@ def problems(item: Variant | Bug, result, check_names: set[str]) -> list[str]:
             out.append(f"{label} ({item.why}) does not lose points on {name!r}")
         elif substring not in lost[name]:
             out.append(f"{label}: the message of {name!r} lacks {substring!r}: {lost[name]!r}")
+    if item.only:
+        allowed = set(item.expect) | item.others
+        out += [f"{label} ({item.why}) loses points on {name}, which it should not cost: "
+                f"{lost[name].splitlines()[0] if lost[name] else ''}" for name in lost if name not in allowed]
     if item.confined_to is not None:
         parts = {c.name: c.part for c in result.checks}
         for name in lost:

@@ -25,7 +25,7 @@ from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import Remote
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED
-from autograder.testing import CheckSpec, Fail, Pending
+from autograder.testing import CheckSpec, Fail, Pending, take_notes
 
 PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
                "The instructor runs `autograder rubric` on a GPU machine and merges the points.")
@@ -405,8 +405,10 @@ class Judge:
         timeout = spec.timeout or self.limits.check_seconds
         deadline = min(time.monotonic() + timeout, budget_end)
         prepare = (lambda: self._substitute(spec, submission)) if substitute else None
+        take_notes()  # a note left by an earlier check's code is not this check's
         try:
             fraction, message = self._execute(spec, submission, deadline, timeout, prepare)
+            message = "\n".join(line for line in (message, *take_notes()) if line)
         finally:
             submission.worker.callbacks = None
             stub = self._after_check(submission)

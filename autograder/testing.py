@@ -254,18 +254,39 @@ def close(actual, expected, rtol: float = RTOL, atol: float = ATOL) -> bool:
             and torch.allclose(actual.double(), expected.double(), rtol=rtol, atol=atol))
 
 
+_notes: list[str] = []
+
+
+def note(text: str) -> None:
+    """Add a line to the message of the check being run, shown whether it passes or not (how the grader had to
+    adapt to the student's code, e.g. weights loaded by position)."""
+    _notes.append(str(text))
+
+
+def take_notes() -> list[str]:
+    """The notes of the check just run, and forget them (the judge calls it around every check)."""
+    taken = list(_notes)
+    _notes.clear()
+    return taken
+
+
 def load_weights(sub, module, state: dict, what: str, names: str = "", *, helper: str) -> None:
     """Copy `state` (name -> tensor) into the student's `module` (a proxy kept in the worker), or raise Fail.
 
     `helper` names the assignment's worker helper (see `worker_helpers`) that does the copying there:
-    `helper(module, state)` loads the tensors by name and returns what did not fit (names the module lacks,
-    wrong shapes) as a list of strings, loading nothing then. `what` names the module in messages
+    `helper(module, state)` loads the tensors and returns what did not fit (names the module lacks, wrong
+    shapes) as a list of strings, loading nothing then; or, as `autograder.sandbox.weights.load_state` does
+    (by name, else by structure), {"problems": [...], "notes": [...]}, the notes added to the check's message. `what` names the module in messages
     ("MultiHeadAttention(16, 4, 0.0)"); `names` lists the documented attribute names to name when some
     do not fit."""
     try:
         problems = getattr(sub.helpers, helper)(module, state)
     except StudentError as exc:
         raise Fail(f"the grader could not read the parameters of your {what}: {exc.message}") from None
+    if isinstance(problems, dict):
+        for line in problems.get("notes") or []:
+            note(f"{what}: {line}")
+        problems = problems.get("problems") or []
     if problems:
         raise Fail(f"the grader could not load weights into your {what} by the documented attribute names"
                    + (f" ({names})" if names else "") + ": " + "; ".join(problems[:4]))

@@ -114,7 +114,7 @@ def test_checks_that_build_on_other_parts_declare_them(release):
 
 
 def test_corpus_size_and_coverage():
-    stubs = [b for b in BUGS if b.stub]
+    stubs = [b for b in BUGS if b.stub and not b.definitions]  # one per part: the part left as it was handed out
     assert len(BUGS) - len(stubs) >= 30 and len(VARIANTS) >= 5
     assert sorted(b.confined_to for b in stubs) == [f"{p}." for p in PARTS]
     assert all(b.confined_to for b in BUGS)

@@ -178,6 +178,11 @@ BUGS: list[Bug] = [
     Bug("labels_everywhere",
         {"labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))": "labels = input_ids.clone()"},
         {M_LABELS: "-100 everywhere"}, "every position labelled with its id", confined_to=P2),
+    Bug("labels_zero_not_minus_100",
+        {"labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))":
+         "labels = torch.where(selected, input_ids, torch.zeros_like(input_ids))"},
+        {M_LABELS: "not 0"}, "0 as the label of unselected positions: only the labels check is lost", only=True,
+        confined_to=P2),
     Bug("mask_rate_ignored",
         {"< mask_rate) & candidates": "< 0.15) & candidates"},
         {M_RATE: "expected about 30%"}, "15% written in", confined_to=P2),
@@ -196,6 +201,11 @@ BUGS: list[Bug] = [
         {"masked_ids = input_ids.clone()": "masked_ids = input_ids"},
         {M_LABELS: "modified the tensors"}, "corrupts the caller's tensor", confined_to=P2),
     # -- part 3: embeddings ---------------------------------------------------------------------------------------------
+    Bug("segment_table_sized_by_vocabulary",
+        {"self.segment = nn.Embedding(config.type_vocab_size, E)": "self.segment = nn.Embedding(config.vocab_size, E)"},
+        {E_SIZES: "segment must be nn.Embedding(config.type_vocab_size"},
+        "a segment table of vocab_size rows: only the sizes check is lost, the forward is right", only=True,
+        confined_to=P3),
     Bug("position_ids_off_by_one",
         {"positions = torch.arange(T, device=input_ids.device)": "positions = torch.arange(1, T + 1, device=input_ids.device)"},
         {E_OUTPUT: "off by one", E_POS: "off by one"}, "positions counted from 1", confined_to=P3),

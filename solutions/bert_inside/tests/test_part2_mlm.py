@@ -58,8 +58,26 @@ def corrupt(sub, ids, mask, rate, seed=1):
     return out[0].long(), out[1].long()
 
 
-def invariants(ids, masked, labels, what):
-    selected = labels != -100
+def unselected_label(labels, mask) -> int:
+    """The label the submission gives positions it did not select: -100 as asked, or, when no label is -100, the
+    label of most padding positions (never selected), so that a wrong "ignore" value (0, say) costs only the labels
+    check and the other checks still see which positions were selected."""
+    padding = labels[mask == 0]
+    if (labels == -100).any() or padding.numel() == 0:
+        return -100
+    values, counts = padding.unique(return_counts=True)
+    return int(values[counts.argmax()])
+
+
+def selected_positions(ids, mask, masked, labels):
+    """Positions the submission selected: labelled with something other than its "ignore" label, or changed."""
+    return (labels != unselected_label(labels, mask)) | (masked != ids)
+
+
+def invariants(ids, masked, labels, what, mask=None):
+    """The labels' and the ids' agreement; with `mask`, under the submission's own "ignore" label (see
+    unselected_label), without it under -100 (the labels check itself)."""
+    selected = labels != -100 if mask is None else selected_positions(ids, mask, masked, labels)
     if not torch.equal(labels[selected], ids[selected]):
         raise Fail(f"{what}: at the selected positions the label must be the ORIGINAL token id, and -100 everywhere else")
     if ((masked != ids) & ~selected).any():
@@ -72,6 +90,11 @@ def invariants(ids, masked, labels, what):
 def mlm_labels(sub, ref):
     ids, mask = pair_batch(201, 200, 40)
     masked, labels = corrupt(sub, ids, mask, 0.15)
+    ignore = unselected_label(labels, mask)
+    if ignore != -100:
+        raise Fail(f"mask_tokens: positions that are not selected must have the label -100 (the value cross_entropy "
+                   f"ignores), not {ignore}: with {ignore} the loss would train the model to predict token {ignore} "
+                   "there")
     invariants(ids, masked, labels, "mask_tokens(input_ids, attention_mask, tokenizer, 0.15)")
     labelled = (labels != -100).double().mean().item()
     if labelled == 0:
@@ -91,7 +114,7 @@ def mlm_specials(sub, ref):
     for rate in (0.15, 0.9):  # at 0.9 nearly every candidate is selected: a special position would be too
         masked, labels = corrupt(sub, ids, mask, rate, seed=2)
         what = f"mask_tokens(..., mask_rate={rate})"
-        selected = labels != -100
+        selected = selected_positions(ids, mask, masked, labels)
         if (selected & (mask == 0)).any() or (masked[mask == 0] != PAD).any():
             raise Fail(f"{what}: padding positions (attention_mask 0) were selected or changed; padding is never "
                        "selected (this tokenizer's [PAD] id is not 0)")
@@ -99,7 +122,7 @@ def mlm_specials(sub, ref):
             if (selected & (ids == special)).any() or (masked[ids == special] != special).any():
                 raise Fail(f"{what}: {name} positions were selected; [CLS] and [SEP] are never selected (compare with "
                            "tokenizer.cls_token_id and tokenizer.sep_token_id)")
-        invariants(ids, masked, labels, what)
+        invariants(ids, masked, labels, what, mask)
         # id 0 is a regular word here: a candidate must be selectable whatever its id (about 250 candidates have
         # id 0; at rate 0.9 none of them is selected with probability 0.1^250)
         if rate == 0.9 and not selected[candidates_of(ids, mask) & (ids == 0)].any():
@@ -111,7 +134,7 @@ def big_sample(sub, rate, seed=3):
     """About 135,000 candidates."""
     ids, mask = pair_batch(221, 3000, 64)
     masked, labels = corrupt(sub, ids, mask, rate, seed=seed)
-    invariants(ids, masked, labels, f"mask_tokens(..., mask_rate={rate})")
+    invariants(ids, masked, labels, f"mask_tokens(..., mask_rate={rate})", mask)
     return ids, mask, masked, labels
 
 
@@ -121,7 +144,7 @@ def mlm_rate(sub, ref):
         ids, mask, masked, labels = big_sample(sub, rate)
         candidates = candidates_of(ids, mask)
         n = int(candidates.sum())
-        frac = (labels != -100)[candidates].double().mean().item()
+        frac = selected_positions(ids, mask, masked, labels)[candidates].double().mean().item()
         # n >= 100,000 candidates: the selected fraction has sd sqrt(p(1-p)/n) <= 0.00145; the bound 0.01 is
         # >= 6.9 sd (false failure < 1e-11 for each rate).
         if abs(frac - rate) > 0.01:
@@ -132,7 +155,7 @@ def mlm_rate(sub, ref):
 @check("MLM inputs: 80% [MASK], 10% random token, 10% unchanged", points=1.5, part=PART)
 def mlm_proportions(sub, ref):
     ids, mask, masked, labels = big_sample(sub, 0.15)
-    selected = labels != -100
+    selected = selected_positions(ids, mask, masked, labels)
     n_sel = int(selected.sum())
     to_mask = (masked == MASK)[selected].double().mean().item()
     unchanged = (masked == ids)[selected].double().mean().item()
@@ -152,7 +175,7 @@ def mlm_random(sub, ref):
     ids, mask, masked, labels = big_sample(sub, 0.15)
     if masked.min() < 0 or masked.max() >= V:
         raise Fail(f"corrupted ids must be token ids of the vocabulary, 0 to len(tokenizer) - 1 = {V - 1}")
-    other = (labels != -100) & (masked != ids) & (masked != MASK)
+    other = (masked != ids) & (masked != MASK)
     distinct = len(set(masked[other].tolist()))
     # about 1,900 random replacements uniform over 33 ids: every id shows up (a missing one has probability
     # < 33 * (32/33)^1900 < 1e-23); fewer than 20 distinct ids means they are not drawn from the whole vocabulary

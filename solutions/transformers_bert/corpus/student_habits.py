@@ -387,7 +387,17 @@ ACC_DRAFT = '''# first try (wrong: logits are not probabilities), fixed further 
 def binary_accuracy(logits, labels):
     return ((logits > 0.5).float() == labels).float().mean()'''
 
+# -- blocks added one by one under names of the student's own ------------------------------------------
+BLOCKS_BY_NAME = {"""        self.blocks = nn.Sequential(
+            *[TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate) for _ in range(n_layers)]
+        )""": """        self.blocks = nn.Sequential()
+        for i in range(n_layers):
+            self.blocks.add_module(f"block{i}", TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate))"""}
+
 VARIANTS: list[Variant] = [
+    Variant("habit_blocks_added_by_name", replace=BLOCKS_BY_NAME,
+            why="SmallBERT's blocks added with add_module(f'block{i}', ...): the documented names blocks.0... differ, "
+                "the structure is the same"),
     Variant("habit_hf_collator_masking", {"mask_inputs": MASK_HF_COLLATOR},
             "mask_inputs adapted from DataCollatorForLanguageModeling: torch.bernoulli on the global generator, "
             "mask_replace_prob / random_replace_prob module constants"),

@@ -9,7 +9,7 @@ GPU by `autograder rubric` and reported pending by `autograder grade` without on
 import torch
 import torch.nn.functional as F
 
-from _common import close
+from _common import close, load_weights
 from autograder.rubric import rubric_check
 from autograder.testing import (
     Fail, StudentError, check, expect_shape, gen, keep, remote_attr, remote_isinstance, worker_helpers,
@@ -240,10 +240,7 @@ def classifier_states(sub, ref):
             raise Fail(f"{what}: out must be nn.Linear({'2 * ' if bidirectional else ''}hidden_dim, output_dim)"
                        + (": it reads the last forward and the last backward state, concatenated" if bidirectional
                           else ""))
-        problems = sub.helpers.tb_load_state(clf, state)
-        if problems:
-            raise Fail(f"the grader could not load weights into your {what} by the documented attribute names "
-                       "(bert, rnn, out): " + "; ".join(problems[:4]))
+        load_weights(sub, clf, state, what, "bert, rnn, out")
         clf.eval()
         got = _logits(clf, ids, output_dim, what)
         if _close(got, expected):
