@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autograder.entrypoints import command_line  # noqa: E402
-from tests.test_rubric import MODEL, _submission, _train  # noqa: E402
-from tests.transformers_bert.tiny_world import build_world  # noqa: E402
+from autograder.entrypoints import command_line
+from tests.test_rubric import MODEL, _submission, _train
+from tests.transformers_bert.tiny_world import build_world
 
 
 def rubric(submissions: list[Path], out: Path, args, *extra: str) -> float:
