@@ -97,8 +97,13 @@ def grade_batch(release: Release, submissions: dict[str, Path], out: Path, jobs:
     return dict(zip(submissions, results))
 
 
-def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, jobs: int = 2, mutants: bool = False,
-           mutants_limit: int | None = None, mutants_seed: int = 0) -> VerifyReport:
+AUTO_MUTANTS = 60  # with mutants=None, mutation analysis runs when it plans at most this many mutants
+
+
+def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, jobs: int = 2,
+           mutants: bool | None = False, mutants_limit: int | None = None, mutants_seed: int = 0) -> VerifyReport:
+    """`mutants`: True runs the mutation analysis, False does not, None runs it when it is small enough to be
+    fast (AUTO_MUTANTS, after the limit) and otherwise says how long it would take."""
     report = VerifyReport()
     paths = build_and_record(source)
     release = load_release(paths.release)
@@ -112,12 +117,15 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
         submissions = {"answer_key": key, "student_notebook": student,
                        **corpus_notebooks(release, corpus, folder, student)}
         planned: list[mutants_module.Mutant] = []
-        if mutants:
-            started = time.monotonic()
+        deferred = ""  # why the mutation analysis did not run by default
+        started = time.monotonic()
+        if mutants is not False:
             definitions, skipped = mutants_module.graded_definitions(paths.source / config.notebook, key,
                                                                      release.checks, release.helpers)
             planned, generated = mutants_module.plan(definitions, part_order, mutants_limit, mutants_seed)
-            submissions.update(mutants_module.mutant_notebooks(planned, key, Path(tmp) / "mutants"))
+            mutants = mutants is True or len(planned) <= AUTO_MUTANTS
+            if mutants:
+                submissions.update(mutants_module.mutant_notebooks(planned, key, Path(tmp) / "mutants"))
         batch = len(submissions) > 2
         results = grade_batch(release, submissions, Path(tmp) / "out", jobs=jobs if batch else 1, cuda=cuda)
         if mutants:
@@ -135,6 +143,8 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
                     mutants_module.settle_reach(candidates, probes, reach_of, results["answer_key"])
             report.mutation = mutants_module.report(outcomes, generated, part_order, skipped,
                                                     time.monotonic() - started, mutants_limit, mutants_seed)
+        elif planned:
+            deferred = _deferred_mutants(len(planned), results, jobs, source)
     report.results = results
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
     report.problems += reference_problems(ref_result, report.lines)
@@ -156,7 +166,19 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     report.lines.append(f"leak check: {len(leaks)} leaked line(s) in {paths.assignment}")
     if report.mutation is not None:
         report.lines += report.mutation.lines()
+    if deferred:
+        report.lines.append(deferred)
     return report
+
+
+def _deferred_mutants(count: int, results: dict, jobs: int, source: Path) -> str:
+    """What the mutation analysis would cost, from this run's grading time per notebook."""
+    times = [r.execution_time for r in results.values() if r.execution_time]
+    per = sum(times) / len(times) if times else 1.0
+    minutes = count * per / max(1, jobs) / 60
+    return (f"mutants: {count} planned, more than verify runs by default ({AUTO_MUTANTS}); about {minutes:.0f} min "
+            f"at {per:.1f} s per notebook: autograder verify {source} --mutants --jobs {jobs} "
+            f"(or --mutants-limit N for a sample)")
 
 
 def is_manual(check) -> bool:

@@ -242,8 +242,9 @@ def test_verify_mutants_on_the_example(example):
     from autograder.verify import verify
 
     source, _, _ = example
-    report = verify(source, with_corpus=False, mutants=True)
+    report = verify(source, with_corpus=False, mutants=None)  # verify's default: it runs, being small
     assert report.ok, report.problems
+    assert report.mutation is not None
     outcomes = {o.mutant.id: o for p in report.mutation.parts for o in p.outcomes}
     by_change = {(o.mutant.definition.name, o.mutant.mutation.description): o for o in outcomes.values()}
 
@@ -281,3 +282,14 @@ def test_probes_are_graded_without_the_reference_standing_in(example):
     assert [c.name for c in probed.checks] == [c.name for c in release.checks]
     assert all(c.depends_on == () for c in probed.checks)
     assert all(c.depends_on == ("softmax",) for c in declaring.checks)
+
+
+def test_verify_defers_a_large_mutation_analysis_with_its_cost(example, monkeypatch):
+    from autograder import verify as verify_module
+
+    monkeypatch.setattr(verify_module, "AUTO_MUTANTS", 3)
+    source, _, _ = example
+    report = verify_module.verify(source, with_corpus=False, mutants=None)
+    assert report.ok and report.mutation is None
+    line = report.lines[-1]
+    assert line.startswith("mutants: ") and "more than verify runs by default (3)" in line and "--mutants" in line

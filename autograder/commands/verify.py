@@ -16,9 +16,13 @@ class VerifyCommand(Command):
         parser.add_argument("--no-corpus", action="store_true",
                             help="skip the corpus of correct and wrong submissions")
         parser.add_argument("--jobs", "-j", type=int, default=2, metavar="N", help="grading processes for the corpus")
-        parser.add_argument("--mutants", action="store_true",
-                            help="mutation analysis: grade mutants of the reference, report killed, survived (with "
-                                 "their diffs) and probably equivalent mutants and the score of each part")
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument("--mutants", action="store_true", default=None,
+                           help="mutation analysis: grade mutants of the reference, report killed, survived (with "
+                                "their diffs) and probably equivalent mutants and the score of each part (by "
+                                "default it runs when it plans at most 60 mutants, and otherwise says how long it "
+                                "would take)")
+        which.add_argument("--no-mutants", dest="mutants", action="store_false", help="no mutation analysis")
         parser.add_argument("--mutants-limit", type=int, default=None, metavar="N",
                             help="grade at most N mutants per part (a seeded sample taking every operator in turn)")
         parser.add_argument("--mutants-seed", type=int, default=0, metavar="S", help="seed of that sample (0)")
@@ -36,7 +40,7 @@ class VerifyCommand(Command):
         if not (source / "assignment.toml").is_file():
             source = Path("solutions") / args.assignment
         report = verify(source, with_corpus=not args.no_corpus, jobs=args.jobs,
-                        mutants=args.mutants or args.mutants_json is not None, mutants_limit=args.mutants_limit,
+                        mutants=True if args.mutants_json is not None else args.mutants, mutants_limit=args.mutants_limit,
                         mutants_seed=args.mutants_seed)
         for line in report.lines:
             print(line)
