@@ -63,3 +63,12 @@ def test_a_smaller_embedding_table_is_a_problem():
     model = Documented()
     model.segment = nn.Embedding(1, 4)
     assert load_state(model, reference_state())["problems"]
+
+
+def test_by_numbering_whatever_the_order_and_extra_buffers():
+    model = Renamed()
+    model.register_buffer("table", torch.zeros(5))  # a buffer the grader's state does not have
+    state = dict(reversed(list(reference_state().items())))  # the grader's order is not the module's
+    outcome = load_state(model, state)
+    assert outcome["problems"] == [] and "structure" in outcome["notes"][0]
+    assert torch.equal(model.blocks.block0.weight, state["blocks.0.weight"])

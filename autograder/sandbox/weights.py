@@ -3,14 +3,17 @@ call `load_state`).
 
 Guarantees: nothing is loaded unless every tensor finds its place; a tensor goes
 - to the parameter or buffer of the same name (the documented attribute names), else
-- when the names differ but the module holds the same tensors in the same order with the same shapes (blocks
-  added as `block0`, `block1` into an nn.Sequential, a differently named attribute), to the tensor at the same
-  position ("by structure"), with a note naming the first pairs, else
+- to the one whose name is the same up to the numbering of its components (blocks added as `block0`, `block1`
+  into an nn.Sequential for the documented `blocks.0`, `blocks.1`), else
+- when exactly as many tensors are left on both sides with the same shapes in the same order (a differently named
+  attribute), to the tensor at the same position; both "by structure", with a note naming the first pairs, else
 - for an embedding table with more rows than the grader's (a segment table sized by the vocabulary), into its
   first rows, the others left as they are, with a note: the rows an input in range reads are the grader's.
 Everything else is a problem, named, and the caller reports it.
 """
 from __future__ import annotations
+
+import re
 
 import torch
 import torch.nn as nn
@@ -19,36 +22,53 @@ import torch.nn as nn
 def load_state(module: nn.Module, state: dict) -> dict:
     """Copy `state` (name -> tensor) into `module`: {"problems": [...], "notes": [...]} (see the module's doc)."""
     own = module.state_dict()
-    if set(state) - set(own) and _same_structure(own, state):
-        return _load_by_structure(module, own, state)
+    renamed = _renamed(own, state)
     problems, rows = [], {}
     for name, value in state.items():
-        if name not in own:
+        mine = renamed.get(name, name)
+        if mine not in own:
             problems.append(f"it has no parameter {name}")
-        elif tuple(own[name].shape) != tuple(value.shape):
-            if _extra_rows(module, name, own[name], value):
-                rows[name] = value
+        elif tuple(own[mine].shape) != tuple(value.shape):
+            if _extra_rows(module, mine, own[mine], value):
+                rows[mine] = value
             else:
-                problems.append(f"{name} has shape {tuple(own[name].shape)} instead of {tuple(value.shape)}")
+                problems.append(f"{mine} has shape {tuple(own[mine].shape)} instead of {tuple(value.shape)}")
     if problems:
         return {"problems": problems, "notes": []}
-    module.load_state_dict({k: v for k, v in state.items() if k not in rows}, strict=False)
-    return {"problems": [], "notes": [_copy_rows(own[name], value, name) for name, value in rows.items()]}
+    module.load_state_dict({renamed.get(k, k): v for k, v in state.items() if renamed.get(k, k) not in rows},
+                           strict=False)
+    notes = [_copy_rows(own[name], value, name) for name, value in rows.items()]
+    return {"problems": [], "notes": ([_renaming_note(renamed)] if renamed else []) + notes}
 
 
-def _same_structure(own: dict, state: dict) -> bool:
-    """The same number of tensors, with the same shapes, in the same order."""
-    return len(own) == len(state) and all(tuple(a.shape) == tuple(b.shape) for a, b in zip(own.values(), state.values()))
+def _canonical(name: str) -> str:
+    """A name with each numbered component reduced to its number (`blocks.block0.attn` -> `blocks.0.attn`)."""
+    return ".".join(re.sub(r"\D", "", part) if re.search(r"\d", part) else part for part in name.split("."))
 
 
-def _load_by_structure(module: nn.Module, own: dict, state: dict) -> dict:
-    renamed = {mine: value for mine, value in zip(own, state.values())}
-    module.load_state_dict(renamed, strict=False)
-    pairs = [(theirs, mine) for mine, theirs in zip(own, state) if mine != theirs]
-    shown = ", ".join(f"{theirs} -> your {mine}" for theirs, mine in pairs[:2])
-    more = f" and {len(pairs) - 2} more" if len(pairs) > 2 else ""
-    return {"problems": [], "notes": [f"your parameters do not have the documented names, so the grader loaded its "
-                                      f"weights by position and shape: {shown}{more}"]}
+def _renamed(own: dict, state: dict) -> dict:
+    """{state's name: the module's name} for the state's tensors the module holds under another name: the same
+    name up to the numbering of its components, else (for what is left) the same position and shape."""
+    theirs = [n for n in state if n not in own]
+    if not theirs:
+        return {}
+    mine = [n for n in own if n not in state]
+    by_canonical = {_canonical(n): n for n in mine}
+    renamed = {t: by_canonical[_canonical(t)] for t in theirs if _canonical(t) in by_canonical
+               and tuple(own[by_canonical[_canonical(t)]].shape) == tuple(state[t].shape)}
+    left_theirs = [t for t in theirs if t not in renamed]
+    left_mine = [m for m in mine if m not in renamed.values()]
+    if left_theirs and len(left_theirs) == len(left_mine) and all(
+            tuple(own[m].shape) == tuple(state[t].shape) for t, m in zip(left_theirs, left_mine)):
+        renamed.update(zip(left_theirs, left_mine))
+    return renamed
+
+
+def _renaming_note(renamed: dict) -> str:
+    shown = ", ".join(f"{theirs} -> your {mine}" for theirs, mine in list(renamed.items())[:2])
+    more = f" and {len(renamed) - 2} more" if len(renamed) > 2 else ""
+    return (f"your parameters do not all have the documented names, so the grader matched its weights to yours by "
+            f"structure: {shown}{more}")
 
 
 def _extra_rows(module: nn.Module, name: str, mine: torch.Tensor, theirs: torch.Tensor) -> bool:

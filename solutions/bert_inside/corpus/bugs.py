@@ -181,7 +181,7 @@ BUGS: list[Bug] = [
     Bug("labels_zero_not_minus_100",
         {"labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))":
          "labels = torch.where(selected, input_ids, torch.zeros_like(input_ids))"},
-        {M_LABELS: "not 0"}, "0 as the label of unselected positions: only the labels check is lost", only=True,
+        {M_LABELS: "not 0"}, "0 as the label of unselected positions: only the labels checks are lost", others={"part2_public"}, only=True,
         confined_to=P2),
     Bug("mask_rate_ignored",
         {"< mask_rate) & candidates": "< 0.15) & candidates"},
@@ -204,7 +204,8 @@ BUGS: list[Bug] = [
     Bug("segment_table_sized_by_vocabulary",
         {"self.segment = nn.Embedding(config.type_vocab_size, E)": "self.segment = nn.Embedding(config.vocab_size, E)"},
         {E_SIZES: "segment must be nn.Embedding(config.type_vocab_size"},
-        "a segment table of vocab_size rows: only the sizes check is lost, the forward is right", only=True,
+        "a segment table of vocab_size rows: only the sizes checks are lost, the forward is right",
+        others={"part3_public"}, only=True,
         confined_to=P3),
     Bug("position_ids_off_by_one",
         {"positions = torch.arange(T, device=input_ids.device)": "positions = torch.arange(1, T + 1, device=input_ids.device)"},

@@ -58,12 +58,14 @@ def corrupt(sub, ids, mask, rate, seed=1):
     return out[0].long(), out[1].long()
 
 
-def unselected_label(labels, mask) -> int:
+def unselected_label(labels, mask, ids) -> int:
     """The label the submission gives positions it did not select: -100 as asked, or, when no label is -100, the
     label of most padding positions (never selected), so that a wrong "ignore" value (0, say) costs only the labels
     check and the other checks still see which positions were selected."""
     padding = labels[mask == 0]
     if (labels == -100).any() or padding.numel() == 0:
+        return -100
+    if torch.equal(padding, ids[mask == 0]):  # every id copied as its label, padding's too: no "ignore" label
         return -100
     values, counts = padding.unique(return_counts=True)
     return int(values[counts.argmax()])
@@ -71,7 +73,7 @@ def unselected_label(labels, mask) -> int:
 
 def selected_positions(ids, mask, masked, labels):
     """Positions the submission selected: labelled with something other than its "ignore" label, or changed."""
-    return (labels != unselected_label(labels, mask)) | (masked != ids)
+    return (labels != unselected_label(labels, mask, ids)) | (masked != ids)
 
 
 def invariants(ids, masked, labels, what, mask=None):
@@ -90,7 +92,7 @@ def invariants(ids, masked, labels, what, mask=None):
 def mlm_labels(sub, ref):
     ids, mask = pair_batch(201, 200, 40)
     masked, labels = corrupt(sub, ids, mask, 0.15)
-    ignore = unselected_label(labels, mask)
+    ignore = unselected_label(labels, mask, ids)
     if ignore != -100:
         raise Fail(f"mask_tokens: positions that are not selected must have the label -100 (the value cross_entropy "
                    f"ignores), not {ignore}: with {ignore} the loss would train the model to predict token {ignore} "

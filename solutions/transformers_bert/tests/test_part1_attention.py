@@ -8,7 +8,7 @@ import math
 import torch
 
 from _common import attention_problem
-from autograder.testing import Fail, StudentError, check, close, expect_shape, worker_helpers
+from autograder.testing import Fail, StudentError, check, close, expect_shape, gen, worker_helpers
 
 PART = "1. Scaled dot-product attention"
 
@@ -34,6 +34,15 @@ def tb_grads(module, inputs, weight):
         out = out[0]
     (out * weight).sum().backward()
     return {name: None if p.grad is None else p.grad.detach().clone() for name, p in module.named_parameters()}
+
+
+def tb_sdp_grads(q, k, v, mask, w_values, w_attention):
+    """Gradients of (values * w_values).sum() + (attention * w_attention).sum() with respect to q, k and v (None:
+    it got none), through this program's scaled_dot_product without dropout."""
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    values, attention = submission.scaled_dot_product(*leaves, mask=mask, attn_drop_rate=0.0)
+    ((values * w_values).sum() + (attention * w_attention).sum()).backward()
+    return [None if t.grad is None else t.grad.detach().clone() for t in leaves]
 ''')
 
 
@@ -113,7 +122,7 @@ def _require_attention(sub, q, k, v, values, attention, what, **kwargs):
         raise Fail(f"{what}: {problem}")
 
 
-@check("attention: weights are softmax(q k^T / sqrt(D)) over the keys", points=2, part=PART)
+@check("attention: weights are softmax(q k^T / sqrt(D)) over the keys", points=1.5, part=PART)
 def attention_weights(sub, ref):
     for seed, shape in ((11, (2, 3, 6, 8)), (12, (1, 2, 4, 16))):
         q, k, v = _qkv(seed, *shape)
@@ -235,3 +244,31 @@ def attention_dropout(sub, ref):
                    "F.dropout do")
     if not close(values, attention @ v.double(), atol=1e-4):
         raise Fail("with dropout, values must be computed from the weights after dropout (return those weights)")
+
+
+NO_GRAPH = "compute it with differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())"
+
+
+@check("attention: gradients reach q, k and v as they do through softmax(q k^T / sqrt(D)) v", points=0.5, part=PART)
+def attention_gradients(sub, ref):
+    q, k, v = _qkv(51, 2, 2, 5, 4)
+    mask = _padding_mask(2, 5, [5, 3])
+    g = gen(52)
+    w_values, w_attention = torch.randn(2, 2, 5, 4, generator=g), torch.randn(2, 2, 5, 5, generator=g)
+    try:
+        got = sub.helpers.tb_sdp_grads(q, k, v, mask, w_values, w_attention)
+    except StudentError as exc:
+        raise Fail(f"backpropagating through your scaled_dot_product failed ({exc.type}: {exc.message}): "
+                   f"{NO_GRAPH}") from None
+    missing = [name for name, grad in zip("qkv", got) if grad is None or not bool(grad.abs().sum() > 0)]
+    if missing:
+        raise Fail(f"no gradient reaches {', '.join(missing)}: {NO_GRAPH}")
+    values, attention = _sdp(sub, q, k, v, mask=mask, attn_drop_rate=0.0)
+    expected_values, expected_attention = ref.scaled_dot_product(q, k, v, mask=mask, attn_drop_rate=0.0)
+    if not (close(values, expected_values) and close(attention, expected_attention)):
+        return  # the forward differs (the other checks say how); the gradients then differ too
+    expected = ref.helpers.tb_sdp_grads(q, k, v, mask, w_values, w_attention)
+    wrong = [name for name, a, b in zip("qkv", got, expected) if not close(a, b)]
+    if wrong:
+        raise Fail(f"the outputs are right but the gradients with respect to {', '.join(wrong)} are not: part of the "
+                   f"computation is cut from the graph; {NO_GRAPH}")

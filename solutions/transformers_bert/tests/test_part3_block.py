@@ -22,6 +22,15 @@ import torch
 import torch.nn as nn
 
 
+def tb_block_grads(block, x, mask, weight):
+    """Backward of (block((x, mask))[0] * weight).sum(): (each parameter's gradient, x's gradient); None: none."""
+    x = x.detach().clone().requires_grad_(True)
+    block.zero_grad(set_to_none=True)
+    (block((x, mask))[0] * weight).sum().backward()
+    grads = {name: None if p.grad is None else p.grad.detach().clone() for name, p in block.named_parameters()}
+    return grads, None if x.grad is None else x.grad.detach().clone()
+
+
 class TbZero(nn.Module):
     """Stands in for a sub-layer: returns zeros of the input's shape."""
     def forward(self, x, *args, **kwargs):
@@ -146,7 +155,7 @@ def _diagnose(sub, block, y, x, mask, state, E):
             "same weights")
 
 
-@check("block: output matches the reference with the same weights", points=2, part=PART, depends_on=DEPENDS_ON)
+@check("block: output matches the reference with the same weights", points=1.5, part=PART, depends_on=DEPENDS_ON)
 def block_output(sub, ref):
     E, H, B, T = 16, 4, 3, 6
     g = gen(301)
@@ -306,3 +315,38 @@ def block_dropout(sub, ref):
                    f"dropped before the residual (self.dropout = nn.Dropout(layer_drop_rate)); {frac:.0%} was")
     if not torch.allclose(d[~dropped], 2 * a[~dropped], atol=1e-4, rtol=1e-4):
         raise Fail("in train() the attention branch must go through nn.Dropout(layer_drop_rate) before the residual")
+
+
+NO_GRAPH = "compute it with differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())"
+
+
+@check("block: gradients reach every parameter and the input as through the reference", points=0.5, part=PART,
+       depends_on=DEPENDS_ON)
+def block_gradients(sub, ref):
+    E, H, B, T = 8, 2, 2, 5
+    g = gen(311)
+    x, weight = torch.randn(B, T, E, generator=g), torch.randn(B, T, E, generator=g)
+    mask = torch.zeros(B, T)
+    mask[1, 3:] = 1
+    state = block_state(E, 312)
+    reference = keep(ref.TransformerBlock, E, H, 0.0, 0.0)
+    ref.helpers.tb_load_state(reference, state)
+    expected_out = reference((x, mask))[0]
+    expected = ref.helpers.tb_block_grads(reference, x, mask, weight)[1]
+    block = _block(sub, E, H, 0.0, 0.0)
+    what = f"TransformerBlock({E}, {H}, 0.0, 0.0)"
+    for layout in (0, 1):
+        _load(sub, block, in_layout(state, layout, E, H), what)
+        try:
+            grads, x_grad = sub.helpers.tb_block_grads(block, x, mask, weight)
+        except StudentError as exc:
+            raise Fail(f"backpropagating through your {what} failed ({exc.type}: {exc.message}): {NO_GRAPH}") from None
+        missing = [name for name, grad in grads.items() if grad is None or not bool(grad.abs().sum() > 0)]
+        if missing or x_grad is None:
+            raise Fail(f"no gradient reaches {', '.join(missing) or 'the block input'}: {NO_GRAPH}")
+        if close(_run(block, x, mask), expected_out):
+            if close(x_grad, expected):
+                return
+            raise Fail(f"{what}: the output is right but the gradient with respect to the input is not: part of the "
+                       f"computation is cut from the graph; {NO_GRAPH}")
+    # the forward differs (the output check says how): the gradients reaching every parameter is what counts here

@@ -23,6 +23,39 @@ import torch
 import torch.nn as nn
 
 
+def tb_block_arguments(n_layers, V, E, H, attn_drop_rate, layer_drop_rate):
+    """The arguments SmallBERT(...) builds each TransformerBlock with, by the documented parameter names (a list
+    of dicts; None for a call that does not fit TransformerBlock(embed_dim, n_heads, attn_drop_rate,
+    layer_drop_rate))."""
+    import inspect
+
+    def documented(embed_dim, n_heads, attn_drop_rate, layer_drop_rate):
+        pass
+
+    original, calls = submission.TransformerBlock, []
+
+    def recording(*args, **kwargs):
+        try:
+            calls.append(dict(inspect.signature(documented).bind(*args, **kwargs).arguments))
+        except TypeError:
+            calls.append(None)
+        return original(*args, **kwargs)
+
+    submission.TransformerBlock = recording
+    try:
+        submission.SmallBERT(n_layers, V, E, H, attn_drop_rate, layer_drop_rate)
+    finally:
+        submission.TransformerBlock = original
+    return calls
+
+
+def tb_param_grads(model, ids, mask, weight):
+    """Backward of (model(ids, mask) * weight).sum(): each parameter's gradient (None: it got none)."""
+    model.zero_grad(set_to_none=True)
+    (model(ids, mask) * weight).sum().backward()
+    return {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
+
+
 class TbRecordingBlock(nn.Module):
     """Stands in for a TransformerBlock: (x, mask) -> (x + tanh(x W), mask); remembers the masks it got."""
     def __init__(self, weight):
@@ -133,6 +166,14 @@ def bert_blocks(sub, ref):
     if not remote_isinstance(model.pos_encoding, "submission.PositionalEncoding"):
         raise Fail("pos_encoding must be PositionalEncoding(embed_dim, layer_drop_rate)")
     _computed_logits(model, 20)  # the right structure counts when it computes logits
+    wanted = {"embed_dim": 16, "n_heads": 2, "attn_drop_rate": 0.1, "layer_drop_rate": 0.3}
+    calls = sub.helpers.tb_block_arguments(3, 20, 16, 2, 0.1, 0.3)
+    for call in calls:
+        if call is not None and {k: call.get(k) for k in wanted} != wanted:
+            got = ", ".join(f"{k}={call.get(k)!r}" for k in wanted)
+            raise Fail(f"SmallBERT(3, 20, 16, 2, attn_drop_rate=0.1, layer_drop_rate=0.3) builds its blocks as "
+                       f"TransformerBlock({got}): pass embed_dim, n_heads, attn_drop_rate and layer_drop_rate in "
+                       "this order")
 
 
 def _diagnose(sub, model, got, ids, mask, state, V, E):
@@ -173,7 +214,7 @@ def _diagnose(sub, model, got, ids, mask, state, V, E):
     return "the logits differ from head(blocks(pos_encoding(embedding(ids)), mask)) with the same weights"
 
 
-@check("SmallBERT: logits match the reference with the same weights", points=2, part=PART, depends_on=DEPENDS_ON)
+@check("SmallBERT: logits match the reference with the same weights", points=1.5, part=PART, depends_on=DEPENDS_ON)
 def bert_logits(sub, ref):
     n_layers, V, E, H, B, T = 2, 23, 16, 4, 3, 7
     g = gen(511)
@@ -297,3 +338,24 @@ def bert_modes(sub, ref):
     # would need identical dropout masks everywhere (probability far below 1e-100).
     if torch.equal(third, fourth):
         raise Fail("in train() with dropout rates 0.3 two calls gave identical logits: is dropout ever applied?")
+
+
+@check("SmallBERT: gradients reach the embedding, every block and the head", points=0.5, part=PART,
+       depends_on=DEPENDS_ON)
+def bert_gradients(sub, ref):
+    n_layers, V, E, H, B, T = 2, 11, 8, 2, 2, 6
+    g = gen(521)
+    ids = _ids(g, B, T, V)
+    weight = torch.randn(B, T, V, generator=g)
+    model = _model(sub, n_layers, V, E, H, 0.0)
+    _load(sub, model, bert_state(n_layers, V, E, 522), f"SmallBERT({n_layers}, {V}, {E}, {H}, 0.0, 0.0)")
+    try:
+        grads = sub.helpers.tb_param_grads(model, ids, None, weight)
+    except StudentError as exc:
+        raise Fail(f"backpropagating through your SmallBERT failed ({exc.type}: {exc.message}): compute the logits "
+                   "with differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())") from None
+    missing = [name for name, grad in grads.items() if grad is None or not bool(grad.abs().sum() > 0)]
+    if missing:
+        raise Fail(f"no gradient reaches {', '.join(missing[:4])}{' and more' if len(missing) > 4 else ''}: "
+                   "keep the path from the embedding through the blocks to the head in the graph (no .detach(), "
+                   ".data or torch.no_grad())")

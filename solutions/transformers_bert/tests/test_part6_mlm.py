@@ -53,17 +53,34 @@ class TbToyMLM(nn.Module):
         return torch.tanh(self.emb[ids]) @ self.weight.T + self.bias
 
 
+def tb_documented_arguments(args, kwargs):
+    """A mask_inputs call's settings by the documented parameter names; None when the call does not fit
+    mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False, generator=None)."""
+    import inspect
+
+    def documented(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False, generator=None):
+        pass
+
+    try:
+        bound = inspect.signature(documented).bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items() if k not in ("token_ids", "generator")}
+
+
 def tb_mlm_steps(emb, weight, bias, token_ids, lr, modes, mask_rate, mask_id, vocab_size, pad_id):
     """Run the student's mlm_train_step once per entry of modes (True: train(), False: eval()) with SGD(lr)
     on a TbToyMLM, recording mask_inputs' results, the model's inputs and the parameters after each step."""
     model = TbToyMLM(emb, weight, bias)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    recorded = []
+    recorded, arguments = [], []
     original = submission.mask_inputs
 
     def recording_mask_inputs(*args, **kwargs):
         out = original(*args, **kwargs)
         recorded.append([t.detach().clone() if isinstance(t, torch.Tensor) else t for t in out])
+        arguments.append(tb_documented_arguments(args, kwargs))
         return out
 
     submission.mask_inputs = recording_mask_inputs
@@ -77,6 +94,7 @@ def tb_mlm_steps(emb, weight, bias, token_ids, lr, modes, mask_rate, mask_id, vo
             if isinstance(loss, torch.Tensor):
                 loss = loss.detach()
             steps.append({"loss": loss, "calls": model.calls[n_calls:], "mask_inputs": recorded[n_recorded:],
+                          "mask_inputs_arguments": arguments[n_recorded:],
                           "training_after": model.training,
                           "params": {n: p.detach().clone() for n, p in model.named_parameters()}})
     finally:
@@ -234,6 +252,12 @@ def mlm_random_tokens(sub, ref):
         raise Fail(f"with vocab_size=4, {frac:.1%} of the selected tokens became the mask id instead of 80%, as if "
                    "random replacements could be the mask id: draw them from the regular tokens 0..vocab_size-1, "
                    "never the mask id")
+    # about 7,500 random replacements over 4 ids, some 5,600 of them visible (another id than the original): each
+    # id shows up (a missing one has probability < 4 * (3/4)^1400 < 1e-170)
+    replaced = set((masked[selected & (masked != ids) & (masked != V)]).tolist())
+    if replaced != set(range(V)):
+        raise Fail(f"with vocab_size=4 the random replacements never took the id(s) "
+                   f"{sorted(set(range(V)) - replaced)}: draw them uniformly from all regular tokens 0..vocab_size-1")
 
 
 @check("MLM masking: only_mask=True masks every selected token", points=0.5, part=PART)
@@ -283,6 +307,12 @@ def mlm_step(sub, ref):
         if len(step["mask_inputs"]) != 1:
             raise Fail(f"{what}: corrupt the batch by calling mask_inputs once per step")
         masked, labels = (t.long() for t in step["mask_inputs"][0][:2])
+        settings = step["mask_inputs_arguments"][0]
+        wanted = {"mask_rate": 0.3, "mask_id": V, "vocab_size": V, "pad_id": pad_id, "only_mask": False}
+        if settings is not None and settings != wanted:
+            got = ", ".join(f"{k}={settings.get(k)!r}" for k in wanted)
+            raise Fail(f"{what}: mask_inputs was called with {got}; pass the step's own mask_rate, mask_id, vocab_size "
+                       "and pad_id, in the documented order")
         if len(step["calls"]) != 1:
             raise Fail(f"{what}: the model must be called once per step (it was called {len(step['calls'])} times)")
         call = step["calls"][0]
