@@ -109,8 +109,9 @@ def test_checks_that_build_on_other_parts_declare_them(release):
     assert {n for n, deps in declared.items() if tuple(deps) == ("Embeddings", "Encoder")} == {
         "load_bert_weights: every tensor copied to its place; a state_dict that does not fit is refused",
         "Bert: embeddings -> encoder with the attention mask -> pooled tanh(pooler(sequence_output[:, 0]))",
-        "Bert with the library's weights: sequence_output and pooled_output equal BertModel's to 1e-5"}
-    assert sum(1 for deps in declared.values() if tuple(deps) == ("Bert",)) == 3
+        "Bert with the library's weights: sequence_output and pooled_output equal BertModel's to 1e-5",
+        "Bert: gradients reach the embeddings, every encoder layer and the pooler"}
+    assert sum(1 for deps in declared.values() if tuple(deps) == ("Bert",)) == 4
 
 
 def test_corpus_size_and_coverage():

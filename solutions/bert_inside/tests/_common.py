@@ -88,6 +88,23 @@ def tensor_out(value, what, shape=None):
     return value.detach()
 
 
+NO_GRAPH = "compute it with differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())"
+
+
+def gradients_reach(sub, module, args, what, input_grad=False):
+    """Fail unless backpropagating through the student's `module` gives every parameter a nonzero gradient;
+    returns the gradient of the first argument with input_grad (its value is compared by the caller)."""
+    try:
+        grads, x_grad = sub.helpers.bi_grads(module, args, input_grad)
+    except StudentError as exc:
+        raise Fail(f"backpropagating through your {what} failed ({exc.type}: {exc.message}): {NO_GRAPH}") from None
+    missing = [name for name, grad in grads.items() if grad is None or not bool(grad.abs().sum() > 0)]
+    if missing or (input_grad and x_grad is None):
+        shown = ", ".join(missing[:4]) + (" and more" if len(missing) > 4 else "") if missing else "its input"
+        raise Fail(f"{what}: no gradient reaches {shown}: {NO_GRAPH}")
+    return x_grad
+
+
 # -- seeded weights in the notebook's names --------------------------------------------------------------------
 
 def embeddings_state(cfg: dict, seed: int, prefix: str = "") -> dict:
@@ -133,10 +150,11 @@ def linear(x, state, name):
 
 
 def layer_forward(state, x, bias, H, eps, scale="head", act="gelu", order="post", split="transpose",
-                  use_bias="add", merge="transpose"):
+                  use_bias="add", merge="transpose", attn_factor=1.0, hidden_factor=1.0):
     """An encoder layer computed in the judge. Variants: scale "head" | "hidden" | "none"; act "gelu" | "tanh" |
     "relu"; order "post" | "pre"; split/merge "transpose" | "view" (heads without the transpose); use_bias "add" |
-    "ignore"."""
+    "ignore"; attn_factor and hidden_factor scale the attention weights and each sub-layer's output where the
+    dropouts act (the fixed stand-ins of bi_with_fixed_dropouts)."""
     x = x.double()
     B, T, E = x.shape
     D = E // H
@@ -150,14 +168,14 @@ def layer_forward(state, x, bias, H, eps, scale="head", act="gelu", order="post"
         scores = q @ k.transpose(-2, -1) / s
         if use_bias == "add":
             scores = scores + bias.double()
-        context = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+        context = attn_factor * torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
         context = context.transpose(1, 2).reshape(B, T, E) if merge == "transpose" else context.reshape(B, T, E)
-        return linear(context, state, "attn_out")
+        return hidden_factor * linear(context, state, "attn_out")
 
     activation = {"gelu": F.gelu, "tanh": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu}[act]
 
     def ffn(h):
-        return linear(activation(linear(h, state, "ffn_in")), state, "ffn_out")
+        return hidden_factor * linear(activation(linear(h, state, "ffn_in")), state, "ffn_out")
 
     def norm(t, name):
         return layer_norm(t, state[f"{name}.weight"], state[f"{name}.bias"], eps)
@@ -184,6 +202,47 @@ import torch.nn.functional as F
 
 def bi_generator(seed):
     return torch.Generator().manual_seed(seed)
+
+
+def bi_grads(module, args, input_grad=False):
+    """Backward of every floating output of module(*args), each weighted by fixed seeded noise: (each parameter's
+    gradient or None, the first argument's gradient with input_grad, else None). Dropout is the caller's affair."""
+    args = list(args)
+    if input_grad:
+        args[0] = args[0].detach().clone().requires_grad_(True)
+    module.zero_grad(set_to_none=True)
+    out = module(*args)
+    outs = [t for t in (out if isinstance(out, (tuple, list)) else [out])
+            if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    g = torch.Generator().manual_seed(7)
+    sum((t * torch.randn(t.shape, generator=g)).sum() for t in outs).backward()
+    grads = {name: None if p.grad is None else p.grad.detach().clone() for name, p in module.named_parameters()}
+    return grads, (args[0].grad.detach().clone() if input_grad and args[0].grad is not None else None)
+
+
+def bi_with_fixed_dropouts(layer, hidden, bias, attn_factor, hidden_factor):
+    """The layer's output in train() with attn_dropout and dropout replaced by fixed scalings (deterministic
+    stand-ins for dropout), restored after."""
+    class BiScale(nn.Module):
+        def __init__(self, factor):
+            super().__init__()
+            self.factor = factor
+
+        def forward(self, x):
+            return x * self.factor
+
+    saved = {name: layer._modules.get(name) for name in ("attn_dropout", "dropout")}
+    layer.attn_dropout, layer.dropout = BiScale(attn_factor), BiScale(hidden_factor)
+    layer.train()
+    try:
+        return layer(hidden, bias)
+    finally:
+        layer.eval()
+        for name, module in saved.items():
+            if module is None:
+                delattr(layer, name)
+            else:
+                setattr(layer, name, module)
 
 
 def bi_config(settings):
@@ -241,13 +300,14 @@ def bi_load_library_weights(model, hf_state):
 
 
 def bi_load_refused(config, hf_state):
-    """Whether the student's load_bert_weights raises for a state_dict that does not fit (True: it does)."""
+    """The names of the exception's classes (its MRO) when the student's load_bert_weights refuses a state_dict
+    that does not fit; [] when it accepts it."""
     model = submission.Bert(config)
     try:
         submission.load_bert_weights(model, hf_state)
-    except Exception:  # noqa: BLE001 - any exception is a refusal
-        return True
-    return False
+    except Exception as exc:  # noqa: BLE001 - any exception is a refusal; its type is checked by the judge
+        return [cls.__name__ for cls in type(exc).__mro__]
+    return []
 
 
 # Recording stand-ins with fixed maps the judge computes itself: the wiring of Bert (part 5) and of the

@@ -8,7 +8,7 @@ config show.
 """
 import torch
 
-from _common import build, config, embeddings_state, layer_norm, load, remote_config, tensor_out
+from _common import build, config, embeddings_state, gradients_reach, layer_norm, load, remote_config, tensor_out
 from autograder.testing import Fail, StudentError, check, close, gen, remote_attr
 
 PART = "3. BERT embeddings"
@@ -101,7 +101,7 @@ def sizes(sub, ref):
         raise Fail("dropout must be nn.Dropout(config.hidden_dropout_prob)")
 
 
-@check("embeddings: output matches the reference with the same weights", points=2, part=PART)
+@check("embeddings: output matches the reference with the same weights", points=1.5, part=PART)
 def output(sub, ref):
     state = embeddings_state(config(), 301)
     student, reference, cfg = pair(sub, ref, state)
@@ -190,3 +190,13 @@ def dropout(sub, ref):
     if not torch.allclose(noisy[~dropped], 2 * exact[~dropped], atol=1e-5, rtol=1e-4):
         raise Fail("in train() the kept outputs must be the eval() outputs scaled by 1 / (1 - p): dropout is the last "
                    "step, after the LayerNorm")
+
+
+@check("embeddings: gradients reach the word, position and segment tables and the LayerNorm", points=0.5, part=PART)
+def gradients(sub, ref):
+    state = embeddings_state(config(), 341)
+    student, _, cfg = pair(sub, ref, state)
+    ids, types = inputs(342, 3, 8, cfg)
+    types[0] = 0
+    types[1] = 1  # both segments used: each row of the segment table gets a gradient
+    gradients_reach(sub, student, [ids, types], "Embeddings")

@@ -13,7 +13,8 @@ import math
 import torch
 
 from _common import (
-    LAYER_NAMES, additive_bias, build, config, layer_forward, layer_state, load, remote_config, tensor_out,
+    LAYER_NAMES, NO_GRAPH, additive_bias, build, config, gradients_reach, layer_forward, layer_state, load,
+    remote_config, tensor_out,
 )
 from autograder.testing import Fail, StudentError, check, close, gen, remote_attr, worker_helpers
 
@@ -82,7 +83,7 @@ def masks():
     return [(mask, "a 0/1 long mask"), (mask.float(), "a 0/1 float mask")]
 
 
-@check("attention_bias: 0 for real tokens, a huge negative bias for padding, shape (B, 1, 1, T)", points=1.5, part=PART)
+@check("attention_bias: 0 for real tokens, a huge negative bias for padding, shape (B, 1, 1, T)", points=1, part=PART)
 def bias(sub, ref):
     for mask, what in masks():
         for dtype in (torch.float32, torch.float64):
@@ -170,11 +171,11 @@ def diagnose_layer(got, state, hidden, bias_, cfg):
             "bias) v)), with the same weights")
 
 
-@check("encoder layer: output matches the reference with the same weights and bias", points=2, part=PART)
+@check("encoder layer: output matches the reference with the same weights and bias", points=1.5, part=PART)
 def layer_output(sub, ref):
-    cfg = config()
+    cfg = config(num_attention_heads=2)  # heads of 8 features: (H, D) and (D, H) splits differ
     state = layer_state(cfg, 411)
-    student, reference = layer_pair(sub, ref, state)
+    student, reference = layer_pair(sub, ref, state, num_attention_heads=2)
     hidden, mask = layer_inputs(412)
     bias_ = additive_bias(mask)  # the judge's bias: this check does not depend on the student's attention_bias
     got = run_layer(student, hidden, bias_)
@@ -254,6 +255,47 @@ def layer_config(sub, ref):
     if torch.equal(exact, run_layer(layer, hidden, bias_)):
         raise Fail("in train() mode with dropout rates 0.2 and 0.3 the output is the eval() output: apply attn_dropout "
                    "to the attention weights and dropout to each sub-layer's output")
+
+
+@check("encoder layer: attn_dropout on the attention weights, dropout on each sub-layer's output before its residual",
+       points=0.5, part=PART)
+def layer_dropout_places(sub, ref):
+    cfg = config(num_attention_heads=2)
+    state = layer_state(cfg, 441)
+    student, _ = layer_pair(sub, ref, state, num_attention_heads=2)
+    hidden, mask = layer_inputs(442)
+    bias_ = additive_bias(mask)
+    try:
+        out = sub.helpers.bi_with_fixed_dropouts(student, hidden, bias_, 0.5, 0.25)
+    except StudentError as exc:
+        raise Fail(f"EncoderLayer with its attn_dropout and dropout replaced by fixed scalings failed ({exc.type}: "
+                   f"{exc.message})") from None
+    got = tensor_out(out, "EncoderLayer.forward's output", hidden.shape).double()
+    expected = layer_forward(state, hidden, bias_, 2, cfg["layer_norm_eps"], attn_factor=0.5, hidden_factor=0.25)
+    if close(got, expected):
+        return
+    if not close(run_layer(student, hidden, bias_), layer_forward(state, hidden, bias_, 2, cfg["layer_norm_eps"])):
+        return  # the layer itself differs (the output check says how): where its dropouts act cannot be seen here
+    raise Fail("with attn_dropout and dropout replaced by fixed scalings (x0.5 on the attention weights, x0.25 on each "
+               "sub-layer's output) the output is not the expected one: apply self.attn_dropout to the attention "
+               "weights after the softmax, and self.dropout to the attention block's output (after attn_out) and to "
+               "the feed-forward output, each before its residual is added")
+
+
+@check("encoder layer: gradients reach every weight and the input as through the reference", points=0.5, part=PART)
+def layer_gradients(sub, ref):
+    cfg = config(num_attention_heads=2)
+    state = layer_state(cfg, 451)
+    student, reference = layer_pair(sub, ref, state, num_attention_heads=2)
+    hidden, mask = layer_inputs(452)
+    bias_ = additive_bias(mask)
+    x_grad = gradients_reach(sub, student, [hidden, bias_], "EncoderLayer", input_grad=True)
+    if not close(run_layer(student, hidden, bias_), run_layer(reference, hidden, bias_)):
+        return  # the forward differs (the output check says how): the gradients then differ too
+    expected = ref.helpers.bi_grads(reference, [hidden, bias_], True)[1]
+    if not close(x_grad, expected):
+        raise Fail(f"EncoderLayer: the output is right but the gradient with respect to its input is not: part of the "
+                   f"computation is cut from the graph; {NO_GRAPH}")
 
 
 # -- Encoder -----------------------------------------------------------------------------------------------------

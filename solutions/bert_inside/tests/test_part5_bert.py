@@ -14,7 +14,7 @@ import re
 
 import torch
 
-from _common import config, load, remote_config, tensor_out
+from _common import config, gradients_reach, load, remote_config, tensor_out
 from autograder.testing import Fail, StudentError, check, close, gen, keep
 
 PART = "5. Loading the library's weights"
@@ -131,6 +131,9 @@ def where_from(value, hf_state):
 def load_weights(sub, ref):
     cfg = config()
     hf_state = library_state(library_bert(cfg, 501))
+    # the index buffers older versions of the library keep in the state_dict (ours_name gives them None)
+    hf_state["embeddings.position_ids"] = torch.arange(cfg["max_position_embeddings"])[None]
+    hf_state["embeddings.token_type_ids"] = torch.zeros(1, cfg["max_position_embeddings"], dtype=torch.long)
     ours = load_library(sub, student_bert(sub), hf_state)
     for hf_name, tensor in hf_state.items():
         name = correct_name(hf_name)
@@ -150,11 +153,15 @@ def load_weights(sub, ref):
     bad_shape = dict(hf_state)
     bad_shape["pooler.dense.weight"] = torch.zeros(cfg["hidden_size"], cfg["hidden_size"] + 1)
     missing = {k: v for k, v in hf_state.items() if k != "pooler.dense.bias"}
-    for state, what in ((bad_shape, "a tensor of another shape (pooler.dense.weight)"),
-                        (missing, "a tensor missing (pooler.dense.bias)")):
-        if not sub.helpers.bi_load_refused(remote_config(sub), state):
+    for state, what, error in ((bad_shape, "a tensor of another shape (pooler.dense.weight)", "ValueError"),
+                               (missing, "a tensor missing (pooler.dense.bias)", "KeyError")):
+        raised = sub.helpers.bi_load_refused(remote_config(sub), state)
+        if not raised:
             raise Fail(f"load_bert_weights accepted a state_dict with {what}: raise (ValueError for a shape, KeyError for "
                        "a tensor of ours that gets no value) instead of loading part of the weights")
+        if error not in raised:
+            raise Fail(f"load_bert_weights refused a state_dict with {what} with {raised[0]}: raise {error}, as the "
+                       "docstring says (check the names and shapes yourself before load_state_dict)")
 
 
 def ours_name_of(hf_name):
@@ -246,7 +253,7 @@ def wiring(sub, ref):
 
 # -- against the library -----------------------------------------------------------------------------------------
 
-@check("Bert with the library's weights: sequence_output and pooled_output equal BertModel's to 1e-5", points=2,
+@check("Bert with the library's weights: sequence_output and pooled_output equal BertModel's to 1e-5", points=1.5,
        part=PART, depends_on=BERT_PARTS)
 def against_library(sub, ref):
     cfg = config()
@@ -267,3 +274,14 @@ def against_library(sub, ref):
     if not close(pooled, theirs.pooler_output, atol=1e-5, rtol=1e-5):
         raise Fail("with the library's weights your pooled_output differs from BertModel's pooler_output: "
                    "tanh(pooler(sequence_output[:, 0])) with the library's pooler.dense weights")
+
+
+@check("Bert: gradients reach the embeddings, every encoder layer and the pooler", points=0.5, part=PART,
+       depends_on=BERT_PARTS)
+def gradients(sub, ref):
+    cfg = config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    ids, types, mask = bert_inputs(531, cfg)
+    types[0] = 0
+    types[1] = 1  # both segments used
+    gradients_reach(sub, student_bert(sub, {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
+                    [ids, types, mask], "Bert")

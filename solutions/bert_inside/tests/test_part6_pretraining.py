@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from _common import config, layer_norm, load, remote_config, tensor_out
+from _common import NO_GRAPH, config, gradients_reach, layer_norm, load, remote_config, tensor_out
 from autograder.testing import Fail, StudentError, check, close, gen, keep, remote_attr, worker_helpers
 
 PART = "6. Pre-training heads and loss"
@@ -146,7 +146,7 @@ def init_weights(sub, ref):
 
 # -- the MLM head ------------------------------------------------------------------------------------------------
 
-@check("MLM head: dense -> GELU -> LayerNorm, then the word embeddings as decoder, plus a bias", points=1.5, part=PART)
+@check("MLM head: dense -> GELU -> LayerNorm, then the word embeddings as decoder, plus a bias", points=1, part=PART)
 def mlm_head(sub, ref):
     cfg = config(layer_norm_eps=0.25)  # a large eps: LayerNorm(E) with PyTorch's default eps gives other values
     E, V = cfg["hidden_size"], cfg["vocab_size"]
@@ -358,3 +358,27 @@ def first_loss(sub, ref):
         raise Fail(f"the first loss of a fresh BertForPretraining(config) with vocab_size 200 is {total:.2f}; it should be "
                    f"about ln(200) + ln(2) = {target:.2f}: initialise every module with init_bert_weights(std="
                    "config.initializer_range) (self.apply(...)), the tied word embeddings included")
+
+
+@check("pre-training model: gradients reach the MLM head, the NSP head and the word embeddings through both",
+       points=0.5, part=PART, depends_on=["Bert"])
+def gradients(sub, ref):
+    cfg = config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    ids, types, mask = pretraining_inputs(631, cfg)
+    gradients_reach(sub, pretraining_model(sub, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+                    [ids, types, mask], "BertForPretraining")
+    E = cfg["hidden_size"]
+    word = torch.randn(cfg["vocab_size"], E, generator=gen(632))
+    try:
+        head = keep(sub.helpers.bi_mlm_head, remote_config(sub), word)
+        reference = keep(ref.helpers.bi_mlm_head, remote_config(ref), word)
+    except StudentError as exc:
+        raise Fail(f"MLMHead(config, word_embeddings) raised {exc.type}: {exc.message}") from None
+    hidden = torch.randn(2, 5, E, generator=gen(633))
+    x_grad = gradients_reach(sub, head, [hidden], "MLMHead", input_grad=True)
+    ref.helpers.bi_load(reference, {k: v for k, v in sub.helpers.bi_state(head).items()})
+    if not close(tensor_out(head(hidden), "MLMHead's logits").double(), tensor_out(reference(hidden), "logits").double()):
+        return  # the head computes something else (the MLM head check says what): its gradients then differ too
+    if not close(x_grad, ref.helpers.bi_grads(reference, [hidden], True)[1]):
+        raise Fail(f"MLMHead: the logits are right but the gradient with respect to the hidden states is not: part of "
+                   f"the computation is cut from the graph; {NO_GRAPH}")
