@@ -17,11 +17,11 @@ read-only from the machine, only what it needs (`visible_paths`):
 - the paths the grader exposes on purpose (`Confinement.expose`: the rubric's encoder and cache);
 - a private, size-limited tmpfs on /tmp holding the working directory /tmp/work (also HOME and TMPDIR),
   where the assignment's declared input files appear read-only under their own names;
-- its own /proc, mounted once it is the first process of its PID namespace.
+- its own /proc (the worker builds its root as the first process of its PID namespace).
 
 Everything else (home directories, other checkouts of the course, the release bundle, the results,
 other submissions, /root, /opt, /srv, /var, /mnt, /media) does not exist for it. Then the old root is
-detached, every mount becomes read-only and nosuid, and only /tmp and /dev/shm are made writable again.
+detached, every mount becomes read-only and nosuid, and only /tmp, /dev/shm and /proc are made writable again.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ ETC_PATHS = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
 CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_DATASETS_CACHE", "TORCH_HOME")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 MAX_SYMLINKS = 40
+WRITABLE = ("/tmp", "/dev/shm", "/proc")  # mounts left writable (/proc: the nested user namespace's id maps)
 PASSWD = "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nstudent:x:1000:1000:student:/tmp/work:/usr/sbin/nologin\n"
 GROUP = "root:x:0:\nstudent:x:1000:\n"
 HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
@@ -209,14 +210,14 @@ def _make_read_only(points: list[str]) -> None:
     `points`: every mount point, for kernels older than 5.12 (no mount_setattr: one remount each)."""
     try:
         linux.mount_setattr("/", linux.MOUNT_ATTR_RDONLY | linux.MOUNT_ATTR_NOSUID)
-        for writable in ("/tmp", "/dev/shm"):
+        for writable in WRITABLE:
             linux.mount_setattr(writable, 0, linux.MOUNT_ATTR_RDONLY, recursive=False)
         return
     except OSError as exc:
         if exc.errno != linux.ENOSYS:
             raise
     for point in points:
-        if point in ("/tmp", "/dev/shm"):
+        if point in WRITABLE:
             continue
         try:
             linux.mount(None, point, None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY | linux.MS_NOSUID)
@@ -249,6 +250,9 @@ def build(owner: int, scratch_bytes: int, shm_bytes: int, expose: Sequence[str] 
     for path in (["/sys"] if cuda else ["/sys/devices/system/cpu", "/sys/devices/system/node"]):
         binder.add(path)
     os.makedirs("/proc", mode=0o555, exist_ok=True)
+    # Its own /proc now, as the first process of its PID namespace: a user namespace may mount a procfs only
+    # while one of the machine's is fully visible in the mount namespace, that is before the old root goes.
+    linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
     points = _mount_points()
     linux.umount(OLD_ROOT)
     os.rmdir(OLD_ROOT)
