@@ -107,7 +107,8 @@ def describe(choice: Choice) -> str:
     """One line for a run's log and summary: the level, and what a weaker level does not hold."""
     if choice.level == FULL:
         return f"confinement: full ({choice.status})"
+    above = "".join(f"; {level} refused: {why}" for level, why in choice.refused)
     if choice.level == RESTRICTED:
-        return (f"confinement: restricted, the strongest this machine allows ({choice.status}); not held: "
+        return (f"confinement: restricted, the strongest this machine allows ({choice.status}){above}; not held: "
                 + "; ".join(RESTRICTED_LIMITS))
-    return f"confinement: none beyond resource limits (trusted submissions) ({choice.status})"
+    return f"confinement: none beyond resource limits (trusted submissions) ({choice.status}){above}"

@@ -168,6 +168,12 @@ def _write(path: str, text: str) -> None:
     os.chmod(path, 0o644)
 
 
+def _group_of(owner: int) -> int:
+    """The gid that goes with `owner`: a root grader's worker takes gid = uid; any other keeps its own gid (the only
+    one its user namespace maps)."""
+    return os.getegid() if owner == os.geteuid() else owner
+
+
 def _dev(binder: _Binder, shm_bytes: int, owner: int, cuda: bool) -> None:
     os.makedirs("/dev", mode=0o755, exist_ok=True)
     linux.mount("tmpfs", "/dev", "tmpfs", linux.MS_NOSUID | linux.MS_NOEXEC, "size=64k,mode=0755")
@@ -182,7 +188,7 @@ def _dev(binder: _Binder, shm_bytes: int, owner: int, cuda: bool) -> None:
         os.symlink(target, f"/dev/{name}")
     os.mkdir("/dev/shm")
     linux.mount("tmpfs", "/dev/shm", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
-                f"size={shm_bytes},mode=0700,uid={owner},gid={owner}")
+                f"size={shm_bytes},mode=0700,uid={owner},gid={_group_of(owner)}")
 
 
 def _tmp(binder: _Binder, scratch_bytes: int, owner: int, inputs: dict[str, str]) -> None:
@@ -194,7 +200,7 @@ def _tmp(binder: _Binder, scratch_bytes: int, owner: int, inputs: dict[str, str]
         if target.startswith(SCRATCH_DIR + "/") and os.path.exists(_old(source)):
             binder.add(os.path.realpath(_old(source))[len(OLD_ROOT):], target)
     for dirpath, dirnames, _ in os.walk(SCRATCH_DIR):  # the folders made for the inputs belong to the worker
-        os.chown(dirpath, owner, owner)
+        os.chown(dirpath, owner, _group_of(owner))
         dirnames[:] = [d for d in dirnames if not os.path.ismount(os.path.join(dirpath, d))]
 
 
