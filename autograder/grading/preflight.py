@@ -15,6 +15,7 @@ from autograder.release import Release
 from autograder.sandbox.ladder import ConfinementUnavailable, choose, describe
 
 __all__ = ["ConfinementUnavailable", "preflight"]
+_said: set[str] = set()
 
 
 def preflight(release: Release, options: GradeOptions) -> str:
@@ -22,6 +23,8 @@ def preflight(release: Release, options: GradeOptions) -> str:
     message: what failed and the platform's remedy) when there is none."""
     cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
     choice = choose(confinement_for(release, options, cuda), options.trusted)
-    if choice.weaker and not options.quiet:
-        print(describe(choice), file=sys.stderr, flush=True)
+    line = describe(choice)
+    if choice.weaker and not options.quiet and line not in _said:
+        _said.add(line)  # a rebuild's recording and the grading after it: said once
+        print(line, file=sys.stderr, flush=True)
     return choice.status

@@ -241,6 +241,9 @@ def _use_scratch(conf: Confinement, root: bool, host_uid: int) -> None:
             os.chown(dirpath, host_uid, host_uid)
     os.chdir(conf.scratch)
     os.environ.update(HOME=conf.scratch, TMPDIR=conf.scratch)
+    import tempfile
+
+    tempfile.tempdir = conf.scratch  # the fork server may have asked already: its answer, the machine's /tmp, is kept
 
 
 def _try_process_namespaces(conf: Confinement, done: list[str]) -> bool:
