@@ -83,7 +83,12 @@ def pending_advice(release, results, submissions: list[str], out: str) -> list[s
                          f"{shlex.quote(release.config.name)} {' '.join(map(shlex.quote, submissions))} --out "
                          f"{shlex.quote(out)}")
             pending.discard(config.name)
-    if pending:
-        lines.append(f"pending: {len(pending)} other check(s) not graded here (graded by hand, or needing a GPU): "
-                     + ", ".join(sorted(pending)))
+    gpu = sorted(pending & ({c.name for c in release.checks if c.gpu} | set(release.config.gpu_checks)))
+    if gpu:
+        lines.append(f"pending: {len(gpu)} check(s) need a GPU ({', '.join(gpu)}); on a machine with CUDA: autograder "
+                     f"grade {shlex.quote(release.config.name)} {' '.join(map(shlex.quote, submissions))} --out "
+                     f"{shlex.quote(out)} --regrade")
+    manual = sorted(pending - set(gpu))
+    if manual:
+        lines.append(f"pending: {len(manual)} other check(s) not graded here (graded by hand): " + ", ".join(manual))
     return lines

@@ -23,6 +23,9 @@ class RubricCommand(Command):
         parser.add_argument("--valid-limit", type=int,
                             help="only the first N validation reviews (smoke runs; not for grades)")
         parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission (default 1800)")
+        parser.add_argument("--trusted-submissions", action="store_true",
+                            help="where student code cannot be confined, run it with resource limits only (for "
+                            "submissions you trust)")
         parser.add_argument("--quiet", action="store_true")
 
     def run(self, args) -> int:

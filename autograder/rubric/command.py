@@ -83,7 +83,8 @@ def run(args) -> int:
         print(f"warning: {problem}", file=sys.stderr)
     options = RubricOptions(encoder=args.encoder, imdb=args.imdb, device=args.device, precision=args.precision,
                             cache=not args.no_cache, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-                            valid_limit=args.valid_limit, timeout=args.timeout)
+                            valid_limit=args.valid_limit, timeout=args.timeout,
+                            trusted=getattr(args, "trusted_submissions", False))
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     run = RubricRun(config, options, out_dir=out, log=log)
     known = existing_ids(out)
