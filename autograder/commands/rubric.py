@@ -23,9 +23,11 @@ class RubricCommand(Command):
         parser.add_argument("--valid-limit", type=int,
                             help="only the first N validation reviews (smoke runs; not for grades)")
         parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission (default 1800)")
+        parser.add_argument("--course", help="an nbgrader course: write the rubric's points into its gradebook too "
+                            "(default: the course whose submitted/ tree the submissions come from)")
         parser.add_argument("--trusted-submissions", action="store_true",
-                            help="where student code cannot be confined, run it with resource limits only (for "
-                            "submissions you trust)")
+                            help="grade even where student code cannot be confined at all here (neither "
+                            "namespaces nor a file allowlist): only for submissions you trust")
         parser.add_argument("--quiet", action="store_true")
 
     def run(self, args) -> int:

@@ -111,10 +111,12 @@ def run(args) -> int:
                   f"changed. Check --encoder / $BERT_ENCODER and --imdb / $IMDB_PATH (the hub is the default).",
                   file=sys.stderr)
             return 2
+    checks = []
     for i, (nb, sub_id, ckpt) in enumerate(zip(notebooks, ids, checkpoints), start=1):
         start = time.monotonic()
         outcome = run.grade(nb, ckpt)
         merge_check(out, sub_id, outcome.check, title, str(nb))
+        checks.append(outcome.check)
         details = {**outcome.details, "wall_seconds": round(time.monotonic() - start, 3),
                    "encoder": run.encoder.source if run.encoder else None, "timings": run.timings}
         write_atomic(out / sub_id / "rubric.json", json.dumps(details, indent=1, sort_keys=True, default=str))
@@ -126,4 +128,19 @@ def run(args) -> int:
                   file=sys.stderr, flush=True)
     refresh_summary(out, title)
     print(f"rubric: {len(notebooks)} submission(s) merged into {out}/<submission>/results.json and {out / 'grades.csv'}")
+    _into_gradebook(args, config, notebook_name, notebooks, checks)
     return 0 if notebooks else 1
+
+
+def _into_gradebook(args, config: RubricConfig, notebook_name: str | None, notebooks: list[Path], checks: list) -> None:
+    """In an nbgrader course (--course, or submissions from its submitted/ tree): the rubric's points into its
+    gradebook too, where formgrader and `nbgrader export` read them."""
+    from autograder.export.nbgrader import course_of, scores_into_gradebook
+
+    course = Path(args.course) if getattr(args, "course", None) else course_of(args.submissions)
+    if course is None or not notebook_name:
+        return
+    # nbgrader's tree: submitted/<student>/<assignment>/<notebook>
+    by_student = {nb.parent.parent.name: [check] for nb, check in zip(notebooks, checks)}
+    for line in scores_into_gradebook(course, config.assignment, notebook_name, by_student):
+        print(f"gradebook: {line}")

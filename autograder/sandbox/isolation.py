@@ -75,7 +75,6 @@ class Confinement:
     file_bytes: int = 256 * 1024 * 1024  # RLIMIT_FSIZE: largest file (stdout log included) it can write
     max_processes: int = 64  # processes (threads count) the worker may have beyond its user's existing ones
     level: str = FULL  # FULL, RESTRICTED or TRUSTED (the ladder's rung, chosen by sandbox/ladder.py)
-    namespaces: bool = True  # False: TRUSTED whatever `level` says
     network: bool = False  # keep the machine's network (no network namespace)
     drop_root: bool = True  # a root grader's worker switches to an unprivileged uid of its own
     cuda: bool = False  # the NVIDIA device files and /sys are visible
@@ -309,6 +308,15 @@ def _confine_restricted(conf: Confinement, done: list[str]) -> tuple[bool, int]:
     return False, host_uid
 
 
+def _confine_trusted(conf: Confinement, done: list[str]) -> tuple[bool, int]:
+    """Level trusted: what needs neither namespaces nor Landlock (the caller adds the limits)."""
+    done.append("trusted submissions: no namespaces, no file allowlist")
+    root = _may_drop_root(conf, whole_path=True)
+    host_uid = _host_uid(root)
+    _use_scratch(conf, root, host_uid)
+    return root, host_uid
+
+
 def confine(conf: Confinement) -> str:
     """Apply `conf` at its level to this process; returns a one-line status for the grading log, its first word
     the level's (`ISOLATED`, `RESTRICTED`, `UNCONFINED`). Raises when the level cannot be had, never falls back."""
@@ -318,19 +326,14 @@ def confine(conf: Confinement) -> str:
     root = os.geteuid() == 0 and conf.drop_root
     existing = 0 if root else _count_own_processes()  # before our own /proc hides the others
     done: list[str] = []
-    level = conf.level if conf.namespaces else TRUSTED
+    level = conf.level
     if level == FULL:
         try:
             root, host_uid = _confine_full(conf, done)
         except OSError as exc:
             raise ConfinementRefused(exc.errno or 1, f"full confinement failed: {exc}") from None
-    elif level == RESTRICTED:
-        root, host_uid = _confine_restricted(conf, done)
     else:
-        done.append("trusted submissions: no namespaces, no file allowlist")
-        root = _may_drop_root(conf, whole_path=True)
-        host_uid = _host_uid(root)
-        _use_scratch(conf, root, host_uid)
+        root, host_uid = (_confine_restricted if level == RESTRICTED else _confine_trusted)(conf, done)
     if root:
         _drop_root(host_uid)
         done.append("an unprivileged uid of its own")

@@ -53,7 +53,7 @@ def choose(conf: Confinement, trusted: bool, run_probe: Probe = probe, platform:
     """The first level, strongest first, that `run_probe` builds; ConfinementUnavailable when none does."""
     refused: list[tuple[str, str]] = []
     for level in allowed_levels(trusted):
-        ok, status = run_probe(replace(conf, level=level, namespaces=True))
+        ok, status = run_probe(replace(conf, level=level))
         if ok:
             return Choice(level, status, refused)
         refused.append((level, status))
