@@ -1,8 +1,10 @@
 """Replay .github/workflows/grade.yml's CPU job here, step by step, as GitHub's hosted runner runs it: as an
 unprivileged user whose kernel refuses it user namespaces (tools/no_userns.py: what ubuntu-latest's AppArmor
-default leaves such a user), with no passwordless sudo in reach, so the grade step meets the confinement ladder.
+default leaves such a user). Without --sudo there is no passwordless sudo in reach, so the grade step meets the
+confinement ladder; with --sudo, `sudo` works as on the hosted runner: what it runs runs as root, outside the
+restriction (a broker started here runs it with the caller's terminal, working folder and arguments).
 
-    sudo python tools/replay_workflow.py [--user gradeuser] [--assignment A] [--submissions DIR] [--keep]
+    sudo python tools/replay_workflow.py [--sudo] [--user gradeuser] [--assignment A] [--submissions DIR] [--keep]
 
 Run as root (it creates the user with useradd when missing and lays out the workspace). Each `run:` step runs
 with the runner's shell (`bash --noprofile --norc -eo pipefail`), the workflow's env and inputs, GITHUB_ENV and
@@ -14,7 +16,10 @@ may not reach PyPI); what it installs is the same project. Exit status: the job'
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
+import threading
 import pwd
 import re
 import shutil
@@ -28,6 +33,49 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "grade.yml"
 SHELL = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]
+SECURE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # sudo's default secure_path
+SUDO_CLIENT = """import array, json, os, socket, sys
+args = sys.argv[1:]
+while args and args[0].startswith("-"):  # -n, -E: passwordless, and the environment is reset either way
+    args.pop(0)
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["REPLAY_SUDO_SOCKET"])
+socket.send_fds(s, [json.dumps({"argv": args, "cwd": os.getcwd()}).encode() + b"\\n"], [0, 1, 2])
+sys.exit(int(s.makefile().readline() or 1))
+"""
+
+
+class SudoBroker:
+    """Passwordless sudo for the replayed steps: a UNIX socket that runs the argv it is sent as root, in this
+    process's namespaces, on the caller's stdin, stdout and stderr, and answers the exit status."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(path))
+        path.chmod(0o777)
+        self.server.listen()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            connection, _ = self.server.accept()
+            threading.Thread(target=self._run, args=(connection,), daemon=True).start()
+
+    @staticmethod
+    def _run(connection: socket.socket) -> None:
+        message, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+        request = json.loads(message)
+        try:
+            code = subprocess.run(request["argv"] or ["true"], cwd=request["cwd"], stdin=fds[0], stdout=fds[1],
+                                  stderr=fds[2], env={"PATH": SECURE_PATH, "HOME": "/root"}).returncode
+        except OSError as exc:
+            os.write(fds[2], f"sudo: {exc}\n".encode())
+            code = 1
+        for fd in fds:
+            os.close(fd)
+        connection.sendall(f"{code}\n".encode())
+        connection.close()
 
 
 def expand(text: str, inputs: dict[str, str]) -> str:
@@ -70,8 +118,9 @@ def reachable(paths: list[str]) -> str:
 class Runner:
     """The hosted runner: a workspace, the runner's user, its env files."""
 
-    def __init__(self, user: pwd.struct_passwd, home: Path, inputs: dict[str, str], workflow: dict):
-        self.user, self.home, self.inputs = user, home, inputs
+    def __init__(self, user: pwd.struct_passwd, home: Path, inputs: dict[str, str], workflow: dict,
+                 sudo: bool = False):
+        self.user, self.home, self.inputs, self.sudo = user, home, inputs, sudo
         self.workspace, self.tool = home / "work", home / "toolcache" / "python"
         self.env_file, self.summary = home / "github_env", home / "step_summary.md"
         self.artifacts = home / "artifacts"
@@ -79,7 +128,9 @@ class Runner:
 
     def shell(self, script: str, extra_env: dict[str, str]) -> int:
         """`script` in the runner's shell, as the runner's user, refused user namespaces."""
-        env = {"PATH": f"{self.tool}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home),
+        shims = f"{self.home}/sudo-shim:" if self.sudo else ""
+        env = {"PATH": f"{shims}{self.tool}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home),
+               "REPLAY_SUDO_SOCKET": str(self.home / "sudo.sock"),
                "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(self.workspace), "GITHUB_ENV": str(self.env_file),
                "GITHUB_STEP_SUMMARY": str(self.summary), **self.env, **self._github_env(), **extra_env}
         step = self.home / "step.sh"
@@ -160,6 +211,7 @@ def main() -> int:
     parser.add_argument("--assignment")
     parser.add_argument("--submissions")
     parser.add_argument("--keep", action="store_true", help="keep the runner's home folder")
+    parser.add_argument("--sudo", action="store_true", help="passwordless sudo, as on GitHub's hosted runner")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: it lays out the runner's user and workspace")
@@ -175,11 +227,22 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="runner-", dir="/var/tmp"))
     home.chmod(0o755)
     os.chown(home, user.pw_uid, user.pw_gid)
-    runner = Runner(user, home, inputs, workflow)
+    runner = Runner(user, home, inputs, workflow, sudo=args.sudo)
+    if args.sudo:
+        SudoBroker(home / "sudo.sock")
+        shim = home / "sudo-shim" / "sudo"
+        shim.parent.mkdir()
+        (shim.parent / "client.py").write_text(SUDO_CLIENT)
+        shim.write_text(f"#!/bin/sh\nexec {sys.executable} {shim.parent / 'client.py'} \"$@\"\n")
+        shim.chmod(0o755)
     try:
         code = replay(runner, workflow["jobs"]["grade"])
         if runner.summary.exists():
             print("--- run summary\n" + runner.summary.read_text())
+        for graded in sorted(runner.artifacts.glob("*/*/grading.json")):
+            result = json.loads(graded.read_text())
+            print(f"{graded.parent.name}: {result.get('score')}/{result.get('max_score')}, confined: "
+                  f"{result.get('confinement')}")
         print(f"job {'succeeded' if code == 0 else f'failed ({code})'}; artifacts in {runner.artifacts}")
         return code
     finally:
