@@ -119,7 +119,11 @@ try:
     secret = "read"
 except OSError as exc:
     secret = type(exc).__name__
-print(json.dumps({"status": status, "secret": secret}))
+try:
+    given = open("data.txt").read()  # a declared input file, in its working folder
+except OSError as exc:
+    given = type(exc).__name__
+print(json.dumps({"status": status, "secret": secret, "input": given}))
 os._exit(0)
 '''
 
@@ -129,7 +133,11 @@ def confine_in_child(tmp_path: Path, level: str, breaks: str, drop_root: bool = 
     secret.write_text("the answer")
     scratch = tmp_path / "scratch"
     scratch.mkdir(exist_ok=True)
-    conf = {"level": level, "scratch": str(scratch), "drop_root": drop_root}
+    release = tmp_path / "release"
+    release.mkdir(mode=0o700, exist_ok=True)
+    (release / "data.txt").write_text("declared input")
+    conf = {"level": level, "scratch": str(scratch), "drop_root": drop_root,
+            "inputs": {"data.txt": str(release / "data.txt")}}
     done = subprocess.run([sys.executable, "-c", CONFINE, json.dumps(conf), breaks, str(secret)], capture_output=True,
                           text=True, timeout=120, cwd=str(ROOT))
     assert done.returncode == 0, done.stderr
@@ -157,7 +165,17 @@ def test_restricted_hides_the_files_without_namespaces(tmp_path):
     outcome = confine_in_child(tmp_path, RESTRICTED, "namespaces", drop_root=False)
     assert outcome["status"].startswith("restricted: no namespaces"), outcome
     assert "file allowlist (Landlock" in outcome["status"]
-    assert outcome["secret"] == "PermissionError"
+    assert outcome["secret"] == "PermissionError" and outcome["input"] == "declared input"
+
+
+def test_restricted_under_a_root_grader_drops_root_and_still_gets_its_inputs(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs a root grader")
+    outcome = confine_in_child(tmp_path, RESTRICTED, "namespaces")
+    # its own uid where other users may read the interpreter; said either way
+    assert any(words in outcome["status"] for words in ("an unprivileged uid of its own",
+                                                         "runs as root: the interpreter is not readable")), outcome
+    assert outcome["secret"] == "PermissionError" and outcome["input"] == "declared input"
 
 
 def test_restricted_refuses_where_nothing_can_hide_the_files(tmp_path):

@@ -225,6 +225,18 @@ def _confine_full(conf: Confinement, done: list[str]) -> tuple[bool, int]:
     return root, host_uid
 
 
+def _place_input(source: str, target: str, copy: bool) -> None:
+    """A declared input file in the scratch folder: a copy where the worker will drop root (the release it lies in
+    is closed to other users), else a link to it (read-only through Landlock, where the worker cannot write)."""
+    if not copy:
+        os.symlink(source, target)
+        return
+    import shutil
+
+    shutil.copyfile(source, target)
+    os.chmod(target, 0o444)
+
+
 def _use_scratch(conf: Confinement, root: bool, host_uid: int) -> None:
     """Without a root of its own the worker works in the judge's scratch folder: its HOME and TMPDIR, with the
     declared input files as links to their read-only originals."""
@@ -234,7 +246,7 @@ def _use_scratch(conf: Confinement, root: bool, host_uid: int) -> None:
         target = os.path.normpath(os.path.join(conf.scratch, name))
         if target.startswith(conf.scratch + "/") and os.path.exists(source) and not os.path.lexists(target):
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            os.symlink(source, target)
+            _place_input(source, target, copy=root)
     if root:
         for dirpath, _, _ in os.walk(conf.scratch):
             os.chown(dirpath, host_uid, host_uid)
@@ -289,6 +301,8 @@ def _confine_restricted(conf: Confinement, done: list[str]) -> tuple[bool, int]:
     of its own for a root grader). Raises when neither can hide them."""
     abi = landlock.abi_version()
     root = _may_drop_root(conf, whole_path=True)
+    if os.geteuid() == 0 and conf.drop_root and not root:
+        done.append("runs as root: the interpreter is not readable by other users")
     if not abi and not root:
         raise OSError(1, "restricted confinement needs Landlock (Linux 5.13+, enabled) to hide the machine's files "
                          "from a worker that runs as the grader's own user, and this kernel has none")
@@ -303,8 +317,9 @@ def _confine_restricted(conf: Confinement, done: list[str]) -> tuple[bool, int]:
         n, denies = landlock.restrict(readable, writable, abi)
         done.append(f"file allowlist (Landlock ABI {abi}: {n} paths, writable only its scratch folder)")
         done += denies
-    if in_user_namespace:
+    if in_user_namespace or os.geteuid() == 0:  # a root that kept its uid keeps none of root's powers
         linux.drop_capabilities()
+        done.append("no capabilities")
     return False, host_uid
 
 
