@@ -261,7 +261,9 @@ def test_grading_and_check_as_an_unprivileged_user_where_user_namespaces_are_ref
         reading = json.loads((out / "reader" / "grading.json").read_text())
         hidden = "Permission denied" if level else "No such file"  # Landlock denies; the allowlist root lacks it
         assert reading["score"] == 9 and hidden in json.dumps(reading), (confinement, reading)
-        assert confinement.split(":")[0] in (out / "summary.md").read_text()
+        recorded = json.loads((out / "answer_key" / "results.json").read_text())["extra_data"]
+        assert recorded["confinement_level"] == (level or FULL) and recorded["confinement"] == confinement
+        assert f"Isolation: {level or FULL} confinement ({confinement})" in (out / "summary.md").read_text()
     checked = as_user(user, autograder + ["check", str(key), "--part", "1"], home, True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.count("ran with restricted confinement") == 1, checked.stdout
