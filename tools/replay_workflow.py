@@ -241,7 +241,7 @@ def main() -> int:
             print("--- run summary\n" + runner.summary.read_text())
         for graded in sorted(runner.artifacts.glob("*/*/grading.json")):
             result = json.loads(graded.read_text())
-            print(f"{graded.parent.name}: {result.get('score')}/{result.get('max_score')}, confined: "
+            print(f"{graded.parent.name}: {result.get('score', 0):g}/{result.get('max_score', 0):g}, confined: "
                   f"{result.get('confinement')}")
         print(f"job {'succeeded' if code == 0 else f'failed ({code})'}; artifacts in {runner.artifacts}")
         return code
