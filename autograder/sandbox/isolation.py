@@ -262,7 +262,11 @@ def _try_process_namespaces(conf: Confinement, done: list[str]) -> bool:
     namespace (a user namespace that may not mount still has them). Their absence is said, not fatal."""
     flags = linux.CLONE_NEWPID | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS | (0 if conf.network else linux.CLONE_NEWNET)
     try:
-        _enter_namespaces(flags)
+        if os.geteuid() != 0:
+            # the user namespace first, on its own: where its id maps are refused (AppArmor), the process keeps its
+            # credentials and enters none of the other namespaces half-way
+            linux.enter_user_namespace()
+        linux.unshare(flags)
     except OSError as exc:
         done.append(f"no namespaces ({exc.strerror or exc})")
         return False
@@ -307,7 +311,7 @@ def _confine_restricted(conf: Confinement, done: list[str]) -> tuple[bool, int]:
         raise OSError(1, "restricted confinement needs Landlock (Linux 5.13+, enabled) to hide the machine's files "
                          "from a worker that runs as the grader's own user, and this kernel has none")
     host_uid = _host_uid(root)
-    in_user_namespace = _try_process_namespaces(conf, done) and os.geteuid() != 0 and not root
+    _try_process_namespaces(conf, done)
     _use_scratch(conf, root, host_uid)
     if root:
         _drop_root(host_uid)
@@ -317,8 +321,8 @@ def _confine_restricted(conf: Confinement, done: list[str]) -> tuple[bool, int]:
         n, denies = landlock.restrict(readable, writable, abi)
         done.append(f"file allowlist (Landlock ABI {abi}: {n} paths, writable only its scratch folder)")
         done += denies
-    if in_user_namespace or os.geteuid() == 0:  # a root that kept its uid keeps none of root's powers
-        linux.drop_capabilities()
+    linux.drop_capabilities()  # none over a user namespace of its own, none of root's where root kept its uid
+    if os.geteuid() == 0:
         done.append("no capabilities")
     return False, host_uid
 
