@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 
 from autograder.sandbox.isolation import FULL, RESTRICTED, TRUSTED, Confinement, probe
 
-RESTRICTED_LIMITS = ("the worker sees the machine's processes in /proc (their command lines, not their memory)",
+RESTRICTED_LIMITS = ("the worker reads the machine's /proc files that are not processes' (cpuinfo, meminfo...)",
                      "its scratch folder lies on the machine's disk (each file capped, not the folder)",
-                     "without a network namespace, UDP and UNIX sockets stay open (Landlock ABI 4+ closes TCP)")
+                     "without a network namespace, UDP and UNIX sockets stay open (Landlock ABI 4+ closes TCP)",
+                     "without a PID namespace and below Landlock ABI 6, it may signal the grader's own processes")
 Probe = Callable[[Confinement], tuple[bool, str]]
 
 
