@@ -3,12 +3,14 @@
 The public checks are the notebook's own test cells (as students see them: hidden sections are not
 in their copy). They run exactly as the grader runs them: the notebook's definitions are extracted
 and loaded in a worker process, and each test cell runs in the judge against them, so a check passes
-here exactly when its public code passes in grading. Hidden checks are not run (a student's copy
+here exactly when its public code passes in grading. The worker is confined as strongly as the machine
+allows, down to resource limits only (it is the student's own code on the student's own machine), and the
+output says so once when that is less than full. Hidden checks are not run (a student's copy
 does not have them), so passing every public check does not mean full marks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autograder.config import Limits
@@ -19,6 +21,7 @@ from autograder.notebook.markers import MarkerError, is_test_cell
 from autograder.release import names_read
 from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement
+from autograder.sandbox.ladder import Choice, choose
 from autograder.student import resolve_part
 from autograder.testing import CheckSpec, test_cell_check
 from autograder.status import PASSED
@@ -47,6 +50,26 @@ def public_specs(nb) -> list[CheckSpec]:
             if cell.get("cell_type") == "code" and is_test_cell(cell)]
 
 
+_chosen: dict[tuple[int, int], Choice] = {}  # the ladder's choice, probed once per process and limits
+
+
+def student_confinement(limits: Limits) -> tuple[Confinement, str]:
+    """The strongest confinement this machine allows (sandbox/ladder.py), down to none: the student's own code
+    on the student's own machine may run unconfined. Returns it, and a note the first time it is weaker than
+    full (said once per process)."""
+    conf = Confinement(memory_bytes=limits.memory_mb * 2**20, file_bytes=limits.output_mb * 2**20)
+    key = (conf.memory_bytes, conf.file_bytes)
+    first = key not in _chosen
+    if first:
+        _chosen[key] = choose(conf, trusted=True)
+    choice = _chosen[key]
+    note = ""
+    if first and choice.weaker:
+        note = (f"your notebook ran with {choice.level} confinement, the strongest this machine allows "
+                f"({choice.status}): enough for your own code on your own machine (the grader confines submissions on its own)")
+    return replace(conf, level=choice.level), note
+
+
 def run_checks(path: Path, part: str | None = None, limits: Limits | None = None) -> CheckRun:
     limits = limits or Limits()
     try:
@@ -65,9 +88,9 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
     specs = [s for s in every if part is None or s.part == part]
     extraction = extract(nb, names_read([s.source for s in specs], []))
     notes += [f"cell {s.cell} was not run: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
-    # the student's own code on their own machine: confined where the kernel allows it, run anyway where not
-    confinement = Confinement(memory_bytes=limits.memory_mb * 2**20, file_bytes=limits.output_mb * 2**20,
-                              required=False)
+    confinement, said = student_confinement(limits)
+    if said:
+        notes.append(said)
     spec = WorkerSpec([u.to_wire() for u in extraction.units], confinement=confinement,
                       import_seconds=limits.import_seconds)
     program = Program(extraction, spec)

@@ -66,6 +66,9 @@ def load_config(source_dir: Path) -> AssignmentConfig:
 
 
 STUDENT_OPTIONS = {"checks", "install"}  # the [student] table's settings (autograder/student.py)
+# the distribution that provides `autograder.student`, which the in-notebook check() imports: added to an install
+# cell that does not say where `autograder` comes from ({module = "autograder", pip = "..."} says it)
+DEFAULT_CHECKS_PACKAGE = "torchgrade"
 
 
 def student_options(data, where: str = "assignment.toml") -> dict:
@@ -88,6 +91,8 @@ def student_options(data, where: str = "assignment.toml") -> dict:
         else:
             raise ConfigError(f"{where}: [student] install entries are requirement strings or "
                                f"{{module = \"...\", pip = \"...\"}} tables, not {item!r}")
+    if checks and install and not any(module == "autograder" for module, _ in install):
+        install.append(["autograder", DEFAULT_CHECKS_PACKAGE])  # what check() imports, unless listed from elsewhere
     return {"checks": checks, "install": install} if (checks or install) else {}
 
 

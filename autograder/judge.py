@@ -27,8 +27,10 @@ from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED
 from autograder.testing import CheckSpec, Fail, Pending, take_notes
 
-PENDING_GPU = ("needs a GPU and this grader has none: pending, not failed. "
-               "The instructor runs `autograder rubric` on a GPU machine and merges the points.")
+# what a student reads (never a command: the instructor's is in `autograder grade`'s output, commands/grade.py)
+PENDING_GPU = ("needs a GPU, which this grader does not have: pending, not failed. It is graded again on a machine "
+               "with a GPU after the submissions are collected, and its points are added to this grade then; your "
+               "other points stand.")
 
 
 UNGRADED_MESSAGE = ("not graded: the grader cannot run this check correctly here ({why}). This is a problem of the "

@@ -100,6 +100,9 @@ def test_student_options_are_validated(tmp_path):
             load_config(source)
     (source / "assignment.toml").write_text(toml + "[student]\ninstall = ['scikit-learn>=1.3']\n")
     assert load_config(source).student == {"checks": False, "install": [["scikit_learn", "scikit-learn>=1.3"]]}
+    # with check() cells, the install cell brings the package check() imports unless told where it comes from
+    (source / "assignment.toml").write_text(toml + "[student]\nchecks = true\ninstall = ['torch']\n")
+    assert load_config(source).student["install"] == [["torch", "torch"], ["autograder", "torchgrade"]]
 
 
 @pytest.mark.slow

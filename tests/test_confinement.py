@@ -185,21 +185,23 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-def test_no_confinement_no_grading_unless_the_submissions_are_trusted(example_build, tmp_path):
-    key = example_build.release / "answer_key.ipynb"
-    grade = [sys.executable, "-m", "autograder", "grade", str(example_build.release), str(key), "--quiet"]
-    refused = _refusing_kernel(grade + ["--out", str(tmp_path / "refused")], tmp_path)
-    assert refused.returncode == 2, refused.stderr
-    assert "cannot confine student code" in refused.stderr and "--trusted-submissions" in refused.stderr
-    assert "apparmor_restrict_unprivileged_userns" in refused.stderr
-    assert not (tmp_path / "refused" / "answer_key").exists()  # nothing was graded
+def test_a_kernel_refusing_namespaces_grades_restricted_and_says_so(example_build, tmp_path):
+    """The ladder's second level (sandbox/ladder.py): the files still hidden by Landlock, the level recorded;
+    --trusted-submissions changes nothing where a stronger level builds. Refusals: tests/test_ladder.py."""
+    from autograder.sandbox import landlock
 
-    trusted = _refusing_kernel(grade + ["--out", str(tmp_path / "trusted"), "--trusted-submissions"], tmp_path)
-    assert trusted.returncode == 0, trusted.stderr
-    result = json.loads((tmp_path / "trusted" / "answer_key" / "grading.json").read_text())
-    assert result["score"] == 11
-    assert result["confinement"].startswith("partly isolated: namespaces unavailable")
-    assert "partly isolated" in (tmp_path / "trusted" / "summary.md").read_text()
+    if not landlock.abi_version():
+        pytest.skip("this kernel has no Landlock: the restricted level cannot be built here")
+    key = example_build.release / "answer_key.ipynb"
+    grade = [sys.executable, "-m", "autograder", "grade", str(example_build.release), str(key)]
+    for flags, out in (([], "restricted"), (["--trusted-submissions"], "trusted")):
+        done = _refusing_kernel(grade + ["--out", str(tmp_path / out), *flags], tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "confinement: restricted" in done.stderr and "not held" in done.stderr
+        result = json.loads((tmp_path / out / "answer_key" / "grading.json").read_text())
+        assert result["score"] == 11
+        assert result["confinement"].startswith("restricted: no namespaces"), result["confinement"]
+        assert "restricted: no namespaces" in (tmp_path / out / "summary.md").read_text()
 
 
 # Reads every readable mapping of its own process, looking for a string it is not given (so that it does not

@@ -19,7 +19,8 @@ import nbformat
 import pytest
 
 from autograder.export.nbgrader import (
-    NBGRADER_KEYS, PROJECT_FILE, SETUP_ID, check_grade_ids, default_course, export_nbgrader, grade_into_gradebook,
+    NBGRADER_KEYS, PROJECT_FILE, SETUP_ID, check_grade_ids, course_of, default_course, export_nbgrader,
+    grade_into_gradebook, scores_into_gradebook,
 )
 from tests.conftest import EXAMPLE_SOURCE
 
@@ -201,3 +202,16 @@ def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, 
     rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
     assert (rows["alice"]["score"], rows["bob"]["raw_score"], rows["bob"]["late_submission_penalty"],
             rows["bob"]["score"]) == ("11.0", "9.0", "9.0", "0.0")
+
+    # `autograder rubric` on the course's submitted/ tree: its points go into the same gradebook (here a check
+    # of the example stands for the rubric's), the late penalty assigned again on the new total
+    from autograder.judge import CheckResult
+
+    assert course_of([str(course / "submitted")]) == course and course_of([str(tmp_path)]) is None
+    rubric = CheckResult("softmax: values along every dim", "2. Softmax", 3.0, 3.0, "passed", "")
+    pending = CheckResult("softmax: rows sum to 1", "2. Softmax", 2.0, 0.0, "pending", "")
+    lines = scores_into_gradebook(course, "vectors", "vectors.ipynb", {"bob": [rubric, pending]})
+    assert lines == ["bob: softmax: values along every dim 3/3 (late penalty 11)"], lines
+    with Gradebook(db, "vectors101") as gb:
+        bob = gb.find_submission("vectors", "bob")
+        assert (bob.score, bob.late_submission_penalty) == (11.0, 11.0)

@@ -4,8 +4,10 @@ credentials left where student code runs."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -54,7 +56,8 @@ def test_cpu_job_grades_and_uploads(workflow):
     assert "download.pytorch.org/whl/cpu" in runs and 'pip install ".[$EXTRAS]"' in runs
     assert 'autograder grade "$ASSIGNMENT" "$GRADE_FOLDER" --out grading-output' in runs
     assert "autograder report grading-output" in runs
-    assert 'sudo env "PATH=$PATH" autograder grade' in runs, "confined: as root on the hosted runner"
+    assert 'as_root=(sudo -n env "PATH=$PATH")' in runs, "confined: as root on the hosted runner"
+    assert '"${as_root[@]}" autograder grade' in runs
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["with"]["path"] == "grading-output/" and upload["if"] == "${{ always() }}"
     names = [s.get("name") for s in job["steps"]]
@@ -196,3 +199,20 @@ def test_actions_pinned_and_no_credentials_left_behind(workflow):
         for step in job["steps"]:  # no secret in the environment of a step that runs student code
             if "autograder" in step.get("run", ""):
                 assert "secrets." not in json.dumps(step.get("env", {})), step["name"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("AUTOGRADER_TEST_REPLAY_WORKFLOW") != "1",
+                    reason="replays the CPU job, grading transformers_bert (minutes); set AUTOGRADER_TEST_REPLAY_WORKFLOW=1")
+@pytest.mark.parametrize("sudo", [False, True], ids=["ladder", "sudo"])
+def test_the_cpu_job_replayed_as_an_unprivileged_user_refused_user_namespaces(sudo):
+    """tools/replay_workflow.py: every step passes, as the runner's user where ubuntu-latest refuses it user
+    namespaces, with the hosted runner's passwordless sudo (full confinement as root) and without (the ladder)."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("useradd", "runuser", "unshare")):
+        pytest.skip("needs root, useradd, runuser and unshare to lay out the runner's user")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "replay_workflow.py"), *(["--sudo"] if sudo else [])],
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "job succeeded" in done.stdout and "--- Grade: exit status 0" in done.stdout
+    level = "isolated: allowlist root" if sudo else "restricted: no namespaces"
+    assert f"transformers_bert_submission: 39/56, confined: {level}" in done.stdout, done.stdout[-4000:]

@@ -19,9 +19,9 @@ class GradeCommand(Command):
         parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                             help="grade N submissions side by side (each still in its own worker); default 1")
         parser.add_argument("--trusted-submissions", action="store_true",
-                            help="grade even where the kernel refuses the namespaces that confine student code "
-                                 "(only for submissions you trust: the worker then sees what the grader's user may "
-                                 "read)")
+                            help="grade even where student code cannot be confined at all here (neither namespaces "
+                                 "nor a file allowlist): only for submissions you trust, whose code then sees what "
+                                 "the grader's user may read")
         parser.add_argument("--cluster", metavar="ADDRESS",
                             help="grade on a Ray cluster (an address as `ray.init` takes it, e.g. ray://head:10001 or "
                                  "auto; `local` starts one here); needs the cluster extra; see docs/scale.md")
@@ -83,7 +83,12 @@ def pending_advice(release, results, submissions: list[str], out: str) -> list[s
                          f"{shlex.quote(release.config.name)} {' '.join(map(shlex.quote, submissions))} --out "
                          f"{shlex.quote(out)}")
             pending.discard(config.name)
-    if pending:
-        lines.append(f"pending: {len(pending)} other check(s) not graded here (graded by hand, or needing a GPU): "
-                     + ", ".join(sorted(pending)))
+    gpu = sorted(pending & ({c.name for c in release.checks if c.gpu} | set(release.config.gpu_checks)))
+    if gpu:
+        lines.append(f"pending: {len(gpu)} check(s) need a GPU ({', '.join(gpu)}); on a machine with CUDA: autograder "
+                     f"grade {shlex.quote(release.config.name)} {' '.join(map(shlex.quote, submissions))} --out "
+                     f"{shlex.quote(out)} --regrade")
+    manual = sorted(pending - set(gpu))
+    if manual:
+        lines.append(f"pending: {len(manual)} other check(s) not graded here (graded by hand): " + ", ".join(manual))
     return lines

@@ -16,9 +16,9 @@ class NbgraderGradeCommand(Command):
                             "default: this folder, when it is one)")
         parser.add_argument("--student", action="append", help="only this student; repeatable")
         parser.add_argument("--trusted-submissions", action="store_true",
-                            help="grade even where the kernel refuses the namespaces that confine student code "
-                                 "(only for submissions you trust: the worker then sees what the grader's user may "
-                                 "read)")
+                            help="grade even where student code cannot be confined at all here (neither namespaces "
+                                 "nor a file allowlist): only for submissions you trust, whose code then sees what "
+                                 "the grader's user may read")
         parser.add_argument("--quiet", action="store_true")
 
     def run(self, args) -> int:

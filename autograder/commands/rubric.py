@@ -26,6 +26,11 @@ class RubricCommand(Command):
         parser.add_argument("--cluster", metavar="ADDRESS",
                             help="grade on a Ray cluster: one actor per GPU, each with its own encoder cache "
                                  "(`local` starts Ray on this machine; needs the cluster extra)")
+        parser.add_argument("--course", help="an nbgrader course: write the rubric's points into its gradebook too "
+                            "(default: the course whose submitted/ tree the submissions come from)")
+        parser.add_argument("--trusted-submissions", action="store_true",
+                            help="grade even where student code cannot be confined at all here (neither "
+                            "namespaces nor a file allowlist): only for submissions you trust")
         parser.add_argument("--quiet", action="store_true")
 
     def run(self, args) -> int:

@@ -3,6 +3,7 @@ into nbgrader's gradebook.
 
     autograder export nbgrader <name> [--course DIR] [--course-id ID]     (default DIR: ~/<course id>)
     autograder nbgrader-grade <name> [--course DIR] [--student ID ...] [--trusted-submissions]
+    autograder rubric <name> DIR/submitted --out RESULTS    (the rubric's points into the same gradebook)
 
 The export writes DIR/nbgrader_config.py and DIR/source/<name>/ (the source notebook, markers and
 metadata as nbgrader reads them, plus the files the assignment ships). The source notebook gains:
@@ -337,7 +338,6 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.preprocessors import AssignLatePenalties
 
     from autograder.grading import GradeOptions, grade, resolve_release
     from autograder.reports.html import submission_html
@@ -393,11 +393,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
                 setup = gb.find_grade(SETUP_ID, nb_id, name, student)
                 setup.auto_score, setup.needs_manual_grade = 0.0, False
                 gb.db.commit()
-            # the late penalty, by nbgrader's own preprocessor: the course's penalty_method or plugin
-            resources = {"nbgrader": {"notebook": nb_id, "assignment": name, "student": student, "db_url": db}}
-            AssignLatePenalties(config=config).preprocess(nbformat.v4.new_notebook(), resources)
-            with Gradebook(db, course_id) as gb:
-                penalty = gb.find_submission_notebook(nb_id, name, student).late_submission_penalty
+            penalty = _late_penalty(config, db, course_id, nb_id, name, student)
             if penalty:
                 scores.late[student] = penalty
                 result.notes.append(f"Submitted after the due date: the course's late penalty takes {penalty:g} "
@@ -415,6 +411,62 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
             scores[student] = result.score
             scores.not_final |= bool(result.ungraded)
     return scores
+
+
+def _late_penalty(config, db: str, course_id: str, nb_id: str, name: str, student: str) -> float:
+    """The late penalty, assigned by nbgrader's own preprocessor (the course's penalty_method or plugin) on the
+    scores the gradebook holds now."""
+    import nbformat
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    resources = {"nbgrader": {"notebook": nb_id, "assignment": name, "student": student, "db_url": db}}
+    AssignLatePenalties(config=config).preprocess(nbformat.v4.new_notebook(), resources)
+    with Gradebook(db, course_id) as gb:
+        return gb.find_submission_notebook(nb_id, name, student).late_submission_penalty
+
+
+def course_of(paths: list[str]) -> Path | None:
+    """The nbgrader course whose `submitted/` tree holds one of `paths` (a folder with nbgrader_config.py above
+    it), else None."""
+    for given in paths:
+        path = Path(given).resolve()
+        for folder in (path, *path.parents):
+            if folder.name == "submitted" and (folder.parent / "nbgrader_config.py").is_file():
+                return folder.parent
+    return None
+
+
+def scores_into_gradebook(course: Path, name: str, notebook: str, checks: dict[str, list]) -> list[str]:
+    """Write scored checks (student -> CheckResults, such as the accuracy rubric's) into the course's gradebook,
+    on the grade cells the export made for them, and assign the late penalty again on the new totals. Pending
+    and ungraded checks are left as they are (needing a manual grade). Returns a line per student written."""
+    import nbformat
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.coursedir import CourseDirectory
+
+    ids = check_grade_ids(nbformat.read(Path(course) / "source" / name / notebook, as_version=4))
+    config = nbgrader_config(Path(course))
+    coursedir = CourseDirectory(config=config, root=str(course))
+    db, course_id, nb_id = coursedir.db_url, coursedir.course_id, Path(notebook).stem
+    lines = []
+    for student, results in sorted(checks.items()):
+        scored = [c for c in results if c.status not in (PENDING, UNGRADED) and c.name in ids]
+        if not scored:
+            continue
+        with Gradebook(db, course_id) as gb:
+            try:
+                for check in scored:
+                    g = gb.find_grade(ids[check.name], nb_id, name, student)
+                    g.auto_score, g.needs_manual_grade = check.score, False
+            except MissingEntry:
+                lines.append(f"{student}: not in the gradebook of {course} (grade with autograder nbgrader-grade first)")
+                continue
+            gb.db.commit()
+        penalty = _late_penalty(config, db, course_id, nb_id, name, student)
+        late = f" (late penalty {penalty:g})" if penalty else ""
+        lines.append(f"{student}: " + ", ".join(f"{c.name} {c.score:g}/{c.max_score:g}" for c in scored) + late)
+    return lines
 
 
 class _Scores(dict):

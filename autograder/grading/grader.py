@@ -128,7 +128,7 @@ class Grader:
         self.options = options
         limits = release.config.limits
         self.cuda = cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
-        self.confinement = confinement_for(release, options, cuda)
+        self.confinement = confinement_for(release, options, cuda, confinement_status)
         self.reference = Program(release.reference, self.reference_spec(), release.helpers)
         if recording == "auto":
             recording = load_recording(release, confinement_status, cuda) if options.use_recording else None

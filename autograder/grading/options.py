@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.release import Release
-from autograder.sandbox.isolation import Confinement
+from autograder.sandbox.isolation import Confinement, level_of
 
 
 @dataclass
@@ -13,7 +13,7 @@ class GradeOptions:
     out_dir: Path
     quiet: bool = False
     cuda: bool | None = None  # None: detect
-    trusted: bool = False  # grade even where the kernel refuses the namespaces that confine student code
+    trusted: bool = False  # allow the ladder's last level: no confinement but resource limits (sandbox/ladder.py)
     jobs: int = 1  # grading processes side by side (1: grade in this process)
     regrade: bool = False  # grade submissions again even when DIR already holds their results
     ids: list[str] | None = None  # one id per submission (default: from the file names)
@@ -24,11 +24,12 @@ class GradeOptions:
     cluster: str | None = None  # a Ray cluster's address ("local": start one here): grading/cluster.py
 
 
-def confinement_for(release: Release, options: "GradeOptions", cuda: bool) -> Confinement:
-    """How every worker of a grading run is confined: the assignment's limits, its declared input files
-    (visible read-only in the working directory), CUDA's devices when it grades on a GPU."""
+def confinement_for(release: Release, options: "GradeOptions", cuda: bool, status: str = "") -> Confinement:
+    """How every worker of a grading run is confined: at the level the preflight chose (`status`, its line;
+    empty: full), with the assignment's limits, its declared input files (visible read-only in the working
+    directory), CUDA's devices when it grades on a GPU."""
     limits = release.config.limits
     inputs = {name: str(release.dir / "files" / name) for name in release.config.files
               if (release.dir / "files" / name).exists()}
     return Confinement(memory_bytes=0 if cuda else limits.memory_mb * 2**20, file_bytes=limits.output_mb * 2**20,
-                       cuda=cuda, inputs=inputs, required=not options.trusted)
+                       cuda=cuda, inputs=inputs, level=level_of(status))

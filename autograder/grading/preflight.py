@@ -1,22 +1,30 @@
-"""The preflight: the workers' confinement built once, with no student code, before anything is graded."""
+"""The preflight: the workers' confinement chosen once, with no student code, before anything is graded.
+
+It climbs down the confinement ladder (sandbox/ladder.py) and stops at the first level this machine builds;
+the status line it returns names the level, and every worker of the run is confined at that level
+(grading/options.py `confinement_for`). Where no allowed level can be built nothing is graded.
+"""
 from __future__ import annotations
+
+import sys
 
 import torch
 
 from autograder.grading.options import GradeOptions, confinement_for
 from autograder.release import Release
-from autograder.sandbox.isolation import probe
+from autograder.sandbox.ladder import ConfinementUnavailable, choose, describe
 
-
-class ConfinementUnavailable(RuntimeError):
-    """Student code cannot be confined here (and the submissions are not declared trusted)."""
+__all__ = ["ConfinementUnavailable", "preflight"]
+_said: set[str] = set()
 
 
 def preflight(release: Release, options: GradeOptions) -> str:
-    """Build the workers' confinement once, with no student code, before anything is graded: returns the
-    status line; raises ConfinementUnavailable when it cannot be had."""
+    """The status line of the strongest confinement the run may use here; raises ConfinementUnavailable (its
+    message: what failed and the platform's remedy) when there is none."""
     cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
-    ok, status = probe(confinement_for(release, options, cuda))
-    if not ok:
-        raise ConfinementUnavailable(f"cannot confine student code: {status}")
-    return status
+    choice = choose(confinement_for(release, options, cuda), options.trusted)
+    line = describe(choice)
+    if choice.weaker and not options.quiet and line not in _said:
+        _said.add(line)  # a rebuild's recording and the grading after it: said once
+        print(line, file=sys.stderr, flush=True)
+    return choice.status

@@ -30,6 +30,7 @@ from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
 from autograder.sandbox.forkserver import preload_modules
+from autograder.sandbox.isolation import level_of
 from autograder.submissions import Submission, submission_ids
 
 
@@ -145,7 +146,7 @@ class Run:
     def summarize(self) -> None:
         """summary.md and summary.csv, and a few lines on stderr (unless quiet)."""
         final = self.done()
-        extra = [f"Isolation: {self.status}."] if self.status else []
+        extra = [f"Isolation: {level_of(self.status)} confinement ({self.status})."] if self.status else []
         write_summary(self.out, self.in_folder(), self.release.config.title, extra)
         if not self.options.quiet:
             print("\n".join(self._closing_lines(final)), file=sys.stderr, flush=True)

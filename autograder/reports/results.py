@@ -8,6 +8,7 @@ from pathlib import Path
 
 from autograder.files import write_atomic
 from autograder.judge import CheckResult
+from autograder.sandbox.isolation import level_of
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, UNSCORED
 
 
@@ -86,6 +87,7 @@ def gradescope_json(result: SubmissionResult) -> dict:
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
             "extra_data": {"submission": result.submission, "pending_points": sum(c.max_score for c in result.pending),
                            "final": not result.ungraded and not result.error, "confinement": result.confinement,
+                           "confinement_level": level_of(result.confinement) if result.confinement else "",
                            "grader_problems": sorted({c.grader_problem for c in result.ungraded})}}
 
 

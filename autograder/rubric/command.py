@@ -84,7 +84,8 @@ def run(args) -> int:
         print(f"warning: {problem}", file=sys.stderr)
     options = RubricOptions(encoder=args.encoder, imdb=args.imdb, device=args.device, precision=args.precision,
                             cache=not args.no_cache, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-                            valid_limit=args.valid_limit, timeout=args.timeout)
+                            valid_limit=args.valid_limit, timeout=args.timeout,
+                            trusted=getattr(args, "trusted_submissions", False))
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     run = None if args.cluster else RubricRun(config, options, out_dir=out, log=log)
     known = existing_ids(out)
@@ -103,9 +104,11 @@ def run(args) -> int:
         graded = _on_cluster(args, config, options, out, jobs, log)
     else:
         graded = _here(args, run, jobs)
+    checks: list = [None] * len(jobs)
     try:
         for done, item in enumerate(graded, start=1):
             _record(out, ids[item.index], notebooks[item.index], item, title)
+            checks[item.index] = item.outcome.check
             if not args.quiet:
                 _progress(done, len(notebooks), ids[item.index], item.outcome)
     except ClusterUnavailable as exc:
@@ -117,6 +120,7 @@ def run(args) -> int:
         return 2
     refresh_summary(out, title)
     print(f"rubric: {len(notebooks)} submission(s) merged into {out}/<submission>/results.json and {out / 'grades.csv'}")
+    _into_gradebook(args, config, notebook_name, notebooks, checks)
     return 0 if notebooks else 1
 
 
@@ -168,3 +172,17 @@ def _progress(done: int, total: int, sub_id: str, outcome) -> None:
     score = PENDING if c.status == PENDING else f"{c.score:g}/{c.max_score:g}"
     first = c.message.splitlines()[0][:110] if c.message else ""
     print(f"[{done}/{total}] {sub_id}: rubric {score} ({c.seconds or 0:.1f} s) {first}", file=sys.stderr, flush=True)
+
+
+def _into_gradebook(args, config: RubricConfig, notebook_name: str | None, notebooks: list[Path], checks: list) -> None:
+    """In an nbgrader course (--course, or submissions from its submitted/ tree): the rubric's points into its
+    gradebook too, where formgrader and `nbgrader export` read them."""
+    from autograder.export.nbgrader import course_of, scores_into_gradebook
+
+    course = Path(args.course) if getattr(args, "course", None) else course_of(args.submissions)
+    if course is None or not notebook_name:
+        return
+    # nbgrader's tree: submitted/<student>/<assignment>/<notebook>
+    by_student = {nb.parent.parent.name: [check] for nb, check in zip(notebooks, checks)}
+    for line in scores_into_gradebook(course, config.assignment, notebook_name, by_student):
+        print(f"gradebook: {line}")

@@ -55,6 +55,7 @@ class RubricOptions:
     timeout: float = 1800.0  # seconds for one submission's rubric
     threads: int | None = None  # CPU threads of the encoder and the student's worker (default: all)
     memory_mb: int = 16384  # address-space limit of the student's worker on CPU (none with CUDA)
+    trusted: bool = False  # allow the confinement ladder's last level: resource limits only (sandbox/ladder.py)
 
 
 def pending_message(config: RubricConfig, cuda: bool) -> str:

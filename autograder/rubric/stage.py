@@ -36,7 +36,7 @@ import os
 import random
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -51,6 +51,7 @@ from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder,
 from autograder.rubric.formula import rubric_points
 from autograder.sandbox.client import MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout
 from autograder.sandbox.isolation import Confinement
+from autograder.sandbox.ladder import choose, describe
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING
 
 HELPER_SOURCE = (Path(__file__).with_name("worker_side.py")).read_text(encoding="utf-8")
@@ -121,6 +122,7 @@ class RubricRun:
         self.encoder_dir: Path | None = None
         self.sample: list[int] = []
         self.timings: dict = {}
+        self._level: str | None = None  # the workers' confinement level, once chosen
 
     @property
     def pending(self) -> bool:
@@ -235,8 +237,14 @@ class RubricRun:
         cache (both under cache_root) when the checkpoint's kind uses them, read-only."""
         cuda = self.device.type == "cuda"
         shared = self.cache_root if self.kind.frozen_encoder else None
-        return Confinement(file_bytes=64 * 2**20, memory_bytes=0 if cuda else self.options.memory_mb * 2**20,
+        conf = Confinement(file_bytes=64 * 2**20, memory_bytes=0 if cuda else self.options.memory_mb * 2**20,
                            cuda=cuda, expose=[str(shared)] if shared else [])
+        if self._level is None:  # the strongest level this machine allows, chosen once (sandbox/ladder.py)
+            choice = choose(conf, self.options.trusted)
+            if choice.weaker:
+                self.log(describe(choice))
+            self._level = choice.level
+        return replace(conf, level=self._level)
 
     def _grade_in_worker(self, extraction, checkpoint: Path, details: dict):
         c, o = self.config, self.options

@@ -337,7 +337,7 @@ class WorkerProcess:
     def _await_ready(self) -> str:
         header, _ = self._next(time.monotonic() + START_SECONDS, "starting the worker")
         status = str(header.get("ready", ""))
-        self._isolated = status.startswith("isolated") and "PID namespace" in status
+        self._isolated = "own PID namespace" in status  # full, or restricted where PID namespaces are allowed
         return status
 
     def stop(self, why: str) -> None:

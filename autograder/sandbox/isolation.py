@@ -10,8 +10,9 @@ Linux only. The worker, already holding Python and torch in memory, confines its
    (rootfs.py: the interpreter and its packages, system libraries, a minimal /etc and /dev); the
    machine's root is detached, so nothing else exists for it. Writable: a private, size-limited tmpfs
    on /tmp (working directory /tmp/work) and a small private /dev/shm, both gone with the worker.
-4. It forks into its PID namespace, whose init it becomes, and mounts a /proc of its own: the judge
-   and every other process of the machine are invisible, and every process it starts dies with it.
+4. It forks into its PID namespace, whose init it becomes, before it builds the root, so that the root holds
+   a /proc of its own: the judge and every other process of the machine are invisible, and every process it
+   starts dies with it.
 5. As root it drops to a uid of its own that no account uses (HOST_UID_BASE + its pid), with no
    supplementary groups and no capabilities.
 6. Resource limits: address space, file size (captured output included), process count.
@@ -21,10 +22,18 @@ Linux only. The worker, already holding Python and torch in memory, confines its
 8. no_new_privs: setuid programs cannot give privileges back.
 9. Processes it forks lose the channel to the judge (it is replaced by /dev/null in the child).
 
-Where the kernel refuses namespaces, a worker of a grader that is not root refuses to run student code
-(`Confinement.required`), unless the grader was told the submissions are trusted. A root grader's worker
-runs without steps 2-4 and 7 ("partly isolated": it still drops root, and the release is mode 0700) and
-says so in its status line.
+That is level `FULL`, the first rung of the ladder (sandbox/ladder.py chooses the rung once per run). Each
+level is all or nothing: a worker that cannot build its level raises, and never runs student code with less.
+
+- `FULL`: all of the above. Status line "isolated: ...".
+- `RESTRICTED`, where the kernel refuses namespaces or mounts: no root of its own, but the machine's files are
+  hidden all the same by Landlock (sandbox/landlock.py: read only the allowlist root's paths where they lie,
+  write only the scratch folder) and, for a root grader, by a uid of its own (the release is mode 0700). It
+  keeps steps 1, 5, 6, 8, 9, and takes PID, IPC, UTS and network namespaces where a user namespace is still
+  allowed (said in the status line either way). Refused where neither Landlock nor a dropped root can hide
+  the files. Status line "restricted: ...".
+- `TRUSTED` (only with --trusted-submissions): steps 1, 5, 6, 8, 9 only; the worker sees whatever the
+  grader's user may read. Status line "unconfined: ...".
 
 `python -m autograder.sandbox.isolation --probe CONFIG` builds the same confinement in a throw-away
 process and prints what it got: the grader runs it once before grading anything.
@@ -38,7 +47,7 @@ import signal
 import sys
 from dataclasses import asdict, dataclass, field
 
-from autograder.sandbox import linux, rootfs
+from autograder.sandbox import landlock, linux, rootfs
 from autograder.sandbox.environment import python_command, worker_environment
 from autograder.sandbox.rootfs import SCRATCH_DIR, python_paths  # noqa: F401 - python_paths is public here
 
@@ -46,6 +55,9 @@ SANDBOX_UID = 1000  # the uid and gid student code sees
 HOST_UID_BASE = 2_100_000_000  # a root grader's worker runs as HOST_UID_BASE + its pid: unique, no account's
 NAMESPACE_FLAGS = (linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS)
 ISOLATED = "isolated"  # the first word of the status line of a fully confined worker
+FULL, RESTRICTED, TRUSTED = "full", "restricted", "trusted"  # the ladder's levels, strongest first
+LEVELS = (FULL, RESTRICTED, TRUSTED)
+STATUS_WORDS = {FULL: ISOLATED, RESTRICTED: "restricted", TRUSTED: "unconfined"}
 
 
 class ConfinementRefused(OSError):
@@ -62,8 +74,7 @@ class Confinement:
     memory_bytes: int = 0  # RLIMIT_AS of each process; 0 = unlimited (CUDA needs a huge address space)
     file_bytes: int = 256 * 1024 * 1024  # RLIMIT_FSIZE: largest file (stdout log included) it can write
     max_processes: int = 64  # processes (threads count) the worker may have beyond its user's existing ones
-    namespaces: bool = True  # confine with namespaces and the allowlist root
-    required: bool = True  # without namespaces, a grader that is not root refuses to run student code
+    level: str = FULL  # FULL, RESTRICTED or TRUSTED (the ladder's rung, chosen by sandbox/ladder.py)
     network: bool = False  # keep the machine's network (no network namespace)
     drop_root: bool = True  # a root grader's worker switches to an unprivileged uid of its own
     cuda: bool = False  # the NVIDIA device files and /sys are visible
@@ -85,6 +96,12 @@ def _fork_into_pid_namespace() -> None:
         # 137 that the student's code could have chosen
         os.kill(os.getpid(), signal.SIGKILL)
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def level_of(status: str) -> str:
+    """The level a worker's status line was confined at (FULL for an empty one: nothing chosen yet)."""
+    word = status.split(":", 1)[0].strip()
+    return next((level for level, w in STATUS_WORDS.items() if w == word), FULL)
 
 
 def _drop_root(uid: int) -> None:
@@ -171,78 +188,182 @@ def _deterministic_cuda() -> None:
         torch.backends.cudnn.deterministic = True
 
 
-def _enter_namespaces(conf: Confinement) -> None:
-    flags = NAMESPACE_FLAGS | (0 if conf.network else linux.CLONE_NEWNET)
+def _enter_namespaces(flags: int) -> None:
     if os.geteuid() == 0:
         linux.unshare(flags)
     else:
         linux.enter_user_namespace(flags)
 
 
-def refusal_message(error: str) -> str:
-    return (f"the kernel refuses the namespaces that confine student code ({error}), and this grader does not "
-            "run as root. Grading stopped: notebooks would run with the whole machine visible to them. Either "
-            "allow unprivileged user namespaces (Ubuntu 24.04: `sudo sysctl -w "
-            "kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor profile for this Python; other "
-            "systems: `sysctl -w user.max_user_namespaces=15000`), or grade as root in a container that allows "
-            "namespaces (the Gradescope image; `docker run --security-opt seccomp=unconfined --cap-add SYS_ADMIN`), "
-            "or pass --trusted-submissions to grade submissions you trust without confinement")
+def _host_uid(root: bool) -> int:
+    return HOST_UID_BASE + os.getpid() if root else os.getuid()
+
+
+def _may_drop_root(conf: Confinement, whole_path: bool) -> bool:
+    """Root drops to a uid of its own, unless the interpreter would then be unreadable to it."""
+    return (os.geteuid() == 0 and conf.drop_root
+            and _readable_by_others(rootfs.visible_paths(conf.expose), whole_path=whole_path))
+
+
+def _confine_full(conf: Confinement, done: list[str]) -> tuple[bool, int]:
+    """Level full: namespaces and the allowlist root. Any step that fails raises: never half of it."""
+    root = os.geteuid() == 0 and conf.drop_root
+    if root and not _may_drop_root(conf, whole_path=False):
+        root = False
+        done.append("runs as root: the interpreter is not readable by other users")
+    host_uid = _host_uid(root)
+    _enter_namespaces(NAMESPACE_FLAGS | (0 if conf.network else linux.CLONE_NEWNET))
+    # the first process of the PID namespace builds the root: an unprivileged user namespace may mount a /proc
+    # only while the machine's own /proc is still visible in its mount namespace
+    _fork_into_pid_namespace()
+    n = rootfs.build(host_uid, conf.scratch_bytes, conf.shm_bytes, conf.expose, conf.inputs, conf.cuda)
+    done += [f"allowlist root ({n} paths of the machine, read-only)", "own PID namespace"]
+    if not conf.network:
+        done.append("no network")
+    os.chdir(SCRATCH_DIR)
+    os.environ.update(HOME=SCRATCH_DIR, TMPDIR=SCRATCH_DIR)
+    return root, host_uid
+
+
+def _place_input(source: str, target: str, copy: bool) -> None:
+    """A declared input file in the scratch folder: a copy where the worker will drop root (the release it lies in
+    is closed to other users), else a link to it (read-only through Landlock, where the worker cannot write)."""
+    if not copy:
+        os.symlink(source, target)
+        return
+    import shutil
+
+    shutil.copyfile(source, target)
+    os.chmod(target, 0o444)
+
+
+def _use_scratch(conf: Confinement, root: bool, host_uid: int) -> None:
+    """Without a root of its own the worker works in the judge's scratch folder: its HOME and TMPDIR, with the
+    declared input files as links to their read-only originals."""
+    if not (conf.scratch and os.path.isdir(conf.scratch)):
+        return
+    for name, source in sorted(conf.inputs.items()):
+        target = os.path.normpath(os.path.join(conf.scratch, name))
+        if target.startswith(conf.scratch + "/") and os.path.exists(source) and not os.path.lexists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            _place_input(source, target, copy=root)
+    if root:
+        for dirpath, _, _ in os.walk(conf.scratch):
+            os.chown(dirpath, host_uid, host_uid)
+    os.chdir(conf.scratch)
+    os.environ.update(HOME=conf.scratch, TMPDIR=conf.scratch)
+    import tempfile
+
+    tempfile.tempdir = conf.scratch  # the fork server may have asked already: its answer, the machine's /tmp, is kept
+
+
+def _try_process_namespaces(conf: Confinement, done: list[str]) -> bool:
+    """Level restricted, where the kernel allows it: PID, IPC, UTS and network namespaces without a mount
+    namespace (a user namespace that may not mount still has them). Their absence is said, not fatal."""
+    flags = linux.CLONE_NEWPID | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS | (0 if conf.network else linux.CLONE_NEWNET)
+    try:
+        if os.geteuid() != 0:
+            # the user namespace first, on its own: where its id maps are refused (AppArmor), the process keeps its
+            # credentials and enters none of the other namespaces half-way
+            linux.enter_user_namespace()
+        linux.unshare(flags)
+    except OSError as exc:
+        done.append(f"no namespaces ({exc.strerror or exc})")
+        return False
+    _fork_into_pid_namespace()
+    done.append("own PID namespace (the machine's /proc)")
+    if not conf.network:
+        done.append("no network")
+    return True
+
+
+def _restricted_paths(conf: Confinement) -> tuple[list[str], list[str]]:
+    """What a restricted worker may read (the allowlist root's paths, where they lie on the machine) and write."""
+    readable = [*rootfs.visible_paths(conf.expose), *rootfs.ETC_PATHS, "/etc/passwd", "/etc/group", "/etc/hosts",
+                *_proc_without_processes(),
+                *(["/sys"] if conf.cuda else ["/sys/devices/system/cpu", "/sys/devices/system/node"]),
+                *conf.inputs.values()]
+    devices = [f"/dev/{name}" for name in rootfs.DEVICES]
+    if conf.cuda:
+        devices += sorted(f"/dev/{n}" for n in os.listdir("/dev") if n.startswith("nvidia"))
+    return readable, [*devices, *([conf.scratch] if conf.scratch else [])]
+
+
+def _proc_without_processes() -> list[str]:
+    """/proc's entries but the other processes': /proc/self (opened, so its own folder) and the machine-wide
+    files. /proc itself is left out, so the worker cannot list the machine's processes."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    return ["/proc/self", "/proc/thread-self",
+            *(f"/proc/{n}" for n in names if not n.isdigit() and n not in ("self", "thread-self"))]
+
+
+def _confine_restricted(conf: Confinement, done: list[str]) -> tuple[bool, int]:
+    """Level restricted: no root of its own, but the machine's files hidden all the same (Landlock, and a uid
+    of its own for a root grader). Raises when neither can hide them."""
+    abi = landlock.abi_version()
+    root = _may_drop_root(conf, whole_path=True)
+    if os.geteuid() == 0 and conf.drop_root and not root:
+        done.append("runs as root: the interpreter is not readable by other users")
+    if not abi and not root:
+        raise OSError(1, "restricted confinement needs Landlock (Linux 5.13+, enabled) to hide the machine's files "
+                         "from a worker that runs as the grader's own user, and this kernel has none")
+    host_uid = _host_uid(root)
+    _try_process_namespaces(conf, done)
+    _use_scratch(conf, root, host_uid)
+    if root:
+        _drop_root(host_uid)
+        done.append("an unprivileged uid of its own")
+    if abi:
+        readable, writable = _restricted_paths(conf)
+        n, denies = landlock.restrict(readable, writable, abi)
+        done.append(f"file allowlist (Landlock ABI {abi}: {n} paths, writable only its scratch folder)")
+        done += denies
+    linux.drop_capabilities()  # none over a user namespace of its own, none of root's where root kept its uid
+    if os.geteuid() == 0:
+        done.append("no capabilities")
+    return False, host_uid
+
+
+def _confine_trusted(conf: Confinement, done: list[str]) -> tuple[bool, int]:
+    """Level trusted: what needs neither namespaces nor Landlock (the caller adds the limits)."""
+    done.append("trusted submissions: no namespaces, no file allowlist")
+    root = _may_drop_root(conf, whole_path=True)
+    host_uid = _host_uid(root)
+    _use_scratch(conf, root, host_uid)
+    return root, host_uid
 
 
 def confine(conf: Confinement) -> str:
-    """Apply `conf` to this process; returns a one-line status for the grading log. Raises
-    ConfinementRefused when namespaces are refused and required."""
+    """Apply `conf` at its level to this process; returns a one-line status for the grading log, its first word
+    the level's (`ISOLATED`, `RESTRICTED`, `UNCONFINED`). Raises when the level cannot be had, never falls back."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes fail with EFBIG instead of killing
     _deterministic_cuda()
     linux.set_pdeathsig(conf.parent_pid)
     root = os.geteuid() == 0 and conf.drop_root
     existing = 0 if root else _count_own_processes()  # before our own /proc hides the others
     done: list[str] = []
-    in_namespaces = False
-    if conf.namespaces:
-        if root and not _readable_by_others(rootfs.visible_paths(conf.expose), whole_path=False):
-            root = False  # dropping root would leave the interpreter unreadable
-            done.append("runs as root: the interpreter is not readable by other users")
-        host_uid = HOST_UID_BASE + os.getpid() if root else os.getuid()
+    level = conf.level
+    if level == FULL:
         try:
-            _enter_namespaces(conf)
+            root, host_uid = _confine_full(conf, done)
         except OSError as exc:
-            if conf.required and os.geteuid() != 0:
-                raise ConfinementRefused(exc.errno, refusal_message(str(exc))) from None
-            done.append(f"namespaces unavailable ({exc})")
-        else:
-            in_namespaces = True
-            n = rootfs.build(host_uid, conf.scratch_bytes, conf.shm_bytes, conf.expose, conf.inputs, conf.cuda)
-            done.append(f"allowlist root ({n} paths of the machine, read-only)")
-            _fork_into_pid_namespace()
-            linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
-            done.append("own PID namespace")
-            if not conf.network:
-                done.append("no network")
-            os.chdir(SCRATCH_DIR)
-            os.environ.update(HOME=SCRATCH_DIR, TMPDIR=SCRATCH_DIR)
+            raise ConfinementRefused(exc.errno or 1, f"full confinement failed: {exc}") from None
     else:
-        done.append("no namespaces: trusted submissions")
-    if not in_namespaces:
-        if root and not _readable_by_others(rootfs.visible_paths(conf.expose)):
-            root = False
-            done.append("runs as root: the interpreter is not readable by other users")
-        host_uid = HOST_UID_BASE + os.getpid() if root else os.getuid()
-        if conf.scratch and os.path.isdir(conf.scratch):
-            if root:
-                os.chown(conf.scratch, host_uid, host_uid)
-            os.chdir(conf.scratch)
+        root, host_uid = (_confine_restricted if level == RESTRICTED else _confine_trusted)(conf, done)
     if root:
         _drop_root(host_uid)
         done.append("an unprivileged uid of its own")
     _set_limits(conf, existing)
-    if in_namespaces:
+    if level == FULL:
         linux.enter_user_namespace(inside_id=SANDBOX_UID)  # nested: no capability over the mounts above
         linux.drop_capabilities()
     linux.set_pdeathsig()  # again: changing credentials clears it
     linux.set_no_new_privs()
     _sever_channel(conf.channel_fds)
-    return (f"{ISOLATED}: " if in_namespaces else "partly isolated: ") + ", ".join(done)
+    return f"{STATUS_WORDS[level]}: " + ", ".join(done)
 
 
 def probe(conf: Confinement, timeout: float = 60.0) -> tuple[bool, str]:

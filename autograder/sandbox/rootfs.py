@@ -17,11 +17,11 @@ read-only from the machine, only what it needs (`visible_paths`):
 - the paths the grader exposes on purpose (`Confinement.expose`: the rubric's encoder and cache);
 - a private, size-limited tmpfs on /tmp holding the working directory /tmp/work (also HOME and TMPDIR),
   where the assignment's declared input files appear read-only under their own names;
-- its own /proc, mounted once it is the first process of its PID namespace.
+- its own /proc (the worker builds its root as the first process of its PID namespace).
 
 Everything else (home directories, other checkouts of the course, the release bundle, the results,
 other submissions, /root, /opt, /srv, /var, /mnt, /media) does not exist for it. Then the old root is
-detached, every mount becomes read-only and nosuid, and only /tmp and /dev/shm are made writable again.
+detached, every mount becomes read-only and nosuid, and only /tmp, /dev/shm and /proc are made writable again.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ ETC_PATHS = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
 CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_DATASETS_CACHE", "TORCH_HOME")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 MAX_SYMLINKS = 40
+WRITABLE = ("/tmp", "/dev/shm", "/proc")  # mounts left writable (/proc: the nested user namespace's id maps)
 PASSWD = "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nstudent:x:1000:1000:student:/tmp/work:/usr/sbin/nologin\n"
 GROUP = "root:x:0:\nstudent:x:1000:\n"
 HOSTS = "127.0.0.1 localhost\n::1 localhost\n"
@@ -167,6 +168,12 @@ def _write(path: str, text: str) -> None:
     os.chmod(path, 0o644)
 
 
+def _group_of(owner: int) -> int:
+    """The gid that goes with `owner`: a root grader's worker takes gid = uid; any other keeps its own gid (the only
+    one its user namespace maps)."""
+    return os.getegid() if owner == os.geteuid() else owner
+
+
 def _dev(binder: _Binder, shm_bytes: int, owner: int, cuda: bool) -> None:
     os.makedirs("/dev", mode=0o755, exist_ok=True)
     linux.mount("tmpfs", "/dev", "tmpfs", linux.MS_NOSUID | linux.MS_NOEXEC, "size=64k,mode=0755")
@@ -181,7 +188,7 @@ def _dev(binder: _Binder, shm_bytes: int, owner: int, cuda: bool) -> None:
         os.symlink(target, f"/dev/{name}")
     os.mkdir("/dev/shm")
     linux.mount("tmpfs", "/dev/shm", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
-                f"size={shm_bytes},mode=0700,uid={owner},gid={owner}")
+                f"size={shm_bytes},mode=0700,uid={owner},gid={_group_of(owner)}")
 
 
 def _tmp(binder: _Binder, scratch_bytes: int, owner: int, inputs: dict[str, str]) -> None:
@@ -193,7 +200,7 @@ def _tmp(binder: _Binder, scratch_bytes: int, owner: int, inputs: dict[str, str]
         if target.startswith(SCRATCH_DIR + "/") and os.path.exists(_old(source)):
             binder.add(os.path.realpath(_old(source))[len(OLD_ROOT):], target)
     for dirpath, dirnames, _ in os.walk(SCRATCH_DIR):  # the folders made for the inputs belong to the worker
-        os.chown(dirpath, owner, owner)
+        os.chown(dirpath, owner, _group_of(owner))
         dirnames[:] = [d for d in dirnames if not os.path.ismount(os.path.join(dirpath, d))]
 
 
@@ -209,14 +216,14 @@ def _make_read_only(points: list[str]) -> None:
     `points`: every mount point, for kernels older than 5.12 (no mount_setattr: one remount each)."""
     try:
         linux.mount_setattr("/", linux.MOUNT_ATTR_RDONLY | linux.MOUNT_ATTR_NOSUID)
-        for writable in ("/tmp", "/dev/shm"):
+        for writable in WRITABLE:
             linux.mount_setattr(writable, 0, linux.MOUNT_ATTR_RDONLY, recursive=False)
         return
     except OSError as exc:
         if exc.errno != linux.ENOSYS:
             raise
     for point in points:
-        if point in ("/tmp", "/dev/shm"):
+        if point in WRITABLE:
             continue
         try:
             linux.mount(None, point, None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY | linux.MS_NOSUID)
@@ -249,6 +256,9 @@ def build(owner: int, scratch_bytes: int, shm_bytes: int, expose: Sequence[str] 
     for path in (["/sys"] if cuda else ["/sys/devices/system/cpu", "/sys/devices/system/node"]):
         binder.add(path)
     os.makedirs("/proc", mode=0o555, exist_ok=True)
+    # Its own /proc now, as the first process of its PID namespace: a user namespace may mount a procfs only
+    # while one of the machine's is fully visible in the mount namespace, that is before the old root goes.
+    linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
     points = _mount_points()
     linux.umount(OLD_ROOT)
     os.rmdir(OLD_ROOT)

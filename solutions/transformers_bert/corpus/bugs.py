@@ -189,7 +189,7 @@ BUGS: list[Bug] = [
         {"    loss = nn.CrossEntropyLoss(ignore_index=-100)(logits.reshape(-1, vocab_size), labels.reshape(-1))":
          "    loss = loss_fn(logits.reshape(-1, vocab_size), labels.reshape(-1))",
          "mlm_model.train()\n": "mlm_model.train()\nloss_fn = nn.CrossEntropyLoss(ignore_index=-100)\n"},
-        {P6_STEP: "`loss_fn` is defined in cell 33, which the grader skipped: it is tagged skip-grading"},
+        {P6_STEP: "`loss_fn` is defined in cell 39, which the grader skipped: it is tagged skip-grading"},
         "the loss object is created in the training demo cell, which the grader never runs"),
     Bug("loss_defined_in_a_loop",
         {"    loss = nn.CrossEntropyLoss(ignore_index=-100)(logits.reshape(-1, vocab_size), labels.reshape(-1))":

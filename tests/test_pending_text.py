@@ -1,0 +1,29 @@
+"""Pending points: students read what happens to them and when, never a command; the instructor's command is in
+`autograder grade`'s own output (commands/grade.py `pending_advice`)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from autograder.commands.grade import pending_advice
+from autograder.judge import PENDING_GPU
+from autograder.status import PENDING
+
+
+def test_the_students_gpu_pending_text_says_what_and_when_without_a_command():
+    assert "autograder" not in PENDING_GPU and "`" not in PENDING_GPU
+    for words in ("pending, not failed", "after the submissions are collected", "added to this grade"):
+        assert words in PENDING_GPU
+
+
+def _release(gpu_checks=(), config_gpu=()):
+    checks = [SimpleNamespace(name=n, gpu=n in gpu_checks, fn=None, points=1, part="") for n in ("on gpu", "by hand")]
+    return SimpleNamespace(checks=checks, config=SimpleNamespace(name="vectors", gpu_checks=list(config_gpu)))
+
+
+def test_the_instructor_gets_the_command_for_gpu_checks_and_the_names_of_hand_graded_ones():
+    results = [SimpleNamespace(checks=[SimpleNamespace(name=n, status=PENDING) for n in ("on gpu", "by hand")])]
+    for release in (_release(gpu_checks=("on gpu",)), _release(config_gpu=("on gpu",))):
+        lines = pending_advice(release, results, ["subs dir"], "out")
+        assert lines[0] == ("pending: 1 check(s) need a GPU (on gpu); on a machine with CUDA: autograder grade vectors "
+                            "'subs dir' --out out --regrade")
+        assert lines[1] == "pending: 1 other check(s) not graded here (graded by hand): by hand"
