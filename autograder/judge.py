@@ -6,7 +6,6 @@ comparison and every score is computed here, with the judge's own, unpatched lib
 """
 from __future__ import annotations
 
-import builtins
 import subprocess
 import time
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
+from autograder.kernel import KernelNamespace, run_test_cell
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
     Hang, MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
@@ -211,6 +211,9 @@ class JudgeImports:
         self.namespace: dict = {}
         self.tried: set[int] = set()
 
+    def binds(self, name: str) -> bool:
+        return name in self.units
+
     def resolve(self, name: str):
         if name not in self.namespace:
             unit = self.units.get(name)
@@ -231,29 +234,23 @@ def judge_imports(reference: Extraction) -> JudgeImports:
     return JudgeImports(reference)
 
 
-class CellNamespace(dict):
-    """Globals for a notebook test cell run in the judge: the reference notebook's imports are real
-    judge-side modules; any other name is looked up in the submission (as a proxy)."""
-
-    def __init__(self, base: dict, imports: JudgeImports, sub: ProgramProxy):
-        super().__init__(base)
-        self._imports = imports
-        self._sub = sub
-
-    def __missing__(self, key):
-        if hasattr(builtins, key):
-            raise KeyError(key)
-        try:
-            value = self._imports.resolve(key)
-        except KeyError:
-            value = getattr(self._sub, key)
-        self[key] = value
-        return value
+def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, imports: JudgeImports,
+                    earlier: Sequence[tuple[str, str]] = ()):
+    """A notebook test cell, with the meaning it has in the student's kernel (autograder/kernel.py), after the
+    earlier cells of its part `earlier` ((name, source)) when it reads their variables."""
+    namespace = KernelNamespace(sub, imports, {"reference": ref, "__name__": "__test_cell__"})
+    run_test_cell(spec.source, f"<test cell {spec.name}>", namespace, list(earlier))
 
 
-def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, imports: JudgeImports):
-    namespace = CellNamespace({"reference": ref, "__name__": "__test_cell__"}, imports, sub)
-    exec(compile(spec.source, f"<test cell {spec.name}>", "exec"), namespace)
+def earlier_cells(checks: Sequence[CheckSpec]) -> dict[str, list[tuple[str, str]]]:
+    """For each notebook test cell, the test cells before it in its part ((name, source), notebook order)."""
+    seen: dict[str, list[tuple[str, str]]] = {}
+    out = {}
+    for spec in checks:
+        if spec.fn is None and spec.part:
+            out[spec.name] = list(seen.setdefault(spec.part, []))
+            seen[spec.part].append((spec.name, spec.source))
+    return out
 
 
 def _fraction(value) -> float:
@@ -287,6 +284,7 @@ class Judge:
                  gpu_checks: AbstractSet[str] = frozenset(), cuda: bool | None = None,
                  reference_as_submission: Callable[[], Program] | None = None):
         self.checks = checks
+        self.earlier = earlier_cells(checks)  # the test cells a notebook test cell shares its variables with
         self.reference = reference
         self.limits = limits
         self.cell_globals = cell_globals
@@ -439,7 +437,7 @@ class Judge:
             if spec.fn is not None:
                 value = spec.fn(sub, ref)
             else:
-                value = _run_cell_check(spec, sub, ref, self.cell_globals)
+                value = _run_cell_check(spec, sub, ref, self.cell_globals, self.earlier.get(spec.name, ()))
             fraction = _fraction(value)
             return fraction, "" if fraction >= 1 else "partially correct" if fraction > 0 else "check failed"
         except Pending:
