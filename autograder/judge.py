@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import AbstractSet, Callable
@@ -266,6 +267,49 @@ def _fraction(value) -> float:
     raise TypeError(f"a check returned {type(value).__name__}; it must return None, a bool or a number")
 
 
+class CheckBroken(Exception):
+    """The check's own code failed, not the student's: the check is not graded (never charged to the student).
+    `where`: the file (or test cell) and line; the message adds the error."""
+
+    def __init__(self, where: str, error: BaseException):
+        super().__init__(f"the check's own code fails at {where}: {type(error).__name__}: {error} (a mistake of the "
+                         "check, not of the notebook: fix the check)")
+        self.where = where
+
+
+def _check_frame(spec: CheckSpec, exc: BaseException):
+    """The innermost frame of the check's own code in the traceback (a test file, its helper modules, a test
+    cell), or None when the error did not pass through it."""
+    import traceback
+    from pathlib import Path
+
+    folder = Path(spec.fn.__code__.co_filename).parent if spec.fn is not None else None
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename.startswith("<test") or folder is not None and Path(frame.filename).parent == folder:
+            return frame
+    return None
+
+
+def _instructors_mistake(exc: BaseException) -> bool:
+    """A name the check's code does not have, a module without the attribute it asks for, an import or a syntax
+    error: mistakes of the code that raised them, never of what student code returned (student values are
+    plain data or proxies, never the judge's modules; a name the notebook lacks is MissingName)."""
+    if isinstance(exc, (NameError, ImportError, SyntaxError)):
+        return True
+    return isinstance(exc, AttributeError) and isinstance(getattr(exc, "obj", None), types.ModuleType)
+
+
+def check_error(spec: CheckSpec, exc: BaseException) -> CheckBroken | None:
+    """The check's own mistake as a CheckBroken naming where it is (file and line), or None."""
+    frame = _check_frame(spec, exc) if _instructors_mistake(exc) else None
+    if frame is None:
+        return None
+    from pathlib import Path
+
+    where = frame.filename if frame.filename.startswith("<") else f"tests/{Path(frame.filename).name}"
+    return CheckBroken(f"{where}, line {frame.lineno}", exc)
+
+
 def _public_line(spec: CheckSpec, exc: BaseException) -> str:
     """For a public test cell (students have its code anyway): the assertion line that failed."""
     import traceback
@@ -388,6 +432,10 @@ class Judge:
         except Pending as exc:
             result.status, result.message = PENDING, str(exc) or PENDING_GPU
             return result
+        except CheckBroken as exc:
+            result.status, result.grader_problem = UNGRADED, str(exc)
+            result.message = UNGRADED_MESSAGE.format(why=f"an error in the check itself, at {exc.where}")
+            return result
         finally:
             result.seconds = round(time.monotonic() - start, 3)
         result.score = round(fraction * spec.points, 6)
@@ -455,7 +503,10 @@ class Judge:
         except AssertionError as exc:
             text = str(exc)
             return 0.0, text if text else (_public_line(spec, exc) if spec.public else "a hidden check failed")
-        except Exception as exc:  # noqa: BLE001 - typically the check choking on what student code returned
+        except Exception as exc:  # the check's own mistake, or the check choking on what student code returned
+            broken = check_error(spec, exc)
+            if broken is not None:
+                raise broken from exc
             return 0.0, f"the grader could not use what your code returned ({type(exc).__name__}: {exc})"
 
     @staticmethod

@@ -200,3 +200,52 @@ def test_a_cell_shares_the_earlier_cells_of_its_part_only_when_it_reads_them():
     assert shared_with(READS, earlier) == earlier
     assert shared_with(STEPS, earlier) == []
     assert shared_with(AFTER_DELETE, [("deletes", DELETES)]) == [("deletes", DELETES)]
+
+
+TYPO_FILE = '''import torch
+from autograder.testing import check
+
+
+@check("typo in a test file", points=1, part="5. Typos")
+def typo(sub, ref):
+    assert torch.alclose(torch.as_tensor(sub.arr()), torch.as_tensor(ref.arr()))
+
+
+@check("arr has a shape", points=1, part="5. Typos")
+def shape(sub, ref):
+    assert sub.arr().shape == (3,)
+'''
+
+
+@pytest.fixture(scope="module")
+def typos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("typos")
+    source = _assignment(root, CELLS[:1] + [("typo_cell", "5. Typos", TYPO)])
+    (source / "tests" / "test_typo.py").write_text(TYPO_FILE)
+    return source
+
+
+@pytest.mark.slow
+def test_an_error_in_the_checks_own_code_is_not_graded_and_names_the_file_and_line(typos, tmp_path):
+    paths = build(typos)
+    key = paths.release / "answer_key.ipynb"
+    as_list = make_submission(tmp_path / "as_list.ipynb", key, {"return np.arange(3)": "return [0, 1, 2]"})
+    for checks in _grade(paths.release, [key, as_list], tmp_path / "out"):
+        for name, where in (("typo in a test file", "tests/test_typo.py, line 7"),
+                            ("typo_cell", "<test cell typo_cell>, line 2")):
+            assert checks[name].status == "ungraded" and checks[name].score == 0
+            assert checks[name].grader_problem.startswith(
+                f"the check's own code fails at {where}: AttributeError: module 'torch' has no attribute 'alclose'")
+            assert f"an error in the check itself, at {where}" in checks[name].message
+            assert "could not use what your code returned" not in checks[name].message
+    assert checks["arr has a shape"].message == ("the grader could not use what your code returned (AttributeError: "
+                                                 "'list' object has no attribute 'shape')")
+
+
+@pytest.mark.slow
+def test_verify_fails_on_an_error_in_a_check(typos):
+    from autograder.verify import verify
+
+    problems = "\n".join(verify(typos, with_corpus=False).problems)
+    assert "typo in a test file: the check's own code fails at tests/test_typo.py, line 7" in problems
+    assert "typo_cell: the check's own code fails at <test cell typo_cell>, line 2" in problems
