@@ -424,11 +424,9 @@ class Judge:
         try:
             fraction, message, stub = self._attempt(spec, submission, budget_end)
             if fraction < 1 and spec.depends_on and time.monotonic() < budget_end:
-                # the student's other parts may be what failed it: again, the reference answering for them.
-                # The better run counts; on a tie the second, whose message is about this part alone.
+                # the student's other parts may be what failed it: again, the reference answering for them
                 again = self._attempt(spec, submission, budget_end, substitute=True)
-                if again[0] >= fraction:
-                    fraction, message, stub = again
+                fraction, message, stub = self._better(spec, (fraction, message, stub), again)
         except Pending as exc:
             result.status, result.message = PENDING, str(exc) or PENDING_GPU
             return result
@@ -460,10 +458,22 @@ class Judge:
             for hang in submission.worker.take_hangs():
                 submission.remember_hang(hang, spec.name, timeout_message(timeout, f"{hang.doing} did not finish in time"))
             self.reference.worker.take_hangs()  # the reference's own: nothing to remember
-        if substitute and fraction < 1:
-            message += (f"\n(graded with the reference's {', '.join(spec.depends_on)} in place of yours, so that "
-                        "only this part counts here)")
         return fraction, message, stub
+
+    @staticmethod
+    def _better(spec: CheckSpec, own: tuple[float, str, bool], again: tuple[float, str, bool]) -> tuple[float, str, bool]:
+        """The better of the run with the student's own parts and the run with the reference's in their place, with
+        a message that says only what is true. Better with the reference's: graded so, and only this part counts.
+        A tie: the second run's message (it is about this part, with the reference's parts), saying so and that
+        the student's own parts gave the same score; it claims nothing about where the points were lost."""
+        names = ", ".join(spec.depends_on)
+        if again[0] > own[0]:
+            return again[0], again[1] + (f"\n(graded with the reference's {names} in place of yours, so that only this "
+                                         "part counts here)"), again[2]
+        if again[0] == own[0]:
+            return again[0], again[1] + (f"\n(this is the run with the reference's {names} in place of yours; yours "
+                                         "gave the same score)"), again[2]
+        return own
 
     def _substitute(self, spec: CheckSpec, submission: Program) -> None:
         from autograder.substitution import ReferenceAnswers
