@@ -3,7 +3,8 @@
 1. The reference solution (the answer key) gets every point that can be graded here.
 2. The untouched student notebook gets 0 on every check: a point it earns is a point for nothing.
 3. No line of solution or hidden-test text appears anywhere in assignments/<name>/ (a solution cell
-   without markers counts whole).
+   without markers counts whole); every file the notebook reads by a literal relative path is shipped
+   (assignment.toml `files`).
 4. The assignment's corpus (solutions/<name>/corpus/, see autograder/corpus.py), if it has one: every
    correct variant gets every point, every wrong submission loses the points it declares, and those
    confined to a part lose none elsewhere.
@@ -31,6 +32,7 @@ from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
 from autograder.notebook.markers import hand_graded, nbgrader_meta
+from autograder.notebook.opened import unshipped
 from autograder.release import Release, load_release
 from autograder.status import PENDING, UNGRADED
 from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG
@@ -151,12 +153,21 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
         report.lines.append(f"corpus: {len(corpus.variants)} correct variants, {len(corpus.bugs)} wrong submissions "
                             f"({sum(1 for b in corpus.bugs if b.confined_to)} confined to one part): "
                             f"{len(found)} problem(s)")
+    report.problems += unshipped_problems(paths.source / config.notebook, config.files)
     leaks = find_leaks(paths.assignment, secret_lines(paths.source))
     report.problems += [f"leak: {leak}" for leak in leaks]
     report.lines.append(f"leak check: {len(leaks)} leaked line(s) in {paths.assignment}")
     if report.mutation is not None:
         report.lines += report.mutation.lines()
     return report
+
+
+def unshipped_problems(notebook: Path, shipped: list[str]) -> list[str]:
+    """Each file the notebook reads by a literal relative path that the assignment does not ship beside it: the
+    student's copy would fail there (autograder/notebook/opened.py says what is found)."""
+    nb = nbformat.read(notebook, as_version=4)
+    return [f"{notebook.name}: cell {o.cell}, line {o.line}: reads {o.path!r}, which is not shipped: list it in "
+            "`files` of assignment.toml (or read it from where students have it)" for o in unshipped(nb, shipped)]
 
 
 def is_manual(check) -> bool:
