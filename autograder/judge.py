@@ -467,6 +467,8 @@ class Judge:
         A tie: the second run's message (it is about this part, with the reference's parts), saying so and that
         the student's own parts gave the same score; it claims nothing about where the points were lost."""
         names = ", ".join(spec.depends_on)
+        if again[0] >= 1:
+            return again
         if again[0] > own[0]:
             return again[0], again[1] + (f"\n(graded with the reference's {names} in place of yours, so that only this "
                                          "part counts here)"), again[2]

@@ -293,12 +293,14 @@ def _binds(node) -> set[str]:
 
 
 def deleted_at_top(source: str) -> set[str]:
-    """The names a cell deletes at its top level (`del squares`)."""
+    """The names a cell deletes at its top level (`del squares`) and binds nowhere in it: `del squares` with a
+    `squares = saved` in its `finally` leaves the name as it found it."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
-    return {t.id for node in tree.body if isinstance(node, ast.Delete) for t in node.targets if isinstance(t, ast.Name)}
+    deleted = {t.id for node in tree.body if isinstance(node, ast.Delete) for t in node.targets if isinstance(t, ast.Name)}
+    return deleted - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def names_read(source: str) -> set[str]:

@@ -26,3 +26,7 @@ def test_a_tie_says_which_run_the_message_is_about_and_claims_nothing_else():
 def test_a_worse_run_with_the_references_parts_leaves_the_students_own():
     own = (0.5, "half the heads differ", True)
     assert Judge._better(SPEC, own, (0.0, "the reference could not answer", False)) == own
+
+
+def test_full_marks_with_the_references_parts_need_no_note():
+    assert Judge._better(SPEC, (0.0, "your scaled_dot_product raised", False), (1.0, "", False)) == (1.0, "", False)

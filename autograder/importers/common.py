@@ -83,7 +83,7 @@ def names_read(tests: list[str], defined: set[str]) -> set[str]:
 
 def literal(text: str) -> str:
     """`text` as a readable Python string literal."""
-    if "'''" in text or text.endswith("\\"):
+    if "'''" in text or text.endswith(("\\", "'")):  # either would end the triple-quoted string early
         return repr(text)
     return "'''\\\n" + text.replace("\\", "\\\\") + "'''"
 
