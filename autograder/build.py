@@ -24,12 +24,12 @@ from autograder.config import load_config
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
-    HIDDEN, MarkerError, check_cell, is_test_cell, nbgrader_meta, notebook_language, public_lines, secret_lines,
+    HIDDEN, MarkerError, check_cell, hand_graded, is_test_cell, nbgrader_meta, notebook_language, public_lines, secret_lines,
     solution_source, student_source,
 )
 from autograder.files import write_atomic
 from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
-from autograder.testing import CheckSpec, hidden_test_files, load_test_file, test_cell_check
+from autograder.testing import CheckSpec, hand_graded_check, hidden_test_files, load_test_file, test_cell_check
 
 class BuildError(ValueError):
     pass
@@ -91,6 +91,8 @@ def transform(nb, where: str) -> Transformed:
             spec.source = solution_source(cell, regions, keep_hidden=True)  # the judge runs the hidden part too
             spec.public = not any(r.kind == HIDDEN for r in regions)
             checks.append(spec)
+        elif hand_graded(cell):  # its points stay in every total, pending, as nbgrader keeps them for grading by hand
+            checks.append(hand_graded_check(cell, index + 1, str(hand_graded(cell)), where))
     return Transformed(student, key, checks, secrets, public)
 
 
@@ -161,10 +163,17 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     manifest = {
         "format": BUILD_FORMAT, "config": config.to_dict(), "source_hash": source_hash(paths.source, config),
         "helpers": helpers, "student_code": sorted(set(code_digests(out.student))),
-        "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout} for f, c in checks],
+        "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout, **_manual(f, c)}
+                   for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
     return paths
+
+
+def _manual(file: str, spec: CheckSpec) -> dict:
+    """A notebook's hand-graded check has no code to load: the manifest says what is graded by hand."""
+    what = getattr(spec.fn, "_ag_manual", None)
+    return {"manual": what} if not file and what else {}
 
 
 def _copy(src: Path, dst: Path) -> None:

@@ -12,8 +12,8 @@
 6. With `mutants`: how many mutants of the answer key the checks kill, part by part (autograder/mutants/).
    Survivors are reported, not counted as problems.
 
-Points graded by hand (nbgrader's written answers, free-response code cells and tasks; `manual` checks of
-the test files) are listed, so that none vanish from the totals unnoticed. All submissions (answer key,
+Points graded by hand (nbgrader's written answers, free-response code cells and tasks, which the build makes
+manual checks; `manual` checks of the test files) are listed: they are pending in every total, never lost. All submissions (answer key,
 student notebook, corpus, mutants) are graded in one batch; the probes of the
 surviving mutants in a second one.
 """
@@ -31,7 +31,6 @@ from autograder import mutants as mutants_module
 from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
-from autograder.notebook.markers import hand_graded, nbgrader_meta
 from autograder.notebook.opened import unshipped
 from autograder.release import Release, load_release
 from autograder.status import PENDING, UNGRADED
@@ -141,7 +140,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
     report.problems += reference_problems(ref_result, report.lines)
     report.problems += untouched_problems(stub_result)
-    report.problems += manual_and_automatic(paths.source / config.notebook, ref_result, report.lines)
+    report.problems += manual_and_automatic(ref_result, report.lines)
     stubbed = sum(1 for c in stub_result.checks if c.stub_hit)
     report.lines.append(f"reference: {ref_result.score:g}/{ref_result.max_score:g} "
                         f"({len(ref_result.pending)} pending); untouched student notebook: "
@@ -197,32 +196,19 @@ def untouched_problems(stub_result) -> list[str]:
     return problems
 
 
-def hand_graded_cells(notebook: Path) -> list[tuple[str, float]]:
-    """("cell N grade_id (kind, P)", P) for each cell nbgrader's metadata leaves to grading by hand."""
-    nb = nbformat.read(notebook, as_version=4)
-    out = []
-    for index, cell in enumerate(nb.cells):
-        kind = hand_graded(cell)
-        if kind:
-            meta = nbgrader_meta(cell)
-            points = float(meta.get("points", 0) or 0)
-            out.append((f"cell {index + 1} {meta.get('grade_id', '')} ({kind}, {points:g})", points))
-    return out
-
-
 def manual_checks(ref_result) -> list[tuple[str, float]]:
     return [(f"check {c.name} ({c.message[len(MANUAL):].strip(': ') or 'manual'}, {c.max_score:g})", c.max_score)
             for c in ref_result.checks if is_manual(c)]
 
 
-def manual_and_automatic(notebook: Path, ref_result, lines: list[str]) -> list[str]:
-    """Lists the points graded by hand; a problem when no check is graded automatically."""
-    cells, checks = hand_graded_cells(notebook), manual_checks(ref_result)
-    for items, where in ((cells, "in the notebook's hand-graded cells, in no total (no check grades them)"),
-                         (checks, "in manual checks, pending in every total")):
-        if items:
-            lines.append(f"manual: {sum(p for _, p in items):g} point(s) {where}: " + "; ".join(w for w, _ in items))
+def manual_and_automatic(ref_result, lines: list[str]) -> list[str]:
+    """Lists the points graded by hand (manual checks: the notebook's hand-graded cells and `manual` in test
+    files); a problem when no check is graded automatically."""
+    checks = manual_checks(ref_result)
+    if checks:
+        lines.append(f"manual: {sum(p for _, p in checks):g} point(s) graded by hand, pending in every total: "
+                     + "; ".join(w for w, _ in checks))
     if not any(not is_manual(c) for c in ref_result.checks):
         return ["no check is graded automatically: add test cells (nbgrader metadata grade: true) or tests/*.py"
-                + (" (every point here is graded by hand)" if cells or checks else "")]
+                + (" (every point here is graded by hand)" if checks else "")]
     return []
