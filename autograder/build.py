@@ -17,10 +17,11 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.config import load_config
+from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at_top
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
@@ -40,6 +41,7 @@ class Paths:
     source: Path  # solutions/<name>
     assignment: Path  # assignments/<name>
     release: Path  # release/<name>
+    notes: list[str] = field(default_factory=list)  # said by the build: test cells whose meaning differs
 
     @classmethod
     def for_source(cls, source: Path, assignments_root: Path | None = None, release_root: Path | None = None):
@@ -56,6 +58,7 @@ class Transformed:
     cell_checks: list[CheckSpec]
     secrets: list[str]  # lines inside solution / hidden regions
     public: list[str]  # every source line outside solution and hidden regions (computed from the source)
+    notes: list[str] = field(default_factory=list)  # what of the test cells does not hold in the grader (kernel.py)
 
 
 def _clean(cell) -> None:
@@ -93,7 +96,23 @@ def transform(nb, where: str) -> Transformed:
             checks.append(spec)
         elif hand_graded(cell):  # its points stay in every total, pending, as nbgrader keeps them for grading by hand
             checks.append(hand_graded_check(cell, index + 1, str(hand_graded(cell)), where))
-    return Transformed(student, key, checks, secrets, public)
+    return Transformed(student, key, checks, secrets, public, caveats(nb, where))
+
+
+def caveats(nb, where: str) -> list[str]:
+    """`where: cell N, line L: ...` for each test cell of the source notebook whose meaning in the grader differs."""
+    cells, names, definitions = [], set(), set()
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        if is_test_cell(cell):
+            meta = nbgrader_meta(cell)
+            cells.append(GradedCell(index + 1, str(meta.get("grade_id")), str(meta.get("part", "")), cell["source"]))
+        else:
+            names |= bound_at_top(cell["source"])
+            definitions |= defined_at_top(cell["source"])
+    return [f"{where}: cell {number}, line {line}: test cell {what}"
+            for number, line, what in cell_caveats(cells, names, definitions)]
 
 
 def _write_notebook(path: Path, nb) -> None:
@@ -167,6 +186,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
                    for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    paths.notes = out.notes
     return paths
 
 

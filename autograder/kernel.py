@@ -28,6 +28,7 @@ import ast
 import builtins
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from autograder.sandbox.client import StudentError, WorkerError
@@ -303,6 +304,15 @@ def deleted_at_top(source: str) -> set[str]:
     return deleted - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def defined_at_top(source: str) -> set[str]:
+    """The functions and classes a cell defines at its top level."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
 def names_read(source: str) -> set[str]:
     try:
         tree = ast.parse(source)
@@ -330,3 +340,56 @@ def run_test_cell(source: str, filename: str, namespace: KernelNamespace,
         return run_cell(source, filename, namespace)
     finally:
         namespace.restore()
+
+
+# -- what does not hold, said when the notebook is built ------------------------------------------------------
+
+@dataclass(frozen=True)
+class GradedCell:
+    number: int  # the cell's number in the notebook, 1-based
+    name: str
+    part: str
+    source: str
+
+
+def cell_caveats(cells: list[GradedCell], notebook_names: set[str], definitions: set[str]) -> list[tuple[int, int, str]]:
+    """(cell number, line, what does not hold) for test cells whose meaning in the grader differs from the
+    kernel's: a magic line, a function or class of the notebook (`definitions`) bound to another value, a
+    variable of a test cell of another part (`notebook_names`: every name the notebook's own code binds)."""
+    found: list[tuple[int, int, str]] = []
+    setters: dict[str, GradedCell] = {}
+    for cell in cells:
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError as exc:
+            found.append((cell.number, exc.lineno or 1, "not Python (an IPython magic or shell line?): the check fails "
+                          "for every notebook; write it in Python"))
+            continue
+        found += _rebinds(cell, tree, definitions) + _other_parts(cell, tree, notebook_names, setters)
+        for name in bound_at_top(cell.source):
+            setters.setdefault(name, cell)
+    return found
+
+
+def _rebinds(cell: GradedCell, tree, definitions: set[str]) -> list[tuple[int, int, str]]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Name):  # `f = saved` puts it back
+            for name in sorted({n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                               & definitions):
+                out.append((cell.number, node.lineno, f"binds `{name}`, which the notebook defines: in the grader this "
+                            "changes the test's name only; the student's functions keep calling their own"))
+    return out
+
+
+def _other_parts(cell: GradedCell, tree, notebook_names: set[str], setters: dict) -> list[tuple[int, int, str]]:
+    own = bound_at_top(cell.source)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own | notebook_names:
+            setter = setters.get(node.id)
+            if setter is not None and setter.part != cell.part:
+                out.append((cell.number, node.lineno, f"reads `{node.id}`, which test cell {setter.name!r} of part "
+                            f"{setter.part!r} sets: test cells share variables within their part only"))
+                own = own | {node.id}  # said once per name
+    return out

@@ -153,6 +153,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
                             f"({sum(1 for b in corpus.bugs if b.confined_to)} confined to one part): "
                             f"{len(found)} problem(s)")
     report.problems += unshipped_problems(paths.source / config.notebook, config.files)
+    report.lines += [f"note: {note}" for note in paths.notes]
     leaks = find_leaks(paths.assignment, secret_lines(paths.source))
     report.problems += [f"leak: {leak}" for leak in leaks]
     report.lines.append(f"leak check: {len(leaks)} leaked line(s) in {paths.assignment}")

@@ -249,3 +249,20 @@ def test_verify_fails_on_an_error_in_a_check(typos):
     problems = "\n".join(verify(typos, with_corpus=False).problems)
     assert "typo in a test file: the check's own code fails at tests/test_typo.py, line 7" in problems
     assert "typo_cell: the check's own code fails at <test cell typo_cell>, line 2" in problems
+
+
+def test_what_does_not_hold_is_said_at_build_time_with_file_cell_and_line(tmp_path):
+    from autograder.build import transform
+
+    cells = CELLS[4:6] + [("magic", "5. Other", "%timeit parse(1)"),
+                          ("rebinds", "5. Other", "parse = lambda x: 2 * x\nassert twice(1) == 4"),
+                          ("elsewhere", "5. Other", "assert value == 4")]
+    nb = nbformat.read(_notebook(tmp_path / "kernel.ipynb", cells), as_version=4)
+    assert transform(nb, "kernel.ipynb").notes == [
+        "kernel.ipynb: cell 4, line 1: test cell not Python (an IPython magic or shell line?): the check fails for every "
+        "notebook; write it in Python",
+        "kernel.ipynb: cell 5, line 1: test cell binds `parse`, which the notebook defines: in the grader this changes "
+        "the test's name only; the student's functions keep calling their own",
+        "kernel.ipynb: cell 6, line 1: test cell reads `value`, which test cell 'sets' of part '2. Shared' sets: test "
+        "cells share variables within their part only"]
+    assert transform(nbformat.read(_notebook(tmp_path / "all.ipynb"), as_version=4), "all.ipynb").notes == []
