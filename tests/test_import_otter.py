@@ -55,7 +55,7 @@ def test_the_demo_verifies(demo):
 
     report = verify(demo.target)
     assert report.ok, report.problems
-    assert report.lines[0] == ("manual: 2 point(s) in manual checks, pending in every total: check q4 (manual "
+    assert report.lines[0] == ("manual: 2 point(s) graded by hand, pending in every total: check q4 (manual "
                                "question, 1); check q5 (manual question, 1)")
 
 

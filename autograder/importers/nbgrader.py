@@ -198,8 +198,9 @@ def _foreign_exceptions(c: Check, tree, report: ImportReport) -> None:
             types = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
             odd = [ast.unparse(t) for t in types if not _is_builtin_exception(ast.unparse(t))]
             if odd:
-                report.note(f"test cell {c.name!r} catches `{odd[0]}`: the student's exceptions arrive as their "
-                            "built-in type; one of another type arrives as StudentError, which this does not catch")
+                report.note(f"test cell {c.name!r} catches `{odd[0]}`: the student's exceptions arrive as the first "
+                            "class of their type's MRO the grader has loaded (a built-in one at least), so this catches "
+                            "the student's exception only when the grader has the module that defines it loaded")
                 return
 
 
