@@ -17,19 +17,20 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.config import load_config
+from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at_top
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
-    HIDDEN, MarkerError, check_cell, is_test_cell, nbgrader_meta, notebook_language, public_lines, secret_lines,
+    HIDDEN, MarkerError, check_cell, hand_graded, is_test_cell, nbgrader_meta, notebook_language, public_lines, secret_lines,
     solution_source, student_source,
 )
 from autograder.files import write_atomic
 from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
-from autograder.testing import CheckSpec, hidden_test_files, load_test_file, test_cell_check
+from autograder.testing import CheckSpec, hand_graded_check, hidden_test_files, load_test_file, test_cell_check
 
 class BuildError(ValueError):
     pass
@@ -40,6 +41,7 @@ class Paths:
     source: Path  # solutions/<name>
     assignment: Path  # assignments/<name>
     release: Path  # release/<name>
+    notes: list[str] = field(default_factory=list)  # said by the build: test cells whose meaning differs
 
     @classmethod
     def for_source(cls, source: Path, assignments_root: Path | None = None, release_root: Path | None = None):
@@ -56,6 +58,7 @@ class Transformed:
     cell_checks: list[CheckSpec]
     secrets: list[str]  # lines inside solution / hidden regions
     public: list[str]  # every source line outside solution and hidden regions (computed from the source)
+    notes: list[str] = field(default_factory=list)  # what of the test cells does not hold in the grader (kernel.py)
 
 
 def _clean(cell) -> None:
@@ -91,7 +94,25 @@ def transform(nb, where: str) -> Transformed:
             spec.source = solution_source(cell, regions, keep_hidden=True)  # the judge runs the hidden part too
             spec.public = not any(r.kind == HIDDEN for r in regions)
             checks.append(spec)
-    return Transformed(student, key, checks, secrets, public)
+        elif hand_graded(cell):  # its points stay in every total, pending, as nbgrader keeps them for grading by hand
+            checks.append(hand_graded_check(cell, index + 1, str(hand_graded(cell)), where))
+    return Transformed(student, key, checks, secrets, public, caveats(nb, where))
+
+
+def caveats(nb, where: str) -> list[str]:
+    """`where: cell N, line L: ...` for each test cell of the source notebook whose meaning in the grader differs."""
+    cells, names, definitions = [], set(), set()
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        if is_test_cell(cell):
+            meta = nbgrader_meta(cell)
+            cells.append(GradedCell(index + 1, str(meta.get("grade_id")), str(meta.get("part", "")), cell["source"]))
+        else:
+            names |= bound_at_top(cell["source"])
+            definitions |= defined_at_top(cell["source"])
+    return [f"{where}: cell {number}, line {line}: test cell {what}"
+            for number, line, what in cell_caveats(cells, names, definitions)]
 
 
 def _write_notebook(path: Path, nb) -> None:
@@ -161,10 +182,18 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     manifest = {
         "format": BUILD_FORMAT, "config": config.to_dict(), "source_hash": source_hash(paths.source, config),
         "helpers": helpers, "student_code": sorted(set(code_digests(out.student))),
-        "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout} for f, c in checks],
+        "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout, **_manual(f, c)}
+                   for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    paths.notes = out.notes
     return paths
+
+
+def _manual(file: str, spec: CheckSpec) -> dict:
+    """A notebook's hand-graded check has no code to load: the manifest says what is graded by hand."""
+    what = getattr(spec.fn, "_ag_manual", None)
+    return {"manual": what} if not file and what else {}
 
 
 def _copy(src: Path, dst: Path) -> None:

@@ -6,9 +6,9 @@ comparison and every score is computed here, with the judge's own, unpatched lib
 """
 from __future__ import annotations
 
-import builtins
 import subprocess
 import time
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import AbstractSet, Callable
@@ -16,6 +16,7 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
+from autograder.kernel import KernelNamespace, run_test_cell
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
     Hang, MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
@@ -213,6 +214,9 @@ class JudgeImports:
         self.namespace: dict = {}
         self.tried: set[int] = set()
 
+    def binds(self, name: str) -> bool:
+        return name in self.units
+
     def resolve(self, name: str):
         if name not in self.namespace:
             unit = self.units.get(name)
@@ -233,29 +237,23 @@ def judge_imports(reference: Extraction) -> JudgeImports:
     return JudgeImports(reference)
 
 
-class CellNamespace(dict):
-    """Globals for a notebook test cell run in the judge: the reference notebook's imports are real
-    judge-side modules; any other name is looked up in the submission (as a proxy)."""
-
-    def __init__(self, base: dict, imports: JudgeImports, sub: ProgramProxy):
-        super().__init__(base)
-        self._imports = imports
-        self._sub = sub
-
-    def __missing__(self, key):
-        if hasattr(builtins, key):
-            raise KeyError(key)
-        try:
-            value = self._imports.resolve(key)
-        except KeyError:
-            value = getattr(self._sub, key)
-        self[key] = value
-        return value
+def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, imports: JudgeImports,
+                    earlier: Sequence[tuple[str, str]] = ()):
+    """A notebook test cell, with the meaning it has in the student's kernel (autograder/kernel.py), after the
+    earlier cells of its part `earlier` ((name, source)) when it reads their variables."""
+    namespace = KernelNamespace(sub, imports, {"reference": ref, "__name__": "__test_cell__"})
+    run_test_cell(spec.source, f"<test cell {spec.name}>", namespace, list(earlier))
 
 
-def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, imports: JudgeImports):
-    namespace = CellNamespace({"reference": ref, "__name__": "__test_cell__"}, imports, sub)
-    exec(compile(spec.source, f"<test cell {spec.name}>", "exec"), namespace)
+def earlier_cells(checks: Sequence[CheckSpec]) -> dict[str, list[tuple[str, str]]]:
+    """For each notebook test cell, the test cells before it in its part ((name, source), notebook order)."""
+    seen: dict[str, list[tuple[str, str]]] = {}
+    out = {}
+    for spec in checks:
+        if spec.fn is None and spec.part:
+            out[spec.name] = list(seen.setdefault(spec.part, []))
+            seen[spec.part].append((spec.name, spec.source))
+    return out
 
 
 def _fraction(value) -> float:
@@ -269,6 +267,49 @@ def _fraction(value) -> float:
     if isinstance(value, (int, float)) and value == value:  # not NaN
         return min(1.0, max(0.0, float(value)))
     raise TypeError(f"a check returned {type(value).__name__}; it must return None, a bool or a number")
+
+
+class CheckBroken(Exception):
+    """The check's own code failed, not the student's: the check is not graded (never charged to the student).
+    `where`: the file (or test cell) and line; the message adds the error."""
+
+    def __init__(self, where: str, error: BaseException):
+        super().__init__(f"the check's own code fails at {where}: {type(error).__name__}: {error} (a mistake of the "
+                         "check, not of the notebook: fix the check)")
+        self.where = where
+
+
+def _check_frame(spec: CheckSpec, exc: BaseException):
+    """The innermost frame of the check's own code in the traceback (a test file, its helper modules, a test
+    cell), or None when the error did not pass through it."""
+    import traceback
+    from pathlib import Path
+
+    folder = Path(spec.fn.__code__.co_filename).parent if spec.fn is not None else None
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename.startswith("<test") or folder is not None and Path(frame.filename).parent == folder:
+            return frame
+    return None
+
+
+def _instructors_mistake(exc: BaseException) -> bool:
+    """A name the check's code does not have, a module without the attribute it asks for, an import or a syntax
+    error: mistakes of the code that raised them, never of what student code returned (student values are
+    plain data or proxies, never the judge's modules; a name the notebook lacks is MissingName)."""
+    if isinstance(exc, (NameError, ImportError, SyntaxError)):
+        return True
+    return isinstance(exc, AttributeError) and isinstance(getattr(exc, "obj", None), types.ModuleType)
+
+
+def check_error(spec: CheckSpec, exc: BaseException) -> CheckBroken | None:
+    """The check's own mistake as a CheckBroken naming where it is (file and line), or None."""
+    frame = _check_frame(spec, exc) if _instructors_mistake(exc) else None
+    if frame is None:
+        return None
+    from pathlib import Path
+
+    where = frame.filename if frame.filename.startswith("<") else f"tests/{Path(frame.filename).name}"
+    return CheckBroken(f"{where}, line {frame.lineno}", exc)
 
 
 def _public_line(spec: CheckSpec, exc: BaseException) -> str:
@@ -289,6 +330,7 @@ class Judge:
                  gpu_checks: AbstractSet[str] = frozenset(), cuda: bool | None = None,
                  reference_as_submission: Callable[[], Program] | None = None):
         self.checks = checks
+        self.earlier = earlier_cells(checks)  # the test cells a notebook test cell shares its variables with
         self.reference = reference
         self.limits = limits
         self.cell_globals = cell_globals
@@ -384,13 +426,15 @@ class Judge:
         try:
             fraction, message, stub = self._attempt(spec, submission, budget_end)
             if fraction < 1 and spec.depends_on and time.monotonic() < budget_end:
-                # the student's other parts may be what failed it: again, the reference answering for them.
-                # The better run counts; on a tie the second, whose message is about this part alone.
+                # the student's other parts may be what failed it: again, the reference answering for them
                 again = self._attempt(spec, submission, budget_end, substitute=True)
-                if again[0] >= fraction:
-                    fraction, message, stub = again
+                fraction, message, stub = self._better(spec, (fraction, message, stub), again)
         except Pending as exc:
             result.status, result.message = PENDING, str(exc) or PENDING_GPU
+            return result
+        except CheckBroken as exc:
+            result.status, result.grader_problem = UNGRADED, str(exc)
+            result.message = UNGRADED_MESSAGE.format(why=f"an error in the check itself, at {exc.where}")
             return result
         finally:
             result.seconds = round(time.monotonic() - start, 3)
@@ -418,10 +462,24 @@ class Judge:
             for hang in submission.worker.take_hangs():
                 submission.remember_hang(hang, spec.name, timeout_message(timeout, f"{hang.doing} did not finish in time"))
             self.reference.worker.take_hangs()  # the reference's own: nothing to remember
-        if substitute and fraction < 1:
-            message += (f"\n(graded with the reference's {', '.join(spec.depends_on)} in place of yours, so that "
-                        "only this part counts here)")
         return fraction, message, stub
+
+    @staticmethod
+    def _better(spec: CheckSpec, own: tuple[float, str, bool], again: tuple[float, str, bool]) -> tuple[float, str, bool]:
+        """The better of the run with the student's own parts and the run with the reference's in their place, with
+        a message that says only what is true. Better with the reference's: graded so, and only this part counts.
+        A tie: the second run's message (it is about this part, with the reference's parts), saying so and that
+        the student's own parts gave the same score; it claims nothing about where the points were lost."""
+        names = ", ".join(spec.depends_on)
+        if again[0] >= 1:
+            return again
+        if again[0] > own[0]:
+            return again[0], again[1] + (f"\n(graded with the reference's {names} in place of yours, so that only this "
+                                         "part counts here)"), again[2]
+        if again[0] == own[0]:
+            return again[0], again[1] + (f"\n(this is the run with the reference's {names} in place of yours; yours "
+                                         "gave the same score)"), again[2]
+        return own
 
     def _substitute(self, spec: CheckSpec, submission: Program) -> None:
         from autograder.substitution import ReferenceAnswers
@@ -443,7 +501,7 @@ class Judge:
             if spec.fn is not None:
                 value = spec.fn(sub, ref)
             else:
-                value = _run_cell_check(spec, sub, ref, self.cell_globals)
+                value = _run_cell_check(spec, sub, ref, self.cell_globals, self.earlier.get(spec.name, ()))
             fraction = _fraction(value)
             return fraction, "" if fraction >= 1 else "partially correct" if fraction > 0 else "check failed"
         except Pending:
@@ -461,7 +519,10 @@ class Judge:
         except AssertionError as exc:
             text = str(exc)
             return 0.0, text if text else (_public_line(spec, exc) if spec.public else "a hidden check failed")
-        except Exception as exc:  # noqa: BLE001 - typically the check choking on what student code returned
+        except Exception as exc:  # the check's own mistake, or the check choking on what student code returned
+            broken = check_error(spec, exc)
+            if broken is not None:
+                raise broken from exc
             return 0.0, f"the grader could not use what your code returned ({type(exc).__name__}: {exc})"
 
     @staticmethod

@@ -9,11 +9,11 @@ from pathlib import Path
 from autograder.config import AssignmentConfig
 from autograder.recording import Recording
 from autograder.notebook.extract import Extraction, Unit
-from autograder.testing import CheckSpec, load_test_file
+from autograder.testing import CheckSpec, load_test_file, manual_spec
 
 
 MANIFEST = "manifest.json"
-BUILD_FORMAT = 5  # bump when the release layout or the extraction changes: old releases are rebuilt
+BUILD_FORMAT = 6  # bump when the release layout or the extraction changes: old releases are rebuilt
 
 
 class ReleaseError(ValueError):
@@ -98,6 +98,8 @@ def load_release(release_dir: Path) -> Release:
             if spec is None:
                 raise ReleaseError(f"{release_dir}: check {c['name']!r} is gone from tests/{c['file']}; rebuild")
             spec.part = c["part"]
+        elif c.get("manual"):  # a cell of the notebook graded by hand
+            spec = manual_spec(c["name"], c["points"], c["part"], c["manual"], c["visibility"])
         else:
             spec = CheckSpec(c["name"], c["points"], c["part"], c["visibility"], None, c["source"], c["public"],
                              depends_on=tuple(c.get("depends_on", ())))

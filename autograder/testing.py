@@ -91,6 +91,25 @@ def test_cell_check(cell, number: int, where: str = "notebook") -> CheckSpec:
                      depends_on=tuple(depends_on))
 
 
+HAND_GRADED_PART = "Graded by hand"  # the part of a notebook's hand-graded cell whose metadata names none
+
+
+def hand_graded_check(cell, number: int, kind: str, where: str = "notebook") -> CheckSpec:
+    """The manual check of a cell nbgrader grades by hand (`kind`: written answer, code answer, task): pending in
+    every total with the cell's points, graded by no code. Part: the cell's nbgrader `part`, else HAND_GRADED_PART."""
+    meta = nbgrader_meta(cell)
+    points = meta.get("points", 0) or 0
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
+        raise MarkerError(f"{where}: cell {number}: hand-graded cell {meta.get('grade_id')!r} needs nbgrader 'points' >= 0")
+    return manual_spec(str(meta.get("grade_id")), float(points), str(meta.get("part") or HAND_GRADED_PART),
+                       f"{kind}, notebook cell {number}")
+
+
+def manual_spec(name: str, points: float, part: str, what: str, visibility: str = "visible") -> CheckSpec:
+    """The CheckSpec of `manual(...)` (a release rebuilds a notebook's hand-graded checks with it)."""
+    return manual(name, points, part, what, visibility)._ag_check
+
+
 def check(name: str, points: float, part: str = "", visibility: str = "visible", gpu: bool = False,
           timeout: float | None = None, depends_on: list[str] | tuple[str, ...] = ()):
     """Declare a graded check. See docs/writing-assignments.md.

@@ -3,7 +3,8 @@
 1. The reference solution (the answer key) gets every point that can be graded here.
 2. The untouched student notebook gets 0 on every check: a point it earns is a point for nothing.
 3. No line of solution or hidden-test text appears anywhere in assignments/<name>/ (a solution cell
-   without markers counts whole).
+   without markers counts whole); every file the notebook reads by a literal relative path is shipped
+   (assignment.toml `files`).
 4. The assignment's corpus (solutions/<name>/corpus/, see autograder/corpus.py), if it has one: every
    correct variant gets every point, every wrong submission loses the points it declares, and those
    confined to a part lose none elsewhere.
@@ -11,8 +12,8 @@
 6. With `mutants`: how many mutants of the answer key the checks kill, part by part (autograder/mutants/).
    Survivors are reported, not counted as problems.
 
-Points graded by hand (nbgrader's written answers, free-response code cells and tasks; `manual` checks of
-the test files) are listed, so that none vanish from the totals unnoticed. All submissions (answer key,
+Points graded by hand (nbgrader's written answers, free-response code cells and tasks, which the build makes
+manual checks; `manual` checks of the test files) are listed: they are pending in every total, never lost. All submissions (answer key,
 student notebook, corpus, mutants) are graded in one batch; the probes of the
 surviving mutants in a second one.
 """
@@ -30,7 +31,7 @@ from autograder import mutants as mutants_module
 from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
-from autograder.notebook.markers import hand_graded, nbgrader_meta
+from autograder.notebook.opened import unshipped
 from autograder.release import Release, load_release
 from autograder.status import PENDING, UNGRADED
 from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG
@@ -149,7 +150,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
     report.problems += reference_problems(ref_result, report.lines)
     report.problems += untouched_problems(stub_result)
-    report.problems += manual_and_automatic(paths.source / config.notebook, ref_result, report.lines)
+    report.problems += manual_and_automatic(ref_result, report.lines)
     stubbed = sum(1 for c in stub_result.checks if c.stub_hit)
     report.lines.append(f"reference: {ref_result.score:g}/{ref_result.max_score:g} "
                         f"({len(ref_result.pending)} pending); untouched student notebook: "
@@ -161,6 +162,8 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
         report.lines.append(f"corpus: {len(corpus.variants)} correct variants, {len(corpus.bugs)} wrong submissions "
                             f"({sum(1 for b in corpus.bugs if b.confined_to)} confined to one part): "
                             f"{len(found)} problem(s)")
+    report.problems += unshipped_problems(paths.source / config.notebook, config.files)
+    report.lines += [f"note: {note}" for note in paths.notes]
     leaks = find_leaks(paths.assignment, secret_lines(paths.source))
     report.problems += [f"leak: {leak}" for leak in leaks]
     report.lines.append(f"leak check: {len(leaks)} leaked line(s) in {paths.assignment}")
@@ -179,6 +182,14 @@ def _deferred_mutants(count: int, results: dict, jobs: int, source: Path) -> str
     return (f"mutants: {count} planned, more than verify runs by default ({AUTO_MUTANTS}); about {minutes:.0f} min "
             f"at {per:.1f} s per notebook: autograder verify {source} --mutants --jobs {jobs} "
             f"(or --mutants-limit N for a sample)")
+
+
+def unshipped_problems(notebook: Path, shipped: list[str]) -> list[str]:
+    """Each file the notebook reads by a literal relative path that the assignment does not ship beside it: the
+    student's copy would fail there (autograder/notebook/opened.py says what is found)."""
+    nb = nbformat.read(notebook, as_version=4)
+    return [f"{notebook.name}: cell {o.cell}, line {o.line}: reads {o.path!r}, which is not shipped: list it in "
+            "`files` of assignment.toml (or read it from where students have it)" for o in unshipped(nb, shipped)]
 
 
 def is_manual(check) -> bool:
@@ -208,32 +219,19 @@ def untouched_problems(stub_result) -> list[str]:
     return problems
 
 
-def hand_graded_cells(notebook: Path) -> list[tuple[str, float]]:
-    """("cell N grade_id (kind, P)", P) for each cell nbgrader's metadata leaves to grading by hand."""
-    nb = nbformat.read(notebook, as_version=4)
-    out = []
-    for index, cell in enumerate(nb.cells):
-        kind = hand_graded(cell)
-        if kind:
-            meta = nbgrader_meta(cell)
-            points = float(meta.get("points", 0) or 0)
-            out.append((f"cell {index + 1} {meta.get('grade_id', '')} ({kind}, {points:g})", points))
-    return out
-
-
 def manual_checks(ref_result) -> list[tuple[str, float]]:
     return [(f"check {c.name} ({c.message[len(MANUAL):].strip(': ') or 'manual'}, {c.max_score:g})", c.max_score)
             for c in ref_result.checks if is_manual(c)]
 
 
-def manual_and_automatic(notebook: Path, ref_result, lines: list[str]) -> list[str]:
-    """Lists the points graded by hand; a problem when no check is graded automatically."""
-    cells, checks = hand_graded_cells(notebook), manual_checks(ref_result)
-    for items, where in ((cells, "in the notebook's hand-graded cells, in no total (no check grades them)"),
-                         (checks, "in manual checks, pending in every total")):
-        if items:
-            lines.append(f"manual: {sum(p for _, p in items):g} point(s) {where}: " + "; ".join(w for w, _ in items))
+def manual_and_automatic(ref_result, lines: list[str]) -> list[str]:
+    """Lists the points graded by hand (manual checks: the notebook's hand-graded cells and `manual` in test
+    files); a problem when no check is graded automatically."""
+    checks = manual_checks(ref_result)
+    if checks:
+        lines.append(f"manual: {sum(p for _, p in checks):g} point(s) graded by hand, pending in every total: "
+                     + "; ".join(w for w, _ in checks))
     if not any(not is_manual(c) for c in ref_result.checks):
         return ["no check is graded automatically: add test cells (nbgrader metadata grade: true) or tests/*.py"
-                + (" (every point here is graded by hand)" if cells or checks else "")]
+                + (" (every point here is graded by hand)" if checks else "")]
     return []

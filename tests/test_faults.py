@@ -109,6 +109,7 @@ def test_a_worker_killed_every_time_is_not_graded_never_zero(grader, submission,
     assert len(killed) == 2  # the check and its one retry, each on a fresh worker
     checks = scores(result)
     assert checks.pop("normalize_test") == (UNGRADED, 0)
+    assert checks.pop("q_softmax") == (PENDING, 0)  # the written answer: graded by hand
     assert all(status == PASSED for status, _ in checks.values())  # the other checks are graded as usual
     (ungraded,) = result.ungraded
     assert "killed from outside" in ungraded.grader_problem and "twice" in ungraded.grader_problem
@@ -233,7 +234,7 @@ def test_one_endless_loop_costs_its_own_part_and_one_time_limit(attention_releas
     by_part: dict[str, list] = {}
     for c in result.checks:
         by_part.setdefault(c.part or c.name, []).append(c)
-    softmax = [c for c in result.checks if "softmax" in c.name]
+    softmax = [c for c in result.checks if "softmax" in c.name and c.name != "q_softmax"]  # q_softmax: by hand
     assert len(softmax) == 4 and all(c.status == FAILED for c in softmax)
     assert all(c.message.startswith(f"timed out after {CHECK_SECONDS} s: your softmax did not finish") for c in softmax)
     first, *later = softmax
@@ -243,8 +244,8 @@ def test_one_endless_loop_costs_its_own_part_and_one_time_limit(attention_releas
     others = [c for c in result.checks if c not in softmax]
     assert {c.name: c.status for c in others} == {
         "normalize_test": PASSED, "attend: weights the values": PASSED,  # the reference's softmax in place
-        "5. accuracy (rubric)": PENDING, "tiny layer: forward with given weights": PASSED}
-    assert result.score == 16 - 3 - 7  # the rubric's 3 pending, softmax's 7 lost
+        "5. accuracy (rubric)": PENDING, "tiny layer: forward with given weights": PASSED, "q_softmax": PENDING}
+    assert result.score == 18 - 3 - 2 - 7  # the rubric's 3 and the written answer's 2 pending, softmax's 7 lost
     assert result.execution_time < 2 * CHECK_SECONDS + 2, result.execution_time
 
 

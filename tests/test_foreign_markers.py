@@ -93,8 +93,26 @@ def test_build_refuses_otter_old_format(tmp_path):
     source, n = _course(tmp_path, solution, hidden)
     with pytest.raises(MarkerError, match=rf"cell {n - 1}, line 2: 'return x \*\* 2 # SOLUTION' is a marker of otter"):
         build(source)
-    with pytest.raises(MarkerError, match="line 1: '## HIDDEN TEST ##' is a marker of otter-grader's older format"):
+    with pytest.raises(MarkerError, match="line 1: '## HIDDEN TEST ##' is a marker of otter-grader's older format") as err:
         check_cell(hidden, "hw.ipynb: cell 2")
+    assert "### BEGIN HIDDEN TESTS" in str(err.value)  # the remedy, in this build's markers
+
+
+def test_nothing_of_an_otter_old_format_notebook_reaches_students(tmp_path):
+    """Refused before anything is written: no student notebook, no release; an earlier build stays as it was."""
+    source, _ = _course(tmp_path)
+    paths = build(source)
+    before = {p: p.read_bytes() for p in paths.assignment.rglob("*") if p.is_file()}
+    nb = nbformat.read(source / "vectors.ipynb", as_version=4)
+    nb.cells += [_cell("code", "def square(x):\n    return x ** 2 # SOLUTION"),
+                 _cell("code", "# TEST\nassert square(2) == 4"), _cell("code", "## HIDDEN TEST ##\nassert square(3) == 9")]
+    nbformat.write(nb, source / "vectors.ipynb")
+    with pytest.raises(MarkerError):
+        build(source)
+    after = {p: p.read_bytes() for p in paths.assignment.rglob("*") if p.is_file()}
+    assert after == before
+    shipped = b"".join(after.values())
+    assert b"return x ** 2" not in shipped and b"square(3) == 9" not in shipped
 
 
 def test_build_refuses_otter_format_with_a_hint(tmp_path):

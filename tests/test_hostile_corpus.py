@@ -265,7 +265,8 @@ def test_expected_outcome(corpus_run, expected):
     for c in r.checks:
         want = expected["lost"].get(c.name)
         if want is None:
-            assert c.status == "passed", f"{c.name}: {c.message}"
+            expected_status = "pending" if c.name == "q_softmax" else "passed"  # the written answer: graded by hand
+            assert c.status == expected_status, f"{c.name}: {c.message}"
             continue
         assert c.score == 0, f"{c.name}: {c.message}"
         alternatives = want if isinstance(want, list) else [want]

@@ -90,7 +90,7 @@ def test_ps1_problem1_verifies_and_problem2_has_no_automatic_check(ps1):
     solutions, _ = ps1
     report = verify(solutions / "ps1_problem1")
     assert report.ok, report.problems
-    assert report.lines[0].startswith("manual: 7 point(s) in manual checks, pending in every total: check "
+    assert report.lines[0].startswith("manual: 7 point(s) graded by hand, pending in every total: check "
                                       "sum_of_squares_equation (written answer, nbgrader cell 15, 1)")
     report = verify(solutions / "ps1_problem2")
     assert [p.split(":")[0] for p in report.problems] == ["no check is graded automatically"]
@@ -234,10 +234,17 @@ def test_cells_whose_meaning_differs_are_named(tmp_path):
     setter = nbformat.v4.new_code_cell("total = 3\nlookup = dict.get\ntry:\n    pass\nexcept np.linalg.LinAlgError:\n"
                                        "    pass\n%time count_keys({})")
     setter.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "setter", "points": 1}
-    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", [setter, shared])
+    same_question = nbformat.v4.new_code_cell("assert total == 3")
+    same_question.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "same_question", "points": 1}
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb",
+                                [setter, same_question, nbformat.v4.new_markdown_cell("## Part B"), shared])
     (report,) = import_assignment(source, "hw", tmp_path / "solutions")
     problems = "\n".join(report.not_converted)
-    assert "shared: variable `total`: set by test cell 'setter': test cells do not share variables here" in problems
+    assert ("shared: variable `total`: set by test cell 'setter' of another question ('Part A'): test cells share "
+            "variables within their question only") in problems
+    assert "same_question" not in problems
+    tests = (report.target / "tests" / "nbgrader_tests.py").read_text()
+    assert "notebook_cell('same_question', 1, 'Part A', IMPORTS, SOURCE_same_question, earlier=(" in tests
     assert "setter: IPython magic or shell line" in problems
     notes = "\n".join(report.notes)
     assert "test cell 'setter' binds `lookup`, which the notebook defines" in notes

@@ -55,7 +55,7 @@ def test_the_demo_verifies(demo):
 
     report = verify(demo.target)
     assert report.ok, report.problems
-    assert report.lines[0] == ("manual: 2 point(s) in manual checks, pending in every total: check q4 (manual "
+    assert report.lines[0] == ("manual: 2 point(s) graded by hand, pending in every total: check q4 (manual "
                                "question, 1); check q5 (manual question, 1)")
 
 
@@ -115,3 +115,35 @@ def test_what_is_not_converted_is_reported_and_refused_by_the_build(tmp_path):
     assert report.not_converted[0].startswith("cell 3: '# BEGIN IGNORE': a marker of otter-grader's assignment format")
     with pytest.raises(MarkerError, match="line 1: '# BEGIN IGNORE' is a marker of otter-grader's assignment format"):
         build(report.target)
+
+
+def _otter_notebook(path: Path, *cells) -> Path:
+    raw, code = nbformat.v4.new_raw_cell, nbformat.v4.new_code_cell
+    nb = nbformat.v4.new_notebook(cells=[code("import numpy as np\nnp.random.seed(42) # SEED"),
+                                         raw("# BEGIN QUESTION\nname: q1\npoints: 1"), raw("# BEGIN SOLUTION"),
+                                         code("def draw():\n    return float(np.random.rand()) # SOLUTION"),
+                                         raw("# END SOLUTION"), raw("# BEGIN TESTS"), *cells, raw("# END TESTS"),
+                                         raw("# END QUESTION")])
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_seeding_lines_run_before_each_test_in_both_programs(tmp_path):
+    """otter's `np.random.seed(42) # SEED`: the notebook's draws are the seeded ones when the tests run."""
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    seeded = nbformat.v4.new_code_cell("assert np.isclose(draw(), 0.3745401188473625), 'draws as seeded with 42'")
+    source = _otter_notebook(tmp_path / "src" / "seeded.ipynb", seeded)
+    (report,) = import_assignment(source, "seeded", tmp_path / "solutions")
+    assert "cell 1: otter's seeding line(s) np.random.seed(42) -> run before each test, in the submission and in " \
+           "the reference" in report.converted
+    paths = build(report.target)
+    student = (paths.assignment / "seeded.ipynb").read_text()
+    assert "np.random.seed(42)" in student and "# SEED" not in student
+    (result,) = grade(load_release(paths.release), [paths.release / "answer_key.ipynb"],
+                      GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    assert [(c.name, c.status) for c in result.checks] == [("q1 test 1", "passed")]

@@ -53,8 +53,9 @@ def test_a_notebook_filling_a_memfd_loses_that_part_only(tmp_path):
     checks = {c.name: c for c in result.checks}
     assert checks["normalize_test"].score == 0
     assert "memory limit" in checks["normalize_test"].message and "memfd" in checks["normalize_test"].message
-    others = [c for c in result.checks if c.part != checks["normalize_test"].part]
+    others = [c for c in result.checks if c.part != checks["normalize_test"].part and c.name != "q_softmax"]
     assert others and all(c.status == "passed" for c in others), [(c.name, c.message) for c in others]
+    assert checks["q_softmax"].status == "pending"  # the written answer: graded by hand
 
 
 def test_a_check_receives_a_bounded_amount_whatever_the_function_returns(example_release, tmp_path):
@@ -68,5 +69,5 @@ def test_a_check_receives_a_bounded_amount_whatever_the_function_returns(example
     [result] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
     over = [c for c in result.checks if f"more than {MAX_CHECK_BYTES >> 20} MB" in c.message]
     assert over and all(c.score == 0 for c in over)
-    assert all(c.status == "passed" for c in result.checks if not c.part.startswith("2."))
+    assert all(c.status == "passed" for c in result.checks if not c.part.startswith("2.") and c.name != "q_softmax")
 

@@ -173,8 +173,8 @@ def test_verify_passes(source):
     match = re.search(r"reference: ([\d.]+)/([\d.]+) \((\d+) pending\); untouched student notebook: ([\d.]+)/", summary)
     assert match, summary
     assert float(match.group(4)) == 0, summary
-    assert int(match.group(3)) == 1, summary  # the accuracy rubric, and nothing else
-    assert float(match.group(1)) == float(match.group(2)) - 8, summary
+    assert int(match.group(3)) == 4, summary  # the accuracy rubric and the three written answers, nothing else
+    assert float(match.group(1)) == float(match.group(2)) - 8 - 15, summary
 
 
 def test_the_recorded_reference_grades_every_submission_as_the_live_one(release, submissions, graded, tmp_path):

@@ -45,9 +45,10 @@ def test_verify_names_free_points_a_whole_solution_shipped_and_lists_manual_poin
     nb = nbformat.read(source / "vectors.ipynb", as_version=4)
     nb.cells += [_cell("markdown", "Softmax saturates for large logits.", grade=True, solution=True,
                        grade_id="why_saturate", points=3),
-                 _cell("code", WHOLE_ANSWER, grade=True, solution=True, grade_id="pyramidal", points=2)]
+                 _cell("code", WHOLE_ANSWER, grade=True, solution=True, grade_id="pyramidal", points=2),
+                 nbformat.v4.new_code_cell('def read_data():\n    return open("data.csv").read()')]
     nbformat.write(nb, source / "vectors.ipynb")
-    n = len(nb.cells)
+    n = len(nb.cells) - 1
     (source / "hints.py").write_text(WHOLE_ANSWER + "\n")  # the free-response answer, shipped as a "hint"
     config = source / "assignment.toml"
     config.write_text(config.read_text().replace("files = []", 'files = ["hints.py"]'))
@@ -57,16 +58,15 @@ def test_verify_names_free_points_a_whole_solution_shipped_and_lists_manual_poin
     assert ("the untouched student notebook gets 1 on free: passes whatever the notebook holds, without running "
             "into a stub") in problems
     assert "leak: hints.py: contains 'return sum(k * k for k in range(1, n + 1))'" in problems
-    assert "vectors.ipynb" not in problems  # the student notebook has nbgrader's stub in place of the answer
+    assert f"vectors.ipynb: cell {n + 1}, line 2: reads 'data.csv', which is not shipped" in problems
+    assert "leak: vectors.ipynb" not in problems  # the student notebook has nbgrader's stub in place of the answer
     manual = [line for line in report.lines if line.startswith("manual:")]
     assert manual == [
-        f"manual: 7 point(s) in the notebook's hand-graded cells, in no total (no check grades them): cell {n - 2} "
-        f"q_softmax (written answer, 2); cell {n - 1} why_saturate (written answer, 3); cell {n} pyramidal "
-        "(code answer, 2)",
-        "manual: 2 point(s) in manual checks, pending in every total: check softmax plot (a plot of softmax over a "
-        "temperature range, 2)"]
-    assert not any("softmax plot" in p for p in report.problems)
-    assert any(line.startswith("reference: 12/14 (1 pending)") for line in report.lines), report.lines
+        f"manual: 9 point(s) graded by hand, pending in every total: check q_softmax (written answer, notebook cell "
+        f"{n - 2}, 2); check why_saturate (written answer, notebook cell {n - 1}, 3); check pyramidal (code answer, "
+        f"notebook cell {n}, 2); check softmax plot (a plot of softmax over a temperature range, 2)"]
+    assert not any("softmax plot" in p or "q_softmax" in p for p in report.problems)
+    assert any(line.startswith("reference: 12/21 (4 pending)") for line in report.lines), report.lines
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("processes", ["autograder.sandbox"]),
     ("checks", ["autograder.testing", "autograder.rubric.check", "autograder.rubric.config",
                 "autograder.rubric.kinds", "autograder.rubric.worker_side", "autograder.substitution",
-                "autograder.judge"]),
+                "autograder.kernel", "autograder.judge"]),
     ("release format and recording data", ["autograder.recording", "autograder.release"]),
     ("results and inputs", ["autograder.reports", "autograder.submissions"]),
     ("build", ["autograder.student", "autograder.build", "autograder.corpus"]),

@@ -20,6 +20,8 @@ class BuildCommand(Command):
 
         source = Path(args.source)
         paths = build(source) if args.no_record else build_and_record(source, log=print)
+        for note in paths.notes:
+            print(f"note: {note}")
         print(f"student notebook: {paths.assignment}\nrelease bundle:   {paths.release}")
         return 0
 

@@ -33,6 +33,7 @@ import warnings
 from pathlib import Path
 from autograder.files import write_atomic
 from autograder.status import PENDING, UNGRADED
+from autograder.notebook.markers import hand_graded, nbgrader_meta
 
 SETUP_ID = "autograder_setup"
 META_KEY = "autograder"
@@ -83,7 +84,8 @@ def nbgrader_notebook(source_nb, release, reference_source: str):
             ours = {k: meta.pop(k) for k in sorted(set(meta) - NBGRADER_KEYS)}
             if ours:
                 cell.metadata.setdefault(META_KEY, {}).update(ours)
-    file_checks = [c for c in release.checks if c.fn is not None]
+    by_hand = {nbgrader_meta(c).get("grade_id") for c in nb.cells if hand_graded(c)}  # nbgrader grades them itself
+    file_checks = [c for c in release.checks if c.fn is not None and c.name not in by_hand]
     tests = {p.name: p.read_text(encoding="utf-8") for p in sorted((release.dir / "tests").glob("*.py"))}
     setup = ("# Grading setup: nothing to do here.\n### BEGIN HIDDEN TESTS\n"
              "from autograder.export.nbgrader import KernelChecks as _AgKernelChecks\n"

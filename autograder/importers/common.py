@@ -83,14 +83,17 @@ def names_read(tests: list[str], defined: set[str]) -> set[str]:
 
 def literal(text: str) -> str:
     """`text` as a readable Python string literal."""
-    if "'''" in text or text.endswith("\\"):
+    if "'''" in text or text.endswith(("\\", "'")):  # either would end the triple-quoted string early
         return repr(text)
     return "'''\\\n" + text.replace("\\", "\\\\") + "'''"
 
 
-def tests_header(docstring: str, runner: str, imports: list[str]) -> list[str]:
-    return [f'"""{docstring}"""', f"from autograder.importers.cells import WORKER_HELPERS, {runner}",
-            "from autograder.testing import manual, worker_helpers", "", "worker_helpers(WORKER_HELPERS)", "",
+def tests_header(docstring: str, runner: str, imports: list[str], seed: str = "") -> list[str]:
+    """The start of a tests file; `seed`: the notebook's seeding lines, shipped to run before each test."""
+    seeding = ["worker_helpers(SEEDING_HELPERS)", f"SEED = {seed!r}  # the notebook's seeding lines", ""] if seed else []
+    return [f'"""{docstring}"""',
+            f"from autograder.importers.cells import {'SEEDING_HELPERS, ' if seed else ''}{runner}",
+            f"from autograder.testing import manual{', worker_helpers' if seed else ''}", "", *seeding,
             f"IMPORTS = {imports!r}  # the notebook's imports, run in the grader when a test uses them", ""]
 
 

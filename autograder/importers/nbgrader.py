@@ -176,7 +176,7 @@ def caveats(out: Conversion, report: ImportReport) -> None:
         _earlier_variables(c, tree, defined, earlier, report)
         for node in tree.body:
             for name in top_level_bindings(node):
-                earlier.setdefault(name, c.name)
+                earlier.setdefault(name, c)
 
 
 def _rebinds(c: Check, tree, defined: set[str], report: ImportReport) -> None:
@@ -198,17 +198,21 @@ def _foreign_exceptions(c: Check, tree, report: ImportReport) -> None:
             types = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
             odd = [ast.unparse(t) for t in types if not _is_builtin_exception(ast.unparse(t))]
             if odd:
-                report.note(f"test cell {c.name!r} catches `{odd[0]}`: the student's exceptions arrive as their "
-                            "built-in type; one of another type arrives as StudentError, which this does not catch")
+                report.note(f"test cell {c.name!r} catches `{odd[0]}`: the student's exceptions arrive as the first "
+                            "class of their type's MRO the grader has loaded (a built-in one at least), so this catches "
+                            "the student's exception only when the grader has the module that defines it loaded")
                 return
 
 
-def _earlier_variables(c: Check, tree, defined: set[str], earlier: dict, report: ImportReport) -> None:
+def _earlier_variables(c: Check, tree, defined: set[str], earlier: dict[str, Check], report: ImportReport) -> None:
+    """A variable of a test cell under another heading: the test cells of one question share their variables
+    (autograder/kernel.py), those of different questions do not."""
     own = {name for node in tree.body for name in top_level_bindings(node)}
     for name in sorted(loaded_names(tree) - own - defined):
-        if name in earlier:
-            report.refuse(c.name, f"variable `{name}`", f"set by test cell {earlier[name]!r}: test cells do not share "
-                          "variables here; bind it in this cell (the check fails until then)")
+        if name in earlier and earlier[name].part != c.part:
+            report.refuse(c.name, f"variable `{name}`", f"set by test cell {earlier[name].name!r} of another question "
+                          f"({earlier[name].part!r}): test cells share variables within their question only; bind it "
+                          "in this cell (the check fails until then)")
 
 
 # -- writing the assignment ----------------------------------------------------------------------------------
@@ -218,12 +222,18 @@ def tests_module(out: Conversion, notebook: str) -> str:
                          "Each test cell runs whole (hidden tests included) in the grader, with the meaning it has in "
                          "nbgrader's\nkernel (autograder/importers/cells.py); each item nbgrader grades by hand is a "
                          "manual check (pending).\n", "notebook_cell", out.imports)
+    part_cells: dict[str, list[str]] = {}  # part -> the (name, source variable) pairs of its test cells so far
     for c in out.checks:
-        variable = "check_" + re.sub(r"\W", "_", c.name)
-        if c.source:
-            lines += ["", f"{variable} = notebook_cell({c.name!r}, {c.points:g}, {c.part!r}, IMPORTS, {literal(c.source)})"]
-        else:
-            lines += ["", f"{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})"]
+        variable = re.sub(r"\W", "_", c.name)
+        if not c.source:
+            lines += ["", f"check_{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})"]
+            continue
+        earlier = part_cells.setdefault(c.part, [])
+        shared = f", earlier=({''.join(e + ', ' for e in earlier)})" if earlier else ""
+        lines += ["", f"SOURCE_{variable} = {literal(c.source)}",
+                  f"check_{variable} = notebook_cell({c.name!r}, {c.points:g}, {c.part!r}, IMPORTS, SOURCE_{variable}"
+                  f"{shared})"]
+        earlier.append(f"({c.name!r}, SOURCE_{variable})")
     return "\n".join(lines + reads_function(out.reads)) + "\n"
 
 

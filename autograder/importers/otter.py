@@ -61,6 +61,7 @@ class State:
     block: str = ""  # "", "solution", "tests"
     questions: list[Question] = field(default_factory=list)
     cells: list = field(default_factory=list)  # the converted notebook's cells
+    seed: list[str] = field(default_factory=list)  # the notebook's top-level seeding lines, in order
 
 
 def yaml_config(text: str, where: str) -> dict:
@@ -169,7 +170,8 @@ def block_cell(cell, state: State, loc: str, report: ImportReport) -> bool:
     return True
 
 
-def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question]]:
+def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question], str]:
+    """The notebook with this project's markers, its questions, and its seeding lines (one source)."""
     state = State()
     for index, cell in enumerate(nb.cells):
         loc = f"cell {index + 1}"
@@ -179,45 +181,50 @@ def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question]]
         if state.block == "tests" and state.question and cell.get("cell_type") == "code":
             state.question.cases.append(read_case(cell, loc))
             continue
+        cell = seed_free(cell, loc, report, state.seed)
         if state.block == "solution" and state.question:
             count = sum(1 for c in state.cells if c.get("metadata", {}).get("nbgrader")) + 1
             cell = solution_cell(cell, state.question, count, report, loc)
-        else:
-            cell = seed_free(cell, loc, report)
         refuse_leftovers(cell, loc, report)
         state.cells.append(cell)
     out = copy.deepcopy(nb)
     out.cells = state.cells
-    return out, state.questions
+    return out, state.questions, "\n".join(state.seed)
 
 
-def seed_free(cell, loc: str, report: ImportReport):
-    """A `# SEED` line keeps its code; the grader seeds each check itself (0), so the line runs only in notebooks."""
+_SEED_LINE = re.compile(r"^(\S.*?)\s*# SEED\s*$")
+
+
+def seed_free(cell, loc: str, report: ImportReport, seed: list[str]):
+    """otter's `# SEED` lines: the code stays (students run it in order), the marker goes, and each top-level one
+    joins `seed`, which the grader runs in the student's module (and the reference's) before each test."""
     source = cell_source(cell)
     if cell.get("cell_type") != "code" or "# SEED" not in source:
         return cell
     cell = copy.deepcopy(cell)
+    found = [m.group(1) for m in map(_SEED_LINE.match, source.split("\n")) if m]
+    seed += found
     cell["source"] = re.sub(r"\s*# SEED\s*$", "", source, flags=re.M)
-    report.note(f"{loc}: otter's `# SEED` line is kept as code; the grader does not run it (each check starts "
-                "with the generators seeded with 0)")
+    report.convert(f"{loc}: otter's seeding line(s) {'; '.join(found) or '(indented: left as code)'} -> run before "
+                   "each test, in the submission and in the reference")
     return cell
 
 
 # -- writing ------------------------------------------------------------------------------------------------
 
-def checks_source(questions: list[Question], nb, report: ImportReport) -> str:
+def checks_source(questions: list[Question], nb, report: ImportReport, seed: str = "") -> str:
     code = [cell_source(c) for c in nb.cells if c.get("cell_type") == "code"]
     lines = tests_header("Checks imported from otter-grader (autograder import otter): each test case runs on the "
                          "submission\nand on the reference in the grader, and passes when their values are equal\n"
                          "(autograder/importers/cells.py); a manual question is a manual check (pending).",
-                         "reference_cell", notebook_imports(code))
+                         "reference_cell", notebook_imports(code), seed)
     for q in questions:
-        lines += question_checks(q, report)
+        lines += question_checks(q, report, bool(seed))
     reads = names_read([c.source for q in questions for c in q.cases], notebook_names(code))
     return "\n".join(lines + reads_function(reads)) + "\n"
 
 
-def question_checks(q: Question, report: ImportReport) -> list[str]:
+def question_checks(q: Question, report: ImportReport, seeded: bool = False) -> list[str]:
     variable = re.sub(r"\W", "_", q.name)
     if q.manual or not q.cases:
         points = 1.0 if q.points is None else float(q.points)
@@ -228,7 +235,7 @@ def question_checks(q: Question, report: ImportReport) -> list[str]:
     for number, (case, points) in enumerate(zip(q.cases, case_points(q)), 1):
         name = f"{q.name} {'hidden ' if case.hidden else ''}test {number}"
         out += ["", f"{variable}_{number} = reference_cell({name!r}, {points!r}, {q.name!r}, IMPORTS, "
-                    f"{literal(case.source)}, hidden={case.hidden})"]
+                    f"{literal(case.source)}, hidden={case.hidden}{', seed=SEED' if seeded else ''})"]
     report.convert(f"{q.name}: {len(q.cases)} test case(s) ({points_text(sum(case_points(q)))}) -> checks compared "
                    "with the reference")
     return out
@@ -247,8 +254,8 @@ def import_assignment(source: Path, name: str, solutions: Path, force: bool = Fa
     if not source.is_file():
         raise ImportFailed(f"{source}: an otter import takes the assignment notebook itself")
     report = ImportReport("otter", source, solutions / name)
-    notebook, questions = convert(nbformat.read(source, as_version=4), str(source), report)
-    tests = checks_source(questions, notebook, report)
+    notebook, questions, seed = convert(nbformat.read(source, as_version=4), str(source), report)
+    tests = checks_source(questions, notebook, report, seed)
     notes(report)
     prepare(report.target, force)
     write_assignment(report, notebook, tests, source.stem, TESTS_FILE)

@@ -43,7 +43,9 @@ AUTOTEST = Style("nbgrader's AUTOTEST (tests generated when the assignment is re
                  "(`nbgrader generate_assignment` shows what it expands to)")
 OTTER = Style("otter-grader's assignment format", IMPORT_OTTER)
 OTTER_OLD = Style("otter-grader's older format (`# SOLUTION` lines, `# TEST` / `## HIDDEN TEST ##` cells)",
-                  IMPORT_OTTER)
+                  "rewrite it by hand (`autograder import otter` converts otter's current format, not this one): "
+                  f"solutions between {OUR_MARKERS.split(' and ')[0]}, each test cell with nbgrader metadata (grade: "
+                  "true, grade_id, points) and its hidden part between ### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS")
 UNKNOWN = Style("a grading marker of another tool",
                 f"this build reads only {OUR_MARKERS}; convert the cell to them")
 

@@ -120,6 +120,7 @@ class StudentError(Exception):
         self.message = str(info.get("message", ""))
         self.trace = [str(x) for x in info.get("traceback", [])][:8]
         self.stub = bool(info.get("stub"))
+        self.mro = [str(x) for x in info.get("mro", [])][:32]  # dotted names of the exception's classes
         # a NameError for a global the notebook binds in a statement the grader did not run: where, and why
         found = _UNBOUND.search(self.message) if self.type == "NameError" and explain_name else None
         self.hint = (explain_name(found.group(1)) or "") if found else ""

@@ -30,6 +30,18 @@ MODULE_NAME = "submission"
 MAX_MESSAGE_CHARS = 2000
 
 
+def exception_classes(exc: BaseException) -> list[str]:
+    """Dotted names of the classes of an exception's type, most derived first (the judge gives a test cell the
+    exception as the first of them it has: a student's subclass of ValueError is caught as a ValueError)."""
+    names = []
+    for cls in type(exc).__mro__[:32]:
+        try:
+            names.append(safe_str(f"{cls.__module__}.{cls.__qualname__}", 200))
+        except BaseException:  # noqa: BLE001 - a class student code made unprintable: left out
+            continue
+    return names
+
+
 def safe_str(obj, limit: int = MAX_MESSAGE_CHARS) -> str:
     """str() of an object that student code controls: may raise, may be huge."""
     try:
@@ -98,6 +110,7 @@ class Worker:
         self.stub_hit = self.stub_hit or stub
         write_message(self.out, {"error": {
             "type": safe_str(type(exc).__name__, 100),
+            "mro": exception_classes(exc),
             "message": safe_str(exc),
             "traceback": student_traceback(exc),
             "stub": stub,

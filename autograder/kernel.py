@@ -1,0 +1,395 @@
+"""Notebook test cells run in the judge with the meaning they have in the student's kernel.
+
+A test cell (a notebook's own, or one `autograder import` converted) runs in the judge, where every verdict is
+computed; student code stays in its worker. What holds, for every name the cell does not bind itself:
+- a name one of the notebook's imports binds is that import, run in the judge; any other is the notebook's own
+  definition, a proxy to the worker;
+- an exception the student's code raises arrives as an instance of a class deriving from StudentError and from
+  the most derived class of its type's MRO that the judge has (a built-in type always: `except ValueError`
+  catches a student's ValueError, and an AssertionError is an AssertionError; `np.linalg.LinAlgError` too when
+  the judge has numpy loaded), with the student's message;
+- `next()` and `for` step through a student's generator one item per request, as it runs;
+- `type(x)` and `isinstance(x, C)` of a proxy answer with the judge's class of the same name when the judge has
+  its module loaded (`type(series) == pd.Series`); plain data (numbers, strings, containers, tensors, numpy
+  arrays) is the judge's own already;
+- `del name` of a notebook name removes it from the student's module (the student's functions then meet a
+  NameError, and so does the cell) until the cell binds it back to what it read or the check ends;
+- the test cells of one question (a part) share their variables in notebook order: a cell that reads a name an
+  earlier cell of its part binds runs after those cells, replayed in the same namespace (their failures are
+  theirs, not this cell's: a name they did not get to bind is reported as such).
+What does not hold is named when the notebook is built (`cell_caveats`): binding a notebook name to another
+value changes the cell's name only, never what the student's functions call; a variable of a test cell of
+another part is not there; IPython magics are not Python. Replayed cells run their calls again, so a cell that
+changes the student's state (appends to a global) changes it once per replay.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from autograder.sandbox.client import StudentError, WorkerError
+from autograder.sandbox.protocol import Handle
+from autograder.sandbox.remote import Remote, keep, remote_isinstance, remote_type
+
+
+class Imports(Protocol):
+    """The notebook's import statements, run in the judge on first use (judge.JudgeImports is one)."""
+
+    namespace: dict
+
+    def binds(self, name: str) -> bool: ...
+
+    def resolve(self, name: str): ...
+
+
+# -- the student's exceptions as the types a test cell catches ---------------------------------------------
+
+_TRANSLATED: dict[type, type[StudentError]] = {}
+
+
+def judge_exception_class(dotted: str) -> type | None:
+    """The judge's exception class of that dotted name, if its module is loaded here (never imported for it)."""
+    module, _, name = dotted.rpartition(".")
+    target = sys.modules.get(module)
+    for part in name.split("."):
+        target = getattr(target, part, None)
+    return target if isinstance(target, type) and issubclass(target, BaseException) else None
+
+
+def _translated(base: type) -> type[StudentError] | None:
+    if base not in _TRANSLATED:
+        try:
+            _TRANSLATED[base] = type(base.__name__, (base, StudentError), {"__module__": "student"})
+        except TypeError:  # a base whose layout cannot be combined with StudentError's
+            return None
+    return _TRANSLATED[base]
+
+
+def as_kernel_exception(exc: StudentError) -> StudentError:
+    """The student's exception as an instance of the judge's class for its type (and still a StudentError)."""
+    for dotted in exc.mro or [f"builtins.{exc.type}"]:
+        base = judge_exception_class(dotted)
+        if base is None or base in (BaseException, Exception, object) or not issubclass(base, Exception):
+            continue
+        cls = _translated(base)
+        if cls is not None:
+            out = cls.__new__(cls)
+            out.__dict__.update(vars(exc))
+            out.args = (exc.message,) if exc.message else ()
+            return out
+    return exc
+
+
+def translating(value):
+    """A proxy whose student exceptions arrive as kernel exceptions; plain data as it is."""
+    if type(value) is Remote:
+        return Translating(*(object.__getattribute__(value, slot) for slot in Remote.__slots__))
+    return value
+
+
+class Translating(Remote):
+    """A Remote whose calls, attributes, items and iteration raise a student's exceptions as kernel exceptions."""
+
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        return _translate(Remote.__call__, self, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return _translate(Remote.__getattr__, self, name)
+
+    def __getitem__(self, key):
+        return _translate(Remote.__getitem__, self, key)
+
+    def __len__(self):
+        return _translate(Remote.__len__, self)
+
+    def __iter__(self):
+        if Remote._req(self, "has", "__next__"):  # an iterator (a generator): one item per request, as it runs
+            return self
+        return iter([translating(x) for x in _translate(Remote.__iter__, self)])
+
+    def __next__(self):
+        return _translate(lambda: Remote.__call__(Remote._req(self, "getpath", "__next__")))
+
+
+def _translate(op, *args, **kwargs):
+    try:
+        return translating(op(*args, **kwargs))
+    except StudentError as exc:
+        raise as_kernel_exception(exc) from None
+
+
+# -- type questions about proxies ----------------------------------------------------------------------------
+
+def judge_class(proxy: Remote):
+    """The judge's class named as the worker object's type, when the judge has imported its module."""
+    info = remote_type(proxy)
+    target = sys.modules.get(str(info.get("module")))  # never an import named by student data
+    for part in str(info.get("name", "")).split("."):
+        target = getattr(target, part, None)
+    return target if isinstance(target, type) else None
+
+
+def kernel_type(*args):
+    if len(args) == 1 and isinstance(args[0], Remote):
+        return judge_class(args[0]) or type(args[0])
+    return type(*args)
+
+
+def kernel_isinstance(obj, classes) -> bool:
+    if not isinstance(obj, Remote):
+        return isinstance(obj, classes)
+    classes = classes if isinstance(classes, tuple) else (classes,)
+    return any(c in (object, Remote, Translating) or _remote_isinstance(obj, c) for c in classes)
+
+
+def _remote_isinstance(obj: Remote, cls: type) -> bool:
+    try:
+        return remote_isinstance(obj, f"{cls.__module__}.{cls.__qualname__}")
+    except StudentError:  # a class the worker cannot import by that name: not the object's class
+        return False
+
+
+KERNEL_BUILTINS = {"type": kernel_type, "isinstance": kernel_isinstance}
+
+
+# -- the student's module: names a cell deletes -----------------------------------------------------------------
+
+class StudentGlobals:
+    """The student's module's globals, in its worker: a name popped out and put back, within one check."""
+
+    def __init__(self, sub):
+        self._sub = sub
+        self._popped: dict[str, Remote] = {}
+
+    def _method(self, name: str) -> Remote:
+        program = object.__getattribute__(self._sub, "_program")  # a judge.ProgramProxy's program
+        program.start()
+        return Remote(program.worker, Handle(0, "module", f"__dict__.{name}"), "the notebook's globals")
+
+    def hide(self, name: str) -> None:
+        self._popped[name] = keep(self._method("pop"), name)
+
+    def restore(self, name: str) -> None:
+        self._method("__setitem__")(name, self._popped.pop(name))
+
+    def restore_all(self) -> None:
+        try:
+            for name in list(self._popped):
+                self.restore(name)
+        except (WorkerError, StudentError):  # the worker is gone (or restarting): its module goes with it
+            self._popped.clear()
+
+
+class KernelNamespace(dict):
+    """Globals of a test cell: the notebook's names on demand; `del` and re-binding reach the student's module."""
+
+    def __init__(self, sub, imports: Imports, base: dict | None = None):
+        super().__init__({"__name__": "__main__", **KERNEL_BUILTINS, **(base or {})})
+        self._sub, self._imports, self._globals = sub, imports, StudentGlobals(sub)
+        self._given: dict = {}  # notebook name -> the object the cell received for it
+        self._hidden: set[str] = set()  # notebook names removed from the student's module
+        self.unbound: dict[str, str] = {}  # a name earlier cells of the part did not get to bind -> why
+
+    def __missing__(self, key):
+        if key in self.unbound:
+            raise AssertionError(self.unbound[key])
+        if key in self._hidden or hasattr(builtins, key):
+            raise KeyError(key)  # Python then looks in builtins, or raises NameError as a kernel would
+        try:
+            value = self._imports.resolve(key)
+        except KeyError:
+            value = translating(getattr(self._sub, key))  # MissingName: "your notebook does not define ..."
+        self._given[key] = value
+        dict.__setitem__(self, key, value)
+        return value
+
+    def __delitem__(self, key):
+        received = key in self._given and dict.get(self, key) is self._given[key]
+        notebook_name = received or (key not in self and key not in self._hidden and self._sub.defines(key))
+        if key in self:
+            dict.__delitem__(self, key)
+        elif not notebook_name:
+            raise KeyError(key)
+        if notebook_name and key not in self._imports.namespace:
+            self._globals.hide(key)
+            self._hidden.add(key)
+
+    def __setitem__(self, key, value):
+        if key in self._hidden and value is self._given.get(key):
+            self._globals.restore(key)
+            self._hidden.discard(key)
+        dict.__setitem__(self, key, value)
+
+    def import_used(self, tree) -> None:
+        """Run the imports the cell uses first: `type(x) == pd.Series` then finds pandas' classes loaded,
+        whichever of the two names the cell reads first (and whatever ran in this process before)."""
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and self._imports.binds(node.id) and node.id not in self:
+                self[node.id]  # __missing__ runs the import
+
+    def restore(self) -> None:
+        self._globals.restore_all()
+        self._hidden.clear()
+
+
+# -- running cells ------------------------------------------------------------------------------------------
+
+def run_cell(source: str, filename: str, namespace: dict):
+    """Run the cell; the value of its last statement when that is an expression (None otherwise)."""
+    tree = ast.parse(source, filename)
+    if isinstance(namespace, KernelNamespace):
+        namespace.import_used(tree)
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr):
+        tree.body.pop()
+    exec(compile(tree, filename, "exec"), namespace)
+    if not isinstance(last, ast.Expr):
+        return None
+    return eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+
+
+def run_earlier(cells: list[tuple[str, str]], namespace: KernelNamespace) -> None:
+    """Replay the earlier test cells of the part, (name, source) in notebook order, as a kernel ran them: one that
+    fails stops there, and the names it did not get to bind say so when this cell reads them."""
+    for name, source in cells:
+        try:
+            run_cell(source, f"<test cell {name}>", namespace)
+        except WorkerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the earlier cell's own failure, graded by its own check
+            why = f"the earlier test cell {name!r} did not finish ({type(exc).__name__}), so "
+            for variable in sorted(bound_at_top(source) - set(namespace)):
+                namespace.unbound.setdefault(variable, why + f"`{variable}` is not set")
+
+
+def bound_at_top(source: str) -> set[str]:
+    """The names a cell binds at its top level (assignments, imports, def, class, for, with)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        names |= _binds(node)
+    return names
+
+
+def _binds(node) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+    targets = {ast.Assign: lambda n: n.targets, ast.AnnAssign: lambda n: [n.target], ast.AugAssign: lambda n: [n.target],
+               ast.For: lambda n: [n.target], ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars]}
+    found = targets.get(type(node))
+    if found is None:
+        return set()
+    return {n.id for t in found(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def deleted_at_top(source: str) -> set[str]:
+    """The names a cell deletes at its top level (`del squares`) and binds nowhere in it: `del squares` with a
+    `squares = saved` in its `finally` leaves the name as it found it."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    deleted = {t.id for node in tree.body if isinstance(node, ast.Delete) for t in node.targets if isinstance(t, ast.Name)}
+    return deleted - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def defined_at_top(source: str) -> set[str]:
+    """The functions and classes a cell defines at its top level."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def names_read(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def shared_with(source: str, earlier: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The earlier cells (name, source) of the part to replay before `source`: all of them when it reads a name one
+    of them binds and it does not bind itself, or when one of them deletes a name (the student's functions then
+    meet a NameError, as in the kernel); none otherwise (a cell on its own runs alone, as fast as ever)."""
+    wanted = names_read(source) - bound_at_top(source)
+    if any(wanted & bound_at_top(s) or deleted_at_top(s) for _, s in earlier):
+        return list(earlier)
+    return []
+
+
+def run_test_cell(source: str, filename: str, namespace: KernelNamespace,
+                  earlier: Sequence[tuple[str, str]] = ()):
+    """Run a test cell after the earlier cells of its part it shares variables with; the student's module is
+    whole again afterwards, whatever the cell deleted. The value of its last expression (or None)."""
+    try:
+        run_earlier(shared_with(source, list(earlier)), namespace)
+        return run_cell(source, filename, namespace)
+    finally:
+        namespace.restore()
+
+
+# -- what does not hold, said when the notebook is built ------------------------------------------------------
+
+@dataclass(frozen=True)
+class GradedCell:
+    number: int  # the cell's number in the notebook, 1-based
+    name: str
+    part: str
+    source: str
+
+
+def cell_caveats(cells: list[GradedCell], notebook_names: set[str], definitions: set[str]) -> list[tuple[int, int, str]]:
+    """(cell number, line, what does not hold) for test cells whose meaning in the grader differs from the
+    kernel's: a magic line, a function or class of the notebook (`definitions`) bound to another value, a
+    variable of a test cell of another part (`notebook_names`: every name the notebook's own code binds)."""
+    found: list[tuple[int, int, str]] = []
+    setters: dict[str, GradedCell] = {}
+    for cell in cells:
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError as exc:
+            found.append((cell.number, exc.lineno or 1, "not Python (an IPython magic or shell line?): the check fails "
+                          "for every notebook; write it in Python"))
+            continue
+        found += _rebinds(cell, tree, definitions) + _other_parts(cell, tree, notebook_names, setters)
+        for name in bound_at_top(cell.source):
+            setters.setdefault(name, cell)
+    return found
+
+
+def _rebinds(cell: GradedCell, tree, definitions: set[str]) -> list[tuple[int, int, str]]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Name):  # `f = saved` puts it back
+            for name in sorted({n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                               & definitions):
+                out.append((cell.number, node.lineno, f"binds `{name}`, which the notebook defines: in the grader this "
+                            "changes the test's name only; the student's functions keep calling their own"))
+    return out
+
+
+def _other_parts(cell: GradedCell, tree, notebook_names: set[str], setters: dict) -> list[tuple[int, int, str]]:
+    own = bound_at_top(cell.source)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own | notebook_names:
+            setter = setters.get(node.id)
+            if setter is not None and setter.part != cell.part:
+                out.append((cell.number, node.lineno, f"reads `{node.id}`, which test cell {setter.name!r} of part "
+                            f"{setter.part!r} sets: test cells share variables within their part only"))
+                own = own | {node.id}  # said once per name
+    return out

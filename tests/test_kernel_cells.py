@@ -1,0 +1,268 @@
+"""A notebook's own test cells mean what they mean in the student's kernel (autograder/kernel.py): the student's
+exceptions arrive as their own types, generators step, type questions answer with the judge's classes, the test
+cells of one part share their variables in order, `del name` removes the student's name; an error in the check's
+own code is the grader's, never the student's."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.build import build
+from autograder.grading import GradeOptions, grade
+from autograder.kernel import shared_with
+from autograder.release import load_release
+from tests.conftest import make_submission
+
+SOLUTION = '''import numpy as np
+import pandas as pd
+
+
+class NotPositive(ValueError):
+    pass
+
+
+def parse(x):
+    ### BEGIN SOLUTION
+    if x < 0:
+        raise ValueError(f"negative: {x}")
+    if x == 0:
+        raise NotPositive("zero")
+    return x * 2
+    ### END SOLUTION
+
+
+def checked(x):
+    ### BEGIN SOLUTION
+    assert x > 0, "x must be positive"
+    return x
+    ### END SOLUTION
+
+
+def count_up(n):
+    ### BEGIN SOLUTION
+    for i in range(n):
+        yield i
+    ### END SOLUTION
+
+
+def table():
+    ### BEGIN SOLUTION
+    return pd.Series([1, 2, 3])
+    ### END SOLUTION
+
+
+def arr():
+    ### BEGIN SOLUTION
+    return np.arange(3)
+    ### END SOLUTION
+
+
+def mapping():
+    ### BEGIN SOLUTION
+    return {"a": 1}
+    ### END SOLUTION
+
+
+def twice(x):
+    ### BEGIN SOLUTION
+    return parse(x) + parse(x)
+    ### END SOLUTION
+'''
+
+RAISES = '''try:
+    parse(-1)
+except ValueError as exc:
+    assert "negative" in str(exc), "the message is the student's"
+else:
+    raise AssertionError("parse(-1) should raise ValueError")
+try:
+    parse(0)
+except ValueError:
+    pass
+else:
+    raise AssertionError("parse(0) should raise a ValueError")'''
+
+ASSERTS = '''try:
+    checked(-1)
+except AssertionError:
+    pass
+else:
+    raise AssertionError("checked(-1) should fail an assertion")'''
+
+STEPS = '''g = count_up(3)
+assert next(g) == 0
+assert [i for i in g] == [1, 2], "count_up(3) yields 0, 1, 2"'''
+
+TYPES = '''assert type(table()) == pd.Series
+assert type(arr()) is np.ndarray
+assert isinstance(mapping(), dict) and isinstance(table(), pd.Series)'''
+
+SETS = '''value = parse(2)
+assert value == 4'''
+
+READS = '''assert value + 1 == 5, "value is set by the cell before"'''
+
+DELETES = '''del parse
+try:
+    twice(1)
+except NameError:
+    pass
+else:
+    raise AssertionError("twice does not call parse")'''
+
+AFTER_DELETE = '''try:
+    twice(1)
+except NameError:
+    pass
+else:
+    raise AssertionError("parse was deleted by the cell before")'''
+
+RESTORED = '''assert twice(1) == 4'''
+
+TYPO = '''import torch
+assert torch.alclose(torch.ones(2), torch.ones(2) * parse(1) / 2)'''
+
+CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("steps", "1. Kernel", STEPS),
+         ("types", "1. Kernel", TYPES), ("sets", "2. Shared", SETS), ("reads", "2. Shared", READS),
+         ("deletes", "3. Deleted", DELETES), ("after_delete", "3. Deleted", AFTER_DELETE),
+         ("restored", "4. Restored", RESTORED)]
+
+
+def _notebook(path: Path, cells=CELLS) -> Path:
+    solution = nbformat.v4.new_code_cell(SOLUTION)
+    solution.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "solution"}
+    nb = nbformat.v4.new_notebook(cells=[solution])
+    for name, part, source in cells:
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": name, "points": 1, "part": part}
+        nb.cells.append(cell)
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def _assignment(root: Path, cells=CELLS) -> Path:
+    source = root / "solutions" / "kernel"
+    _notebook(source / "kernel.ipynb", cells)
+    (source / "tests").mkdir()
+    (source / "assignment.toml").write_text('title = "kernel"\nnotebook = "kernel.ipynb"\nfiles = []\n\n[limits]\n'
+                                            "check_seconds = 20\nimport_seconds = 20\nsubmission_seconds = 200\n")
+    return source
+
+
+def _grade(release: Path, notebooks: list[Path], out: Path) -> list[dict]:
+    results = grade(load_release(release), notebooks, GradeOptions(out, quiet=True, summary=False))
+    return [{c.name: c for c in r.checks} for r in results]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kernel")
+    paths = build(_assignment(root))
+    key = paths.release / "answer_key.ipynb"
+    wrong = {
+        "key_error": {'raise ValueError(f"negative: {x}")': 'raise KeyError(f"negative: {x}")'},
+        "no_assert": {'assert x > 0, "x must be positive"': "pass"},
+        "no_parse": {"return parse(x) + parse(x)": "return 4 * x"},
+    }
+    notebooks = [key] + [make_submission(root / f"{name}.ipynb", key, edit) for name, edit in wrong.items()]
+    return dict(zip(["key", *wrong], _grade(paths.release, notebooks, root / "out")))
+
+
+@pytest.mark.slow
+def test_the_answer_key_passes_every_cell_as_in_a_kernel(graded):
+    assert {name: (c.status, c.message) for name, c in graded["key"].items()} == \
+        {name: ("passed", "") for name, _, _ in CELLS}
+
+
+@pytest.mark.slow
+def test_a_students_exception_is_caught_by_its_type_and_no_other(graded):
+    raises = graded["key_error"]["raises"]
+    assert raises.status == "failed"
+    assert "your parse raised KeyError" in raises.message and "negative: -1" in raises.message
+    assert graded["no_assert"]["asserts"].message == "checked(-1) should fail an assertion"
+    assert graded["no_assert"]["raises"].status == "passed"
+
+
+@pytest.mark.slow
+def test_a_deleted_name_stays_deleted_for_the_part_and_comes_back_after(graded):
+    no_parse = graded["no_parse"]
+    assert no_parse["deletes"].message == "twice does not call parse"
+    assert no_parse["after_delete"].message == "parse was deleted by the cell before"
+    assert no_parse["restored"].status == "passed"
+
+
+def test_a_cell_shares_the_earlier_cells_of_its_part_only_when_it_reads_them():
+    earlier = [("sets", SETS), ("asserts", ASSERTS)]
+    assert shared_with(READS, earlier) == earlier
+    assert shared_with(STEPS, earlier) == []
+    assert shared_with(AFTER_DELETE, [("deletes", DELETES)]) == [("deletes", DELETES)]
+
+
+TYPO_FILE = '''import torch
+from autograder.testing import check
+
+
+@check("typo in a test file", points=1, part="5. Typos")
+def typo(sub, ref):
+    assert torch.alclose(torch.as_tensor(sub.arr()), torch.as_tensor(ref.arr()))
+
+
+@check("arr has a shape", points=1, part="5. Typos")
+def shape(sub, ref):
+    assert sub.arr().shape == (3,)
+'''
+
+
+@pytest.fixture(scope="module")
+def typos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("typos")
+    source = _assignment(root, CELLS[:1] + [("typo_cell", "5. Typos", TYPO)])
+    (source / "tests" / "test_typo.py").write_text(TYPO_FILE)
+    return source
+
+
+@pytest.mark.slow
+def test_an_error_in_the_checks_own_code_is_not_graded_and_names_the_file_and_line(typos, tmp_path):
+    paths = build(typos)
+    key = paths.release / "answer_key.ipynb"
+    as_list = make_submission(tmp_path / "as_list.ipynb", key, {"return np.arange(3)": "return [0, 1, 2]"})
+    for checks in _grade(paths.release, [key, as_list], tmp_path / "out"):
+        for name, where in (("typo in a test file", "tests/test_typo.py, line 7"),
+                            ("typo_cell", "<test cell typo_cell>, line 2")):
+            assert checks[name].status == "ungraded" and checks[name].score == 0
+            assert checks[name].grader_problem.startswith(
+                f"the check's own code fails at {where}: AttributeError: module 'torch' has no attribute 'alclose'")
+            assert f"an error in the check itself, at {where}" in checks[name].message
+            assert "could not use what your code returned" not in checks[name].message
+    assert checks["arr has a shape"].message == ("the grader could not use what your code returned (AttributeError: "
+                                                 "'list' object has no attribute 'shape')")
+
+
+@pytest.mark.slow
+def test_verify_fails_on_an_error_in_a_check(typos):
+    from autograder.verify import verify
+
+    problems = "\n".join(verify(typos, with_corpus=False).problems)
+    assert "typo in a test file: the check's own code fails at tests/test_typo.py, line 7" in problems
+    assert "typo_cell: the check's own code fails at <test cell typo_cell>, line 2" in problems
+
+
+def test_what_does_not_hold_is_said_at_build_time_with_file_cell_and_line(tmp_path):
+    from autograder.build import transform
+
+    cells = CELLS[4:6] + [("magic", "5. Other", "%timeit parse(1)"),
+                          ("rebinds", "5. Other", "parse = lambda x: 2 * x\nassert twice(1) == 4"),
+                          ("elsewhere", "5. Other", "assert value == 4")]
+    nb = nbformat.read(_notebook(tmp_path / "kernel.ipynb", cells), as_version=4)
+    assert transform(nb, "kernel.ipynb").notes == [
+        "kernel.ipynb: cell 4, line 1: test cell not Python (an IPython magic or shell line?): the check fails for every "
+        "notebook; write it in Python",
+        "kernel.ipynb: cell 5, line 1: test cell binds `parse`, which the notebook defines: in the grader this changes "
+        "the test's name only; the student's functions keep calling their own",
+        "kernel.ipynb: cell 6, line 1: test cell reads `value`, which test cell 'sets' of part '2. Shared' sets: test "
+        "cells share variables within their part only"]
+    assert transform(nbformat.read(_notebook(tmp_path / "all.ipynb"), as_version=4), "all.ipynb").notes == []
