@@ -15,6 +15,7 @@ import weakref
 MONITOR_SECONDS = 0.1  # how often the memory monitor looks at the machine's free memory
 LOW_MEMORY_FRACTION = 0.08  # below this fraction of RAM available, the largest worker is stopped
 FULL_CHECK_SECONDS = 0.25  # how often every worker's processes and files held in memory are summed
+MONITORED = "RLIMIT_AS per process and the memory monitor (memory files counted)"  # without a memory cgroup
 
 
 def process_table() -> dict[int, int]:
