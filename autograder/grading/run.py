@@ -29,6 +29,7 @@ from autograder.reports.class_statistics import class_statistics, format_mean
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
+from autograder.sandbox.cgroups import run_memory_groups
 from autograder.sandbox.forkserver import preload_modules
 from autograder.submissions import Submission, submission_ids
 
@@ -90,6 +91,7 @@ class Run:
                 self.todo.append((i, path, sub_id))
         self.jobs = max(1, min(options.jobs, len(self.todo)))
         self.status = ""  # the workers' confinement status line
+        self.memory = ""  # what holds the workers' memory (a line for the summary)
         self.progress = Progress(len(paths), len(paths) - len(self.todo), self.jobs, options.quiet, options.progress)
 
     def finish(self, i: int, result: SubmissionResult) -> None:
@@ -146,6 +148,7 @@ class Run:
         """summary.md and summary.csv, and a few lines on stderr (unless quiet)."""
         final = self.done()
         extra = [f"Isolation: {self.status}."] if self.status else []
+        extra += [f"Memory: {self.memory}."] if self.memory else []
         write_summary(self.out, self.in_folder(), self.release.config.title, extra)
         if not self.options.quiet:
             print("\n".join(self._closing_lines(final)), file=sys.stderr, flush=True)
@@ -183,7 +186,8 @@ def _grade(release: Release, submissions: list, options: GradeOptions) -> list[S
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
-        run.grade_todo()
+        with run_memory_groups() as (_, run.memory):
+            run.grade_todo()
     finally:
         torch.set_num_threads(threads)
         run.progress.finish()
