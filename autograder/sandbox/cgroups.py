@@ -33,6 +33,7 @@ RESERVE_FRACTION = 0.06  # or this fraction of what the run may use, whichever i
 NEAR_FRACTION = 0.92  # the watch kills the largest worker when the run's working set passes this part of its limit
 WATCH_SECONDS = 0.2
 UNLIMITED = 1 << 62
+KILLED_FOR_THE_RUN = "killed-for-the-run"  # marks a worker group the watch killed (_kill_for_the_run)
 PAGE_SLACK = 1 << 20  # a v1 group whose peak came this close to its limit reached it
 MONITORED_FALLBACK = "no memory cgroup: RLIMIT_AS per process and the memory monitor"
 
@@ -337,6 +338,8 @@ class WorkerGroup:
         """Why its processes were killed, as far as memory is concerned (read before close): its own limit
         reached is the student's; an OOM kill without it, the run's or the machine's."""
         try:
+            if os.path.isdir(self.group.file(KILLED_FOR_THE_RUN)):
+                return Verdict.SYSTEM
             if self.group.limit_reached():
                 return Verdict.OWN
             return Verdict.SYSTEM if self.group.oom_kills() else Verdict.NONE
@@ -435,7 +438,7 @@ class RunGroup:
                 if sizes:
                     marked = _mark_for_oom(sizes, marked)
                 if sizes and self.group.working_set() > NEAR_FRACTION * limit:
-                    max(sizes)[2].kill()
+                    _kill_for_the_run(max(sizes)[2])
             except (OSError, ValueError):
                 pass
 
@@ -444,7 +447,7 @@ class RunGroup:
         sizes = []
         for name in os.listdir(self.group.path):
             worker = self.group.child(name)
-            if name.startswith("worker-") and os.path.isdir(worker.path):
+            if name.startswith("worker-") and not os.path.isdir(worker.file(KILLED_FOR_THE_RUN)):
                 try:
                     sizes.append((worker.working_set(), worker.path, worker))
                 except (OSError, ValueError):
@@ -464,6 +467,16 @@ class RunGroup:
             for sub in _subgroups(self.group.path):
                 type(self.group)(sub).kill()
             self.group.remove(wait=5.0)
+
+
+def _kill_for_the_run(worker: Group) -> None:
+    """Kill a worker to keep the run under its limit, marked so that its judge (another process) can tell: the
+    mark is a child folder, the only thing a cgroup file system lets one create."""
+    try:
+        os.mkdir(worker.file(KILLED_FOR_THE_RUN))
+    except OSError:
+        pass
+    worker.kill()
 
 
 def _mark_for_oom(sizes: list[tuple[int, str, Group]], marked: str) -> str:

@@ -1,0 +1,122 @@
+"""A run inside a memory cgroup it does not own (a Gradescope container, a CI job): the workers' memory is held by
+memory cgroups of their own under a run group whose limit leaves room for the judges and the command, so the
+kernel's OOM killer never takes a grading process or the command. Scaled down: a 1.5 GB enclosing group, `--jobs 2`,
+answer keys and a notebook that writes 8 GB into memfd files.
+
+Needs a memory cgroup this process may create children in (root with cgroup v1's memory controller, or a
+delegated cgroup v2 subtree); skipped with the reason elsewhere.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from autograder.grading import build_and_record
+from autograder.release import load_release
+from autograder.sandbox.cgroups import RunGroup, Verdict, own_group
+from autograder.status import PASSED, UNGRADED
+from tests.conftest import EXAMPLE_SOURCE, make_submission
+from tests.test_memory_in_files import MEMFD_FILLER
+
+pytestmark = pytest.mark.slow
+
+ENCLOSING_BYTES = 1536 << 20
+KEYS = 8
+
+
+def _enclosing_group():
+    """A group of the test's own with a small limit (what a container's cgroup is), or a skip saying why not."""
+    own, why = own_group()
+    if own is None:
+        pytest.skip(f"no memory cgroup here: {why}")
+    group = own.child(f"ag-test-enclosing-{os.getpid()}")
+    try:
+        group.create()
+        if own.version == "v2":
+            group.delegate_memory()  # type: ignore[attr-defined]
+        group.set_limit(ENCLOSING_BYTES)
+    except OSError as exc:
+        group.remove()
+        pytest.skip(f"cannot create a memory cgroup under {own.path}: {exc}")
+    return group
+
+
+def _course(tmp_path):
+    source = tmp_path / "course" / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    toml = source / "assignment.toml"
+    toml.write_text(toml.read_text().split("[limits]")[0] + "[limits]\ncheck_seconds = 60\nmemory_mb = 3072\n")
+    return load_release(build_and_record(source).release)
+
+
+def test_a_worker_over_its_own_group_limit_is_its_own_and_a_full_run_is_the_systems(tmp_path):
+    """The verdicts the judge acts on, from the kernel's own counters: a process filling a memfd past its group's
+    limit, then past the run's (its own limit being higher)."""
+    run, why = RunGroup.create()
+    if run is None:
+        pytest.skip(f"no memory cgroup here: {why}")
+    fill = "import os, time\ntime.sleep(0.3)\nfd = os.memfd_create('x')\nfor _ in range(400): os.write(fd, b'x' * 2**20)"
+    try:
+        verdicts = []
+        for own_limit, run_limit in ((100 << 20, None), (400 << 20, 150 << 20)):
+            if run_limit:
+                run.group.set_limit(run_limit)
+            proc = subprocess.Popen([sys.executable, "-c", fill])
+            worker = run.new_worker(proc.pid, [proc.pid], own_limit)
+            assert proc.wait(timeout=60) == -9
+            verdicts.append(worker.verdict())
+            worker.close()
+        assert verdicts == [Verdict.OWN, Verdict.SYSTEM]
+    finally:
+        run.close()
+    assert not os.path.exists(run.group.path)
+
+
+def test_answer_keys_keep_their_points_when_a_memfd_notebook_fills_the_enclosing_group(tmp_path):
+    enclosing = _enclosing_group()
+    try:
+        release = _course(tmp_path)
+        key = release.dir / "answer_key.ipynb"
+        subs = tmp_path / "subs"
+        subs.mkdir()
+        for n in range(KEYS):
+            shutil.copy(key, subs / f"key{n}.ipynb")
+        make_submission(subs / "hoard.ipynb", key, {"return v / v.norm(dim=-1, keepdim=True)": "return _hoard(v)"},
+                        [MEMFD_FILLER.replace("def normalize(v)", "def _hoard(v)")])
+        out = tmp_path / "out"
+        enter = f'echo $$ > {enclosing.file("cgroup.procs")} && exec "$@"'
+        done = subprocess.run(["sh", "-c", enter, "sh", sys.executable, "-m", "autograder", "grade", str(release.dir),
+                               str(subs), "--out", str(out), "--jobs", "2"], capture_output=True, text=True,
+                              timeout=900)
+        grading_processes_killed = _local_oom_kills(enclosing)
+    finally:
+        enclosing.kill()
+        enclosing.remove(wait=5.0)
+    assert done.returncode in (0, 3), done.stderr[-3000:]
+    rows = {p.name: json.loads((p / "grading.json").read_text()) for p in out.iterdir() if (p / "grading.json").exists()}
+    assert set(rows) == {f"key{n}" for n in range(KEYS)} | {"hoard"}, done.stderr[-3000:]
+    for n in range(KEYS):
+        row = rows[f"key{n}"]
+        assert row["score"] == row["max_score"] == 11, [(c["name"], c["message"]) for c in row["checks"]]
+        assert row["memory"].startswith("memory cgroup")
+    hoard = {c["name"]: c for c in rows["hoard"]["checks"]}
+    normalize = hoard["normalize_test"]
+    assert normalize["score"] == 0 or normalize["status"] == UNGRADED
+    assert normalize["status"] == UNGRADED or "memory" in normalize["message"], normalize
+    others = [c for c in hoard.values() if c["part"] != normalize["part"]]
+    assert all(c["status"] in (PASSED, UNGRADED) for c in others), others
+    assert grading_processes_killed == 0  # the kernel never had to choose among the judges and the command
+
+
+def _local_oom_kills(group) -> int:
+    """Processes of the group itself (the command, the judges, their fork servers; not the workers, which live in
+    groups below it) that the kernel's OOM killer took."""
+    if group.version == "v1":
+        return group.oom_kills()  # v1 counts each group's own processes only
+    with open(group.file("memory.events.local")) as fh:
+        return int(dict(line.split() for line in fh.read().splitlines()).get("oom_kill", 0))
