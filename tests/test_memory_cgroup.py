@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -54,27 +55,37 @@ def _course(tmp_path):
     return load_release(build_and_record(source).release)
 
 
-def test_a_worker_over_its_own_group_limit_is_its_own_and_a_full_run_is_the_systems(tmp_path):
+def test_a_worker_at_its_own_group_limit_is_its_own_and_a_full_run_is_the_systems(tmp_path):
     """The verdicts the judge acts on, from the kernel's own counters: a process filling a memfd past its group's
-    limit, then past the run's (its own limit being higher)."""
+    limit (held there, or killed where the kernel kills the whole group), then past the run's (its own limit being
+    higher), which the kernel ends within the run group."""
     run, why = RunGroup.create()
     if run is None:
         pytest.skip(f"no memory cgroup here: {why}")
     fill = "import os, time\ntime.sleep(0.3)\nfd = os.memfd_create('x')\nfor _ in range(400): os.write(fd, b'x' * 2**20)"
     try:
-        verdicts = []
-        for own_limit, run_limit in ((100 << 20, None), (400 << 20, 150 << 20)):
-            if run_limit:
-                run.group.set_limit(run_limit)
-            proc = subprocess.Popen([sys.executable, "-c", fill])
-            worker = run.new_worker(proc.pid, [proc.pid], own_limit)
-            assert proc.wait(timeout=60) == -9
-            verdicts.append(worker.verdict())
-            worker.close()
-        assert verdicts == [Verdict.OWN, Verdict.SYSTEM]
+        proc = subprocess.Popen([sys.executable, "-c", fill])
+        worker = run.new_worker(proc.pid, [proc.pid], 100 << 20)
+        _until(lambda: worker.full() or proc.poll() is not None)
+        assert worker.verdict() == Verdict.OWN
+        worker.close()
+        assert proc.wait(timeout=30) == -9
+        run.group.set_limit(150 << 20)
+        proc = subprocess.Popen([sys.executable, "-c", fill])
+        worker = run.new_worker(proc.pid, [proc.pid], 400 << 20)
+        assert proc.wait(timeout=60) == -9
+        assert worker.verdict() == Verdict.SYSTEM
+        worker.close()
     finally:
         run.close()
     assert not os.path.exists(run.group.path)
+
+
+def _until(condition, seconds: float = 30.0) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
 
 
 def test_answer_keys_keep_their_points_when_a_memfd_notebook_fills_the_enclosing_group(tmp_path):

@@ -99,6 +99,13 @@ class Group:
         """Its usage came to its own limit since it was created."""
         raise NotImplementedError
 
+    def pause_at_limit(self) -> None:
+        """Where the kernel would kill a single process at the limit, pause them all instead (see V1Group)."""
+
+    def at_limit(self) -> bool:
+        """Its processes are paused at its limit (pause_at_limit)."""
+        return False
+
     def oom_kills(self) -> int:
         """Processes of it the kernel's OOM killer took, whichever group's limit (or the machine) made it kill."""
         raise NotImplementedError
@@ -184,6 +191,14 @@ class V1Group(Group):
 
     def oom_kills(self) -> int:
         return _keyed(_read(self.file("memory.oom_control"))).get("oom_kill", 0)
+
+    def pause_at_limit(self) -> None:
+        """At its limit the kernel pauses its processes instead of killing one of them (v1 has no oom.group): the
+        judge's monitor then stops the whole worker (`at_limit`), as v2's oom.group would."""
+        _write(self.file("memory.oom_control"), "1")
+
+    def at_limit(self) -> bool:
+        return _keyed(_read(self.file("memory.oom_control"))).get("under_oom", 0) > 0
 
     def inactive_file(self) -> int:
         stat = _keyed(_read(self.file("memory.stat")))
@@ -346,6 +361,13 @@ class WorkerGroup:
         except (OSError, ValueError):
             return Verdict.NONE
 
+    def full(self) -> bool:
+        """Its processes are held at its limit, waiting to be stopped (cgroup v1)."""
+        try:
+            return self.group.at_limit()
+        except (OSError, ValueError):
+            return False
+
     def close(self) -> None:
         self.group.kill()
         self.group.remove(wait=2.0)
@@ -395,6 +417,7 @@ class RunGroup:
             group.remove()
         group.create()
         group.set_limit(limit)
+        group.pause_at_limit()
         for p in pids:
             group.admit(p)
         return WorkerGroup(group, limit)

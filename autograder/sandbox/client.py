@@ -268,6 +268,7 @@ class WorkerProcess:
         self._log: BinaryIO | None = None
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._stopped_because = ""
+        self._stopped_for_system = False  # stopped for the machine's sake, not for what the worker did
         self._isolated = False  # the worker runs in its own PID namespace: killing it ends all it started
         # Answers the calls of the worker's stand-ins (kind, payload) -> value; None: it may make none
         self.callbacks: Callable[[str, dict], object] | None = None
@@ -310,6 +311,7 @@ class WorkerProcess:
         self._scratch = tempfile.TemporaryDirectory(prefix="ag-worker-", dir=scratch_root)
         scratch = self._scratch.name
         self._stopped_because = self.last_words = ""
+        self._stopped_for_system = False
         r_in, w_in = os.pipe()
         r_out, w_out = os.pipe()
         for fd in (w_in, w_out):
@@ -358,10 +360,11 @@ class WorkerProcess:
         except (OSError, ValueError):
             self.memory_held_by = MONITORED
 
-    def stop(self, why: str) -> None:
+    def stop(self, why: str, system: bool = False) -> None:
         """Kill the worker's processes from another thread (the memory monitor); the request waiting
-        on it fails with a message saying `why`."""
+        on it fails with a message saying `why` (`system`: as a system fault, never the student's)."""
         self._stopped_because = why
+        self._stopped_for_system = system
         proc = self.proc
         if proc is not None:
             kill_tree(proc.pid)
@@ -429,12 +432,14 @@ class WorkerProcess:
             code = None
         if not self._stopped_because and getattr(proc, "server_gone", False):
             return self._fault("ended with its fork server", doing)
+        if self._stopped_because and self._stopped_for_system:
+            return self._fault(f"was stopped: {self._stopped_because}", doing)
         memory = self._memory_group.verdict() if self._memory_group and code == -signal.SIGKILL else ""
         if memory == cgroups.Verdict.SYSTEM and not self._stopped_because:
             return self._fault("was killed when the grading run ran out of memory (not this notebook's memory limit)",
                                doing)
         if memory == cgroups.Verdict.OWN:
-            self._stopped_because = self._stopped_because or self._over_own_limit()
+            self._stopped_because = self._stopped_because or self.over_own_limit()
         if not self._stopped_because and code == -signal.SIGKILL:
             # SIGKILL is never the grader's unless it says why (stop): the machine's out-of-memory killer or another
             # process. A worker in a PID namespace of its own cannot send it to itself (its init ignores it).
@@ -458,7 +463,12 @@ class WorkerProcess:
         self.kill()
         return WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
 
-    def _over_own_limit(self) -> str:
+    def memory_full(self) -> bool:
+        """Its memory cgroup holds it at its own limit (the memory monitor then stops it)."""
+        group = self._memory_group
+        return group is not None and group.full()
+
+    def over_own_limit(self) -> str:
         limit = self.spec.confinement.memory_bytes
         return (f"its processes together used more than the memory limit ({limit // 2**20} MB, files kept in memory "
                 "(memfd, /dev/shm) included)")
