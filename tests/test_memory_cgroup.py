@@ -17,9 +17,11 @@ import time
 
 import pytest
 
-from autograder.grading import build_and_record
+from autograder.grading import GradeOptions, build_and_record, grade
 from autograder.release import load_release
-from autograder.sandbox.cgroups import RunGroup, Verdict, own_group
+from autograder.sandbox import cgroups
+from autograder.sandbox.cgroups import PREFIX, RunGroup, Verdict, own_group
+from autograder.sandbox.processes import MONITORED
 from autograder.status import PASSED, UNGRADED
 from tests.conftest import EXAMPLE_SOURCE, make_submission
 from tests.test_memory_in_files import MEMFD_FILLER
@@ -131,3 +133,32 @@ def _local_oom_kills(group) -> int:
         return group.oom_kills()  # v1 counts each group's own processes only
     with open(group.file("memory.events.local")) as fh:
         return int(dict(line.split() for line in fh.read().splitlines()).get("oom_kill", 0))
+
+
+def test_groups_left_by_a_run_that_crashed_are_removed_by_the_next(tmp_path):
+    own, why = own_group()
+    if own is None:
+        pytest.skip(f"no memory cgroup here: {why}")
+    stale = own.child(f"{PREFIX}999999999-1")  # no process has that pid: its owner is gone
+    try:
+        stale.create()
+        stale.child("worker-1").create()
+    except OSError as exc:
+        pytest.skip(f"cannot create a memory cgroup under {own.path}: {exc}")
+    run, why = RunGroup.create()
+    assert run is not None, why
+    run.close()
+    assert not os.path.exists(stale.path)
+
+
+def test_without_a_memory_cgroup_the_monitor_holds_memory_and_results_say_so(example_release, tmp_path, monkeypatch):
+    monkeypatch.setattr(cgroups, "own_group", lambda: (None, "no memory cgroup controller is mounted"))
+    with cgroups.run_memory_groups() as (run, line):
+        assert run is None and cgroups.current() is None
+        assert "no memory cgroup" in line and "controller is mounted" in line
+    [result] = grade(example_release, [example_release.dir / "answer_key.ipynb"],
+                     GradeOptions(tmp_path / "out", quiet=True))
+    assert result.score == 11 and result.memory == MONITORED
+    extra = json.loads((tmp_path / "out" / "answer_key" / "results.json").read_text())["extra_data"]
+    assert extra["memory"] == MONITORED
+    assert "Memory: no memory cgroup" in (tmp_path / "out" / "summary.md").read_text()
