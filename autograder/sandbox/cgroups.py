@@ -386,6 +386,7 @@ class RunGroup:
         self.group = group
         self.owner = owner
         self.stopped = threading.Event()
+        self.mount = _mount_of(group.path)  # the enclosing groups end at the top of this hierarchy
 
     @classmethod
     def create(cls) -> tuple["RunGroup | None", str]:
@@ -395,6 +396,8 @@ class RunGroup:
             return None, why
         remove_stale(own)
         group = own.child(group_name(os.getpid()))
+        if os.path.isdir(group.path):  # this process's earlier run, whose workers were still ending
+            cls(group, owner=True).close()
         try:
             _prepare(own, group)
         except OSError as exc:
@@ -416,10 +419,14 @@ class RunGroup:
         if os.path.isdir(group.path):
             group.remove()
         group.create()
-        group.set_limit(limit)
-        group.pause_at_limit()
-        for p in pids:
-            group.admit(p)
+        try:
+            group.set_limit(limit)
+            group.pause_at_limit()
+            for p in pids:
+                group.admit(p)
+        except OSError:
+            WorkerGroup(group, limit).close()
+            raise
         return WorkerGroup(group, limit)
 
     def allowed(self) -> int:
@@ -427,7 +434,7 @@ class RunGroup:
         held = self.group.usage()
         room = _meminfo("MemAvailable")
         above = self.group.parent()
-        while above.path.startswith(_mount_of(self.group.path)) and os.path.isfile(above.file(_usage_file(above))):
+        while above.path.startswith(self.mount) and os.path.isfile(above.file(_usage_file(above))):
             try:
                 room = min(room, above.limit() - above.working_set())
             except (OSError, ValueError):
