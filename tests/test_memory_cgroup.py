@@ -162,3 +162,31 @@ def test_without_a_memory_cgroup_the_monitor_holds_memory_and_results_say_so(exa
     extra = json.loads((tmp_path / "out" / "answer_key" / "results.json").read_text())["extra_data"]
     assert extra["memory"] == MONITORED
     assert "Memory: no memory cgroup" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_both_back_ends_read_their_own_files(tmp_path):
+    """The v2 and v1 back-ends on folders that stand in for their cgroups: what each reads and writes (this machine
+    may have only one of them)."""
+    v2 = cgroups.V2Group(str(tmp_path / "v2"))
+    os.mkdir(v2.path)
+    for name, text in {"memory.max": "max\n", "memory.current": "300\n", "memory.stat": "anon 200\ninactive_file 100\n",
+                       "memory.events": "low 0\nhigh 0\nmax 4\noom 1\noom_kill 2\n"}.items():
+        (tmp_path / "v2" / name).write_text(text)
+    assert v2.limit() == cgroups.UNLIMITED and v2.working_set() == 200
+    assert v2.limit_reached() and v2.oom_kills() == 2
+    v2.set_limit(1 << 30)
+    assert v2.limit() == 1 << 30
+    v1 = cgroups.V1Group(str(tmp_path / "v1"))
+    os.mkdir(v1.path)
+    for name, text in {"memory.limit_in_bytes": "9223372036854771712\n", "memory.memsw.limit_in_bytes": "9223372036854771712\n",
+                       "memory.max_usage_in_bytes": str(100 << 20), "memory.oom_control": "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n"}.items():
+        (tmp_path / "v1" / name).write_text(text)
+    v1.set_limit(100 << 20)
+    assert v1.limit() == 100 << 20 and (tmp_path / "v1" / "memory.memsw.limit_in_bytes").read_text() == str(100 << 20)
+    assert v1.limit_reached() and v1.at_limit() and v1.oom_kills() == 0
+
+
+def test_a_cgroup_path_is_found_under_the_mount_that_reaches_it():
+    assert cgroups._located("/process_api/x", "/", "/sys/fs/cgroup/memory") == "/sys/fs/cgroup/memory/process_api/x"
+    assert cgroups._located("/docker/c1/sub", "/docker/c1", "/sys/fs/cgroup/memory") == "/sys/fs/cgroup/memory/sub"
+    assert cgroups._located("/elsewhere", "/docker/c1", "/sys/fs/cgroup/memory") is None
