@@ -190,3 +190,29 @@ def test_a_cgroup_path_is_found_under_the_mount_that_reaches_it():
     assert cgroups._located("/process_api/x", "/", "/sys/fs/cgroup/memory") == "/sys/fs/cgroup/memory/process_api/x"
     assert cgroups._located("/docker/c1/sub", "/docker/c1", "/sys/fs/cgroup/memory") == "/sys/fs/cgroup/memory/sub"
     assert cgroups._located("/elsewhere", "/docker/c1", "/sys/fs/cgroup/memory") is None
+
+
+def test_in_a_container_cgroup_v2_moves_its_processes_to_a_leaf_to_delegate(tmp_path, monkeypatch):
+    """cgroup v2 refuses controllers to the children of a group holding processes (EBUSY); at the root of the
+    container's cgroup namespace they move to a leaf group first. Stand-in folder: the kernel's refusal simulated."""
+    import errno
+
+    own = cgroups.V2Group(str(tmp_path))
+    (tmp_path / "cgroup.procs").write_text("1\n7\n")
+    refusals = []
+
+    def delegate(self):
+        if not refusals:
+            refusals.append(self.path)
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        (tmp_path / "cgroup.subtree_control").write_text("+memory")
+
+    monkeypatch.setattr(cgroups.V2Group, "delegate_memory", delegate)
+    monkeypatch.setattr(cgroups, "_own_paths", lambda: ("/", None))
+    cgroups._delegate(own)
+    assert (tmp_path / cgroups.LEAF / "cgroup.procs").read_text() == "7"  # each pid written in turn
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory"
+    monkeypatch.setattr(cgroups, "_own_paths", lambda: ("/user.slice/session", None))  # not a container's root
+    refusals.clear()
+    with pytest.raises(OSError):
+        cgroups._delegate(own)

@@ -20,6 +20,7 @@ hold memory as before. Nothing here runs student code: it reads and writes the c
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import threading
@@ -34,6 +35,7 @@ NEAR_FRACTION = 0.92  # the watch kills the largest worker when the run's workin
 WATCH_SECONDS = 0.2
 UNLIMITED = 1 << 62
 KILLED_FOR_THE_RUN = "killed-for-the-run"  # marks a worker group the watch killed (_kill_for_the_run)
+LEAF = "grading-leaf"  # cgroup v2 in a container: where its processes go so that its group can delegate (_delegate)
 PAGE_SLACK = 1 << 20  # a v1 group whose peak came this close to its limit reached it
 MONITORED_FALLBACK = "no memory cgroup: RLIMIT_AS per process and the memory monitor"
 
@@ -284,7 +286,7 @@ def own_group() -> tuple[Group | None, str]:
     v2, v1 = _own_paths()
     for root, mount, fstype, _ in _mounts():
         if fstype == "cgroup2" and v2 is not None:
-            folder = _located(v2, root, mount)
+            folder = _located((v2[:-len(LEAF) - 1] or "/") if v2.endswith("/" + LEAF) else v2, root, mount)
             if folder and "memory" in _controllers(mount):
                 return V2Group(folder), ""
     for root, mount, fstype, options in _mounts():
@@ -535,12 +537,32 @@ def _set_oom_score(pids: list[int], score: int) -> None:
 
 def _prepare(own: Group, run: Group) -> None:
     if isinstance(own, V2Group):
-        own.delegate_memory()
+        _delegate(own)
     run.create()
     if isinstance(run, V2Group):
         run.delegate_memory()
     elif _read(run.file("memory.use_hierarchy")).strip() != "1":
         raise OSError(0, "memory.use_hierarchy is 0: a worker's group would not count against the run's")
+
+
+def _delegate(own: V2Group) -> None:
+    """Hand the memory controller to `own`'s children. In a container whose cgroup namespace begins at its own
+    group (Docker, the Gradescope image) that group holds the container's processes, and cgroup v2 gives no
+    controller to the children of a group that holds processes: they move into a leaf group first, as container
+    init systems do (the container's limit stays where it is, on the group above the leaf)."""
+    try:
+        own.delegate_memory()
+    except OSError as exc:
+        if exc.errno != errno.EBUSY or _own_paths()[0] != "/":
+            raise
+        leaf = own.child(LEAF)
+        os.makedirs(leaf.path, exist_ok=True)
+        for pid in own.pids():
+            try:
+                leaf.admit(pid)
+            except OSError:
+                pass  # ended meanwhile
+        own.delegate_memory()
 
 
 def _mount_of(path: str) -> str:
