@@ -140,7 +140,10 @@ class MemoryMonitor:
             workers = [w for w in list(self.workers) if w.pid is not None]
             if not workers:
                 continue
-            self._stop_held_at_limit(workers)
+            try:
+                self._stop_held_at_limit(workers)
+            except Exception:  # noqa: BLE001 - the monitor must outlive a vanished process or group
+                pass
             total, avail = _available_memory()
             low = total > 0 and avail < LOW_MEMORY_FRACTION * total
             if not low and time.monotonic() - last_full < FULL_CHECK_SECONDS:
