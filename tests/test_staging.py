@@ -2,10 +2,15 @@
 to the notebook while the run goes on; and a re-run grades again the rows that were NOT GRADED."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import shutil
 
+import pytest
+
+from autograder.files import DiskFull
 from autograder.grading import GradeOptions, grade
 from autograder.grading import run as run_module
 from autograder.grading.resume import MARKER
@@ -59,3 +64,15 @@ def test_a_rerun_grades_again_the_rows_that_were_not_graded(example_release, tmp
     [again] = grade(example_release, [key], GradeOptions(out, quiet=True))
     assert again.score == 11 and not again.ungraded  # graded again, not skipped
     assert json.loads(row.read_text())["checks"][0]["status"] == "passed"
+
+
+def test_a_full_disk_while_staging_is_the_runs_full_disk(tmp_path, monkeypatch):
+    (tmp_path / "a.ipynb").write_text("{}")
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", no_space)
+    with pytest.raises(DiskFull, match="no space left"):
+        Staging(tmp_path / "out").stage(tmp_path / "a.ipynb")
+    assert not [p for p in (tmp_path / "out" / STAGED).iterdir() if p.name.startswith(".copy-")]

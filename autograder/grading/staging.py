@@ -20,7 +20,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from autograder.files import file_digest
+from autograder.files import DiskFull, file_digest
 
 STAGED = ".staged"  # DIR/.staged/<sha256>/<file name>
 
@@ -41,8 +41,9 @@ class Staging:
                 return path, file_digest(path)
             return self._copy(path)
         except OSError as exc:
-            if exc.errno == errno.ENOSPC:  # the command's full-disk handling says so, in one line
-                raise
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # the command says so in one line, exit code 4
+                raise DiskFull(exc.errno, f"no space left on the device holding {self.root} (staging {path.name})") \
+                    from None
             return path, file_digest(path)
 
     def _copy(self, path: Path) -> tuple[Path, str]:
