@@ -269,7 +269,7 @@ class Grader:
             notes = notes[:MAX_NOTES] + [f"... and {len(notes) - MAX_NOTES} more notes"]
         notes = [bounded(scrub(n), MAX_NOTE_CHARS) for n in notes]
         return SubmissionResult(sub_id, str(path), checks, notes, "", time.monotonic() - start,
-                                confinement=report.status if report else "")
+                                confinement=report.status if report else "", memory=report.memory if report else "")
 
     def _ungraded(self, path: Path, sub_id: str, why: str, start: float) -> SubmissionResult:
         return error_result(self.release, path, sub_id, why, time.monotonic() - start)

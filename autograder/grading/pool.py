@@ -22,6 +22,7 @@ from autograder.grading.grader import Grader, ungraded_result
 from autograder.grading.options import GradeOptions
 from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult
+from autograder.sandbox import cgroups
 from autograder.sandbox.environment import adopt_environment, python_command, start_environment
 from autograder.sandbox.forkserver import fork_zygote
 
@@ -43,6 +44,7 @@ def serve() -> None:
     torch.set_num_threads(1)
     setup = json.loads(sys.stdin.readline())
     adopt_environment(setup["env"])
+    cgroups.use(cgroups.joined(setup.get("memory_cgroup")))  # its workers' memory groups go under the run's
     options = GradeOptions(Path(setup["out_dir"]), quiet=True, cuda=setup["cuda"], trusted=setup["trusted"],
                            use_recording=setup["use_recording"])
     grader = Grader(load_release(Path(setup["release"])), options, setup["confinement"])
@@ -97,6 +99,11 @@ class GradingProcess:
         self.kill()
 
 
+def _run_group_wire() -> list[str] | None:
+    run = cgroups.current()
+    return run.wire() if run is not None else None
+
+
 class Pool:
     """Grades tasks with `jobs` grading processes; `finish(index, result)` as each one is done. `status` is the
     workers' confinement status line as the first answer reported it."""
@@ -106,7 +113,7 @@ class Pool:
         self.release, self.jobs, self.finish = release, options.jobs, finish
         self.setup = {"release": str(release.dir), "out_dir": str(options.out_dir), "cuda": options.cuda,
                       "trusted": options.trusted, "confinement": confinement_status,
-                      "use_recording": options.use_recording}
+                      "use_recording": options.use_recording, "memory_cgroup": _run_group_wire()}
         self.status = ""
         self.todo: list[Task] = []
         self.deaths: dict[int, int] = {}  # task index -> grading processes that died on it

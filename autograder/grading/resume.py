@@ -1,6 +1,8 @@
 """Resuming a grading run: DIR/<id>/.graded.json says from which notebook and which release the result in
-DIR/<id>/ was graded; a later run with the same --out skips a submission whose fingerprints match (a changed
-notebook or a rebuilt release is graded again)."""
+DIR/<id>/ was graded (the notebook as the checksum of the bytes graded: grading/staging.py); a later run with the
+same --out skips a submission whose fingerprints match (a changed notebook or a rebuilt release is graded again),
+unless its result is not final for a cause of the grader's (NOT GRADED checks: a system fault, a reference that
+failed here), which is graded again."""
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +16,9 @@ from autograder.reports.results import SubmissionResult
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
 
 
-def fingerprint(path: Path, release_id: str) -> dict:
-    """What a result was graded from: the notebook's bytes, the release, the path as given."""
-    return {"notebook": file_digest(path), "release": release_id, "file": str(path)}
+def fingerprint(path: Path, release_id: str, digest: str | None = None) -> dict:
+    """What a result was graded from: the notebook's bytes (`digest`, else read now), the release, the path as given."""
+    return {"notebook": digest or file_digest(path), "release": release_id, "file": str(path)}
 
 
 def release_fingerprint(release: Release) -> str:
@@ -32,6 +34,7 @@ def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult 
         if json.loads((folder / MARKER).read_text(encoding="utf-8")) != fingerprint:
             return None
         json.loads((folder / "results.json").read_text(encoding="utf-8"))  # missing or truncated: grade again
-        return SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))
+        result = SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))
+        return None if result.ungraded else result  # not graded for the grader's cause: try again
     except (OSError, ValueError, KeyError, TypeError):
         return None

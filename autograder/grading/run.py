@@ -24,11 +24,13 @@ from autograder.grading.outdir import claim, results_in
 from autograder.grading.pool import Pool
 from autograder.grading.preflight import preflight
 from autograder.grading.progress import Progress
+from autograder.grading.staging import Staging
 from autograder.release import Release
 from autograder.reports.class_statistics import class_statistics, format_mean
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
+from autograder.sandbox.cgroups import run_memory_groups
 from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.isolation import level_of
 from autograder.submissions import Submission, submission_ids
@@ -77,13 +79,16 @@ class Run:
         self.release, self.options, self.out, self.notes = release, options, options.out_dir, notes
         self.names = [c.name for c in release.checks]
         release_id = release_fingerprint(release)
-        self.prints = [fingerprint(path, release_id) for path in paths]
+        self.given = list(paths)  # the paths as given, which results name
+        self.staging = Staging(self.out, enabled=not options.cluster)
+        staged = [self.staging.stage(path) for path in paths]  # graded from these copies, whatever the originals do
+        self.prints = [fingerprint(path, release_id, digest) for path, (_, digest) in zip(paths, staged)]
         self.results: list[SubmissionResult | None] = [None] * len(paths)
         # results of earlier commands in the same folder: the tables list them too
         this_run = set(ids)
         self.earlier = {k: v for k, v in results_in(self.out).items() if k not in this_run}
         self.todo = []
-        for i, (path, sub_id) in enumerate(zip(paths, ids)):
+        for i, ((path, _), sub_id) in enumerate(zip(staged, ids)):
             earlier = None if options.regrade else previous(self.out, sub_id, self.prints[i])
             if earlier is not None:
                 self.results[i] = earlier
@@ -91,9 +96,11 @@ class Run:
                 self.todo.append((i, path, sub_id))
         self.jobs = max(1, min(options.jobs, len(self.todo)))
         self.status = ""  # the workers' confinement status line
+        self.memory = ""  # what holds the workers' memory (a line for the summary)
         self.progress = Progress(len(paths), len(paths) - len(self.todo), self.jobs, options.quiet, options.progress)
 
     def finish(self, i: int, result: SubmissionResult) -> None:
+        result.file = str(self.given[i])  # not the staged copy it was graded from
         note = self.notes.get(result.submission)
         if note and note not in result.notes:
             result.notes.insert(0, note)
@@ -147,6 +154,7 @@ class Run:
         """summary.md and summary.csv, and a few lines on stderr (unless quiet)."""
         final = self.done()
         extra = [f"Isolation: {level_of(self.status)} confinement ({self.status})."] if self.status else []
+        extra += [f"Memory: {self.memory}."] if self.memory else []
         write_summary(self.out, self.in_folder(), self.release.config.title, extra)
         if not self.options.quiet:
             print("\n".join(self._closing_lines(final)), file=sys.stderr, flush=True)
@@ -174,6 +182,13 @@ def _grade(release: Release, submissions: list, options: GradeOptions) -> list[S
     paths = [Path(s.path) if isinstance(s, Submission) else Path(s) for s in submissions]
     ids, notes = _ids_and_notes(submissions, paths, options)
     run = Run(release, options, paths, ids, notes)
+    try:
+        return _grade_run(run, release, submissions, options)
+    finally:
+        run.staging.close()
+
+
+def _grade_run(run: Run, release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
     run.refuse({i: s.refused for i, s in enumerate(submissions) if isinstance(s, Submission) and s.refused})
     if run.todo and run.jobs == 1 and not options.cluster:  # the fork server imports what the workers will need while this process goes on
         preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
@@ -184,7 +199,8 @@ def _grade(release: Release, submissions: list, options: GradeOptions) -> list[S
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
-        run.grade_todo()
+        with run_memory_groups() as (_, run.memory):
+            run.grade_todo()
     finally:
         torch.set_num_threads(threads)
         run.progress.finish()

@@ -21,6 +21,7 @@ class SubmissionResult:
     error: str = ""  # set when the notebook could not be graded at all
     execution_time: float = 0.0
     confinement: str = ""  # how its worker was confined (the worker's status line)
+    memory: str = ""  # what held its worker's memory: a memory cgroup of its own, or the monitor and RLIMIT_AS
 
     @property
     def score(self) -> float:
@@ -49,13 +50,13 @@ class SubmissionResult:
     def to_dict(self) -> dict:
         return {"submission": self.submission, "file": self.file, "score": self.score, "max_score": self.max_score,
                 "error": self.error, "notes": self.notes, "execution_time": self.execution_time,
-                "confinement": self.confinement, "checks": [c.to_dict() for c in self.checks]}
+                "confinement": self.confinement, "memory": self.memory, "checks": [c.to_dict() for c in self.checks]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "SubmissionResult":
         checks = [CheckResult(**c) for c in data["checks"]]
         return cls(data["submission"], data["file"], checks, data.get("notes", []), data.get("error", ""),
-                   data.get("execution_time", 0.0), data.get("confinement", ""))
+                   data.get("execution_time", 0.0), data.get("confinement", ""), data.get("memory", ""))
 
 
 def gradescope_json(result: SubmissionResult) -> dict:
@@ -88,6 +89,7 @@ def gradescope_json(result: SubmissionResult) -> dict:
             "extra_data": {"submission": result.submission, "pending_points": sum(c.max_score for c in result.pending),
                            "final": not result.ungraded and not result.error, "confinement": result.confinement,
                            "confinement_level": level_of(result.confinement) if result.confinement else "",
+                           "memory": result.memory,
                            "grader_problems": sorted({c.grader_problem for c in result.ungraded})}}
 
 

@@ -19,10 +19,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import BinaryIO, Callable
 
+from autograder.sandbox import cgroups
 from autograder.sandbox.environment import python_command, worker_environment
 from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
-from autograder.sandbox.processes import MemoryMonitor, kill_tree, process_table
+from autograder.sandbox.processes import MONITORED, MemoryMonitor, kill_tree, process_table, process_tree
 from autograder.sandbox.protocol import (
     MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, ProtocolError, decode_message,
     pack_sources, write_message,
@@ -162,6 +163,7 @@ class LoadReport:
     defined: dict[str, str]  # name -> "module" | "callable" | "value" (data, or an object that is not callable)
     errors: dict[int, str]  # unit index -> what went wrong while running it
     status: str  # isolation status line
+    memory: str = ""  # what held its memory: its own memory cgroup, or the memory monitor and RLIMIT_AS
 
 
 class _Replies:
@@ -267,6 +269,7 @@ class WorkerProcess:
         self._log: BinaryIO | None = None
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._stopped_because = ""
+        self._stopped_for_system = False  # stopped for the machine's sake, not for what the worker did
         self._isolated = False  # the worker runs in its own PID namespace: killing it ends all it started
         # Answers the calls of the worker's stand-ins (kind, payload) -> value; None: it may make none
         self.callbacks: Callable[[str, dict], object] | None = None
@@ -280,6 +283,8 @@ class WorkerProcess:
         self.hangs: list[Hang] = []  # requests that timed out, not yet taken by the judge (take_hangs)
         self._target: str | None = None  # the notebook's top-level name the current request calls
         self.last_words = ""  # the end of the last worker's log, kept when it is killed
+        self._memory_group: cgroups.WorkerGroup | None = None  # its own memory cgroup, where there is one
+        self.memory_held_by = MONITORED
 
     @property
     def pid(self) -> int | None:
@@ -307,6 +312,7 @@ class WorkerProcess:
         self._scratch = tempfile.TemporaryDirectory(prefix="ag-worker-", dir=scratch_root)
         scratch = self._scratch.name
         self._stopped_because = self.last_words = ""
+        self._stopped_for_system = False
         r_in, w_in = os.pipe()
         r_out, w_out = os.pipe()
         for fd in (w_in, w_out):
@@ -339,12 +345,27 @@ class WorkerProcess:
         header, _ = self._next(time.monotonic() + START_SECONDS, "starting the worker")
         status = str(header.get("ready", ""))
         self._isolated = "own PID namespace" in status  # full, or restricted where PID namespaces are allowed
+        self._enter_memory_group()
         return status
 
-    def stop(self, why: str) -> None:
+    def _enter_memory_group(self) -> None:
+        """Move the worker's processes into a memory cgroup of their own, limited to its memory limit, before any
+        student code runs (it runs only once the definitions are sent). Where none can be made, the memory monitor
+        and RLIMIT_AS hold its memory, as they do anyway."""
+        run, proc, limit = cgroups.current(), self.proc, self.spec.confinement.memory_bytes
+        if run is None or proc is None or not limit:
+            return
+        try:
+            self._memory_group = run.new_worker(proc.pid, process_tree(proc.pid), limit)
+            self.memory_held_by = self._memory_group.describe()
+        except (OSError, ValueError):
+            self.memory_held_by = MONITORED
+
+    def stop(self, why: str, system: bool = False) -> None:
         """Kill the worker's processes from another thread (the memory monitor); the request waiting
-        on it fails with a message saying `why`."""
+        on it fails with a message saying `why` (`system`: as a system fault, never the student's)."""
         self._stopped_because = why
+        self._stopped_for_system = system
         proc = self.proc
         if proc is not None:
             kill_tree(proc.pid)
@@ -359,6 +380,9 @@ class WorkerProcess:
                 except subprocess.TimeoutExpired:
                     pass
             self.proc = None
+        if self._memory_group is not None:
+            self._memory_group.close()
+            self._memory_group = None
         if self._log is not None:
             self.last_words = self.log_tail(600)  # what it wrote last, for a message about its end
         for res in (self._stdin, self._log, self._replies):
@@ -409,6 +433,14 @@ class WorkerProcess:
             code = None
         if not self._stopped_because and getattr(proc, "server_gone", False):
             return self._fault("ended with its fork server", doing)
+        if self._stopped_because and self._stopped_for_system:
+            return self._fault(f"was stopped: {self._stopped_because}", doing)
+        memory = self._memory_group.verdict() if self._memory_group and code == -signal.SIGKILL else ""
+        if memory == cgroups.Verdict.SYSTEM and not self._stopped_because:
+            return self._fault("was killed when the grading run ran out of memory (not this notebook's memory limit)",
+                               doing)
+        if memory == cgroups.Verdict.OWN:
+            self._stopped_because = self._stopped_because or self.over_own_limit()
         if not self._stopped_because and code == -signal.SIGKILL:
             # SIGKILL is never the grader's unless it says why (stop): the machine's out-of-memory killer or another
             # process. A worker in a PID namespace of its own cannot send it to itself (its init ignores it).
@@ -431,6 +463,16 @@ class WorkerProcess:
             how += ": killed, by itself or for lack of memory"
         self.kill()
         return WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
+
+    def memory_full(self) -> bool:
+        """Its memory cgroup holds it at its own limit (the memory monitor then stops it)."""
+        group = self._memory_group
+        return group is not None and group.full()
+
+    def over_own_limit(self) -> str:
+        limit = self.spec.confinement.memory_bytes
+        return (f"its processes together used more than the memory limit ({limit // 2**20} MB, files kept in memory "
+                "(memfd, /dev/shm) included)")
 
     def _next(self, deadline: float, doing: str, sample: bool = False):
         """The next message; at the deadline the worker is killed (with `sample`, where its code was is noted
@@ -530,7 +572,7 @@ class WorkerProcess:
             for err in header.get("load_errors", []):
                 trace = "; ".join(err.get("traceback", [])[-2:])
                 errors[int(err["unit"])] = f"raised {err['type']}: {err['message']}" + (f" ({trace})" if trace else "")
-            self.report = LoadReport(defined, errors, status)
+            self.report = LoadReport(defined, errors, status, self.memory_held_by)
             return self.report
         raise WorkerDied(f"{self.spec.label} could not be loaded after {self.spec.max_restarts} restarts")
 

@@ -15,6 +15,7 @@ import weakref
 MONITOR_SECONDS = 0.1  # how often the memory monitor looks at the machine's free memory
 LOW_MEMORY_FRACTION = 0.08  # below this fraction of RAM available, the largest worker is stopped
 FULL_CHECK_SECONDS = 0.25  # how often every worker's processes and files held in memory are summed
+MONITORED = "RLIMIT_AS per process and the memory monitor (memory files counted)"  # without a memory cgroup
 
 
 def process_table() -> dict[int, int]:
@@ -114,7 +115,8 @@ class MemoryMonitor:
     worker's processes together (a fork bomb whose children each allocate): every second, and at
     once when the machine runs low on memory, a worker with more than one process whose processes
     hold more than its memory limit is killed. When memory is low and no worker is over its limit,
-    the largest multi-process worker is killed: losing a submission is better than losing the machine."""
+    the largest multi-process worker is killed, a system fault (retried, never the student's score): losing a
+    worker is better than losing the machine. A worker its memory cgroup holds at its limit is stopped at once."""
 
     _lock = threading.Lock()
     _instance: "MemoryMonitor | None" = None
@@ -138,6 +140,10 @@ class MemoryMonitor:
             workers = [w for w in list(self.workers) if w.pid is not None]
             if not workers:
                 continue
+            try:
+                self._stop_held_at_limit(workers)
+            except Exception:  # noqa: BLE001 - the monitor must outlive a vanished process or group
+                pass
             total, avail = _available_memory()
             low = total > 0 and avail < LOW_MEMORY_FRACTION * total
             if not low and time.monotonic() - last_full < FULL_CHECK_SECONDS:
@@ -147,6 +153,13 @@ class MemoryMonitor:
                 self._check(workers, low)
             except Exception:  # noqa: BLE001 - the monitor must outlive a vanished process
                 pass
+
+    @staticmethod
+    def _stop_held_at_limit(workers: list) -> None:
+        """Workers their own memory cgroup holds at its limit (cgroup.py: V1Group.pause_at_limit): the student's."""
+        for w in workers:
+            if w.memory_full():
+                w.stop(w.over_own_limit())
 
     @staticmethod
     def _check(workers: list, low: bool) -> None:
@@ -166,7 +179,7 @@ class MemoryMonitor:
                 usage.append((used, w))
         if low and usage:
             used, w = max(usage, key=lambda x: x[0])
-            w.stop("the machine ran low on memory while it ran several processes")
+            w.stop("the machine ran low on memory while it ran several processes", system=True)
 
 
 

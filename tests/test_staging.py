@@ -1,0 +1,78 @@
+"""Submissions staged by content: the resume marker is the checksum of the bytes that were graded, whatever happens
+to the notebook while the run goes on; and a re-run grades again the rows that were NOT GRADED."""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+
+from autograder.files import DiskFull
+from autograder.grading import GradeOptions, grade
+from autograder.grading import run as run_module
+from autograder.grading.resume import MARKER
+from autograder.grading.staging import STAGED, Staging
+from autograder.status import UNGRADED
+
+
+def test_identical_notebooks_share_one_staged_copy_under_their_own_names(tmp_path):
+    (tmp_path / "a.ipynb").write_text("{}")
+    (tmp_path / "b.ipynb").write_text("{}")
+    staging = Staging(tmp_path / "out")
+    (a, digest_a), (b, digest_b) = staging.stage(tmp_path / "a.ipynb"), staging.stage(tmp_path / "b.ipynb")
+    assert digest_a == digest_b == hashlib.sha256(b"{}").hexdigest()
+    assert a.parent == b.parent and (a.name, b.name) == ("a.ipynb", "b.ipynb")
+    assert staging.stage(tmp_path / "missing.ipynb")[1].startswith("unreadable")
+    staging.close()
+    assert not (tmp_path / "out" / STAGED).exists()
+
+
+def test_a_notebook_replaced_while_the_run_goes_on_is_graded_as_it_was_read(example_release, tmp_path, monkeypatch):
+    key = example_release.dir / "answer_key.ipynb"
+    nb = tmp_path / "hw.ipynb"
+    shutil.copy(key, nb)
+    graded_bytes = nb.read_bytes()
+    grade_todo = run_module.Run.grade_todo
+
+    def replaced_then_graded(run):
+        nb.write_text("{ truncated")  # a late upload, another tool re-extracting the same export
+        grade_todo(run)
+
+    monkeypatch.setattr(run_module.Run, "grade_todo", replaced_then_graded)
+    out = tmp_path / "out"
+    [result] = grade(example_release, [nb], GradeOptions(out, quiet=True))
+    assert result.score == 11 and result.file == str(nb)
+    marker = json.loads((out / "hw" / MARKER).read_text())
+    assert marker["notebook"] == hashlib.sha256(graded_bytes).hexdigest()
+    assert not (out / STAGED).exists()
+    monkeypatch.undo()
+    [again] = grade(example_release, [nb], GradeOptions(out, quiet=True))  # what is there now: graded again
+    assert again.error and "invalid JSON" in again.error
+
+
+def test_a_rerun_grades_again_the_rows_that_were_not_graded(example_release, tmp_path):
+    key = example_release.dir / "answer_key.ipynb"
+    out = tmp_path / "out"
+    grade(example_release, [key], GradeOptions(out, quiet=True))
+    row = out / "answer_key" / "grading.json"
+    data = json.loads(row.read_text())
+    data["checks"][0].update(status=UNGRADED, score=0.0, grader_problem="the machine ran out of memory")
+    row.write_text(json.dumps(data))  # as a system fault leaves it
+    [again] = grade(example_release, [key], GradeOptions(out, quiet=True))
+    assert again.score == 11 and not again.ungraded  # graded again, not skipped
+    assert json.loads(row.read_text())["checks"][0]["status"] == "passed"
+
+
+def test_a_full_disk_while_staging_is_the_runs_full_disk(tmp_path, monkeypatch):
+    (tmp_path / "a.ipynb").write_text("{}")
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", no_space)
+    with pytest.raises(DiskFull, match="no space left"):
+        Staging(tmp_path / "out").stage(tmp_path / "a.ipynb")
+    assert not [p for p in (tmp_path / "out" / STAGED).iterdir() if p.name.startswith(".copy-")]
