@@ -321,7 +321,26 @@ METRICS_TENSORS = '''def classification_metrics(logits, labels):
             "recall": recall.item(), "f1": f1.item()}
 '''
 
+# the PyTorch tutorials' epoch loop: the loss summed per example, divided by the size of the loader's dataset
+TRAIN_EPOCH_TUTORIAL = '''def train_epoch(model, loader, optimizer, scheduler, device):
+    model.train()
+    running_loss = 0.0
+    for batch in loader:
+        input_ids = batch["input_ids"].to(device)
+        attention_mask = batch["attention_mask"].to(device)
+        labels = batch["labels"].to(device)
+        optimizer.zero_grad()
+        outputs = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        outputs.loss.backward()
+        optimizer.step()
+        scheduler.step()
+        running_loss += outputs.loss.item() * input_ids.size(0)
+    return running_loss / len(loader.dataset)
+'''
+
 VARIANTS = [
+    Variant("train_epoch_tutorial_average", {"train_epoch": TRAIN_EPOCH_TUTORIAL},
+            "the loss summed per example and divided by len(loader.dataset), as in the PyTorch tutorials"),
     Variant("loops_and_arithmetic",
             {"split_sentences": SPLIT_LOOP, "make_nsp_pairs": PAIRS_REJECTION, "encode_pair": ENCODE_ARITHMETIC,
              "encode_pairs": ENCODE_PAIRS_STACK},

@@ -150,11 +150,11 @@ def linear(x, state, name):
 
 
 def layer_forward(state, x, bias, H, eps, scale="head", act="gelu", order="post", split="transpose",
-                  use_bias="add", merge="transpose", attn_factor=1.0, hidden_factor=1.0):
+                  use_bias="add", merge="transpose", hidden_factor=1.0):
     """An encoder layer computed in the judge. Variants: scale "head" | "hidden" | "none"; act "gelu" | "tanh" |
     "relu"; order "post" | "pre"; split/merge "transpose" | "view" (heads without the transpose); use_bias "add" |
-    "ignore"; attn_factor and hidden_factor scale the attention weights and each sub-layer's output where the
-    dropouts act (the fixed stand-ins of bi_with_fixed_dropouts)."""
+    "ignore"; hidden_factor scales each sub-layer's output where the hidden dropout acts (the fixed stand-in of
+    bi_with_fixed_dropout)."""
     x = x.double()
     B, T, E = x.shape
     D = E // H
@@ -168,7 +168,7 @@ def layer_forward(state, x, bias, H, eps, scale="head", act="gelu", order="post"
         scores = q @ k.transpose(-2, -1) / s
         if use_bias == "add":
             scores = scores + bias.double()
-        context = attn_factor * torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+        context = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
         context = context.transpose(1, 2).reshape(B, T, E) if merge == "transpose" else context.reshape(B, T, E)
         return hidden_factor * linear(context, state, "attn_out")
 
@@ -220,30 +220,29 @@ def bi_grads(module, args, input_grad=False):
     return grads, (args[0].grad.detach().clone() if input_grad and args[0].grad is not None else None)
 
 
-def bi_with_fixed_dropouts(layer, hidden, bias, attn_factor, hidden_factor):
-    """The layer's output in train() with attn_dropout and dropout replaced by fixed scalings (deterministic
-    stand-ins for dropout), restored after."""
+def bi_with_fixed_dropout(layer, hidden, bias, factor):
+    """The layer's output in train() with its `dropout` replaced by a fixed scaling (a deterministic stand-in for
+    dropout), restored after."""
     class BiScale(nn.Module):
         def __init__(self, factor):
             super().__init__()
             self.factor = factor
+            self.p = 0.0  # code reading the rate sees no dropout
 
         def forward(self, x):
             return x * self.factor
 
-    saved = {name: layer._modules.get(name) for name in ("attn_dropout", "dropout")}
-    layer.attn_dropout, layer.dropout = BiScale(attn_factor), BiScale(hidden_factor)
+    saved = layer._modules.get("dropout")
+    layer.dropout = BiScale(factor)
     layer.train()
     try:
         return layer(hidden, bias)
     finally:
         layer.eval()
-        for name, module in saved.items():
-            if module is None:
-                delattr(layer, name)
-            else:
-                setattr(layer, name, module)
-
+        if saved is None:
+            delattr(layer, "dropout")
+        else:
+            layer.dropout = saved
 
 def bi_config(settings):
     import transformers

@@ -257,29 +257,42 @@ def layer_config(sub, ref):
                    "to the attention weights and dropout to each sub-layer's output")
 
 
-@check("encoder layer: attn_dropout on the attention weights, dropout on each sub-layer's output before its residual",
+@check("encoder layer: attention dropout on in train(), dropout on each sub-layer's output before its residual",
        points=0.5, part=PART)
 def layer_dropout_places(sub, ref):
+    # the attention dropout alone (hidden dropout 0): train() must differ from eval(). 3 x 2 x 6 x 6 weights at
+    # p = 0.5: none dropped has probability 2^-216
+    student = build(sub, "EncoderLayer", remote_config(sub, num_attention_heads=2, hidden_dropout_prob=0.0,
+                                                       attention_probs_dropout_prob=0.5), what="EncoderLayer(config)")
     cfg = config(num_attention_heads=2)
-    state = layer_state(cfg, 441)
-    student, _ = layer_pair(sub, ref, state, num_attention_heads=2)
+    load(sub, student, layer_state(cfg, 441), "EncoderLayer", LAYER_NAMES)
     hidden, mask = layer_inputs(442)
     bias_ = additive_bias(mask)
+    student.eval()
+    exact = run_layer(student, hidden, bias_)
+    student.train()
+    if torch.equal(exact, run_layer(student, hidden, bias_)):
+        raise Fail("with attention_probs_dropout_prob=0.5 and hidden_dropout_prob=0, the output in train() is the "
+                   "eval() output: apply attention dropout (self.attn_dropout) to the attention weights in train()")
+    # the hidden dropout's places (attention dropout 0): `dropout` replaced by a fixed scaling x0.25, a
+    # deterministic stand-in, must act on the attention block's output and on the feed-forward output, each before
+    # its residual is added
+    state = layer_state(cfg, 443)
+    student, _ = layer_pair(sub, ref, state, num_attention_heads=2)
     try:
-        out = sub.helpers.bi_with_fixed_dropouts(student, hidden, bias_, 0.5, 0.25)
+        out = sub.helpers.bi_with_fixed_dropout(student, hidden, bias_, 0.25)
     except StudentError as exc:
-        raise Fail(f"EncoderLayer with its attn_dropout and dropout replaced by fixed scalings failed ({exc.type}: "
-                   f"{exc.message})") from None
+        raise Fail(f"EncoderLayer with its dropout replaced by a fixed scaling failed ({exc.type}: {exc.message})") \
+            from None
     got = tensor_out(out, "EncoderLayer.forward's output", hidden.shape).double()
-    expected = layer_forward(state, hidden, bias_, 2, cfg["layer_norm_eps"], attn_factor=0.5, hidden_factor=0.25)
-    if close(got, expected):
+    eps = cfg["layer_norm_eps"]
+    if close(got, layer_forward(state, hidden, bias_, 2, eps, hidden_factor=0.25)):
         return
-    if not close(run_layer(student, hidden, bias_), layer_forward(state, hidden, bias_, 2, cfg["layer_norm_eps"])):
-        return  # the layer itself differs (the output check says how): where its dropouts act cannot be seen here
-    raise Fail("with attn_dropout and dropout replaced by fixed scalings (x0.5 on the attention weights, x0.25 on each "
-               "sub-layer's output) the output is not the expected one: apply self.attn_dropout to the attention "
-               "weights after the softmax, and self.dropout to the attention block's output (after attn_out) and to "
-               "the feed-forward output, each before its residual is added")
+    if not close(run_layer(student, hidden, bias_), layer_forward(state, hidden, bias_, 2, eps)):
+        return  # the layer itself differs (the output check says how): where its dropout acts cannot be seen here
+    raise Fail("with dropout replaced by a fixed scaling (x0.25), the output is not the expected one: apply "
+               "self.dropout to the attention block's output (after attn_out) and to the feed-forward output, each "
+               "before its residual is added")
 
 
 @check("encoder layer: gradients reach every weight and the input as through the reference", points=0.5, part=PART)

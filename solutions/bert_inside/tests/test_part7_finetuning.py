@@ -58,12 +58,28 @@ class BiCountingScheduler(torch.optim.lr_scheduler.LambdaLR):
         return super().step(*args, **kwargs)
 
 
+def bi_loader(batches):
+    """A DataLoader yielding these dict batches in this order, as make_loader's does: len(loader) is the number of
+    batches, loader.dataset holds every example (code that averages over len(loader.dataset) works)."""
+    examples = [{key: value[i] for key, value in batch.items()} for batch in batches
+                for i in range(len(batch["labels"]))]
+    index_lists, start = [], 0
+    for batch in batches:
+        index_lists.append(list(range(start, start + len(batch["labels"]))))
+        start += len(batch["labels"])
+
+    def collate(items):
+        return {key: torch.stack([item[key] for item in items]) for key in items[0]}
+
+    return torch.utils.data.DataLoader(examples, batch_sampler=index_lists, collate_fn=collate)
+
+
 def bi_run_train_epoch(emb, w, b, batches, lr):
     model = BiToyClassifier(emb, w, b)
     optimizer = BiCountingSGD(model.parameters(), lr)
     scheduler = BiCountingScheduler(optimizer)
     model.eval()  # the loop must switch to train() itself
-    result = submission.train_epoch(model, [dict(batch) for batch in batches], optimizer, scheduler, "cpu")
+    result = submission.train_epoch(model, bi_loader(batches), optimizer, scheduler, "cpu")
     if isinstance(result, torch.Tensor) and result.numel() == 1:
         result = float(result)
     return {"result": result, "calls": model.calls, "optimizer_steps": optimizer.steps, "scheduler": scheduler.records,
@@ -73,7 +89,7 @@ def bi_run_train_epoch(emb, w, b, batches, lr):
 def bi_run_predict(emb, w, b, batches):
     model = BiToyClassifier(emb, w, b)
     model.train()  # predict must switch to eval() itself
-    out = submission.predict(model, [dict(batch) for batch in batches], "cpu")
+    out = submission.predict(model, bi_loader(batches), "cpu")
     return {"out": out, "calls": [{k: v for k, v in c.items() if k != "params"} for c in model.calls]}
 
 

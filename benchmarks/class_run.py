@@ -1,0 +1,169 @@
+"""A class night on one machine: N answer keys of an assignment plus a hostile batch written against it, graded in
+one `autograder grade --jobs J` run. Prints the wall time, submissions per minute, the peak PSS of the whole process
+tree (the command, grading processes, fork servers, workers: sampled from /proc every 0.2 s) and, for each hostile
+notebook, its row; checks that every answer key got the answer key's score and every submission has a row.
+
+    python benchmarks/class_run.py                                 # transformers_bert, 200 keys + 20 hostile, --jobs 2
+    python benchmarks/class_run.py --keys 40 --jobs 2
+
+The hostile batch (HOSTILE below): memory held in memfd files, a huge tensor and millions of small objects
+returned to the judge, a 30 MB error message with the worker's own truncation replaced, a 69 MB constant, an
+endless loop and a __del__ that hangs, an output flood, a fork bomb, os._exit and kill of the parent, a recursion
+crash, and the inputs that are no notebook at all (not JSON, empty, a syntax error, a FIFO, a dangling link, a link
+to the answer key, names of the run's own tables).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SDP = "def scaled_dot_product(q, k, v, mask=None, attn_drop_rate=0.0):\n"
+HOSTILE_CELLS = {
+    "memfd_hoard": SDP + "    import os\n    fd = os.memfd_create('x')\n    os.write(fd, b'x' * (2 << 30))\n"
+                         "    globals().setdefault('_fds', []).append(fd)\n    return q, q\n",
+    "huge_return": SDP + "    import torch\n    return torch.zeros(150_000_000), q\n",
+    "million_dicts": SDP + "    return [{} for _ in range(3_500_000)], q\n",
+    "error_flood": "import sys\nfor _m in list(sys.modules.values()):\n    for _n in dir(_m):\n"
+                   "        if 'trunc' in _n.lower() or 'cap' in _n.lower():\n"
+                   "            try:\n                setattr(_m, _n, lambda *a, **k: a[0] if a else '')\n"
+                   "            except Exception:\n                pass\n" + SDP + "    raise ValueError('x' * 30_000_000)\n",
+    "constant_69mb": "WEIGHTS = '" + "7" * 69_000_000 + "'\n",
+    "endless_loop": SDP + "    while True:\n        pass\n",
+    "del_hangs": "class Hang:\n    def __del__(self):\n        while True:\n            pass\n\n"
+                 "_keep = Hang()\n" + SDP + "    import torch\n    h = Hang()\n"
+                 "    w = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1)\n    return w @ v, w\n",
+    "output_flood": "import sys\nfor _ in range(2000):\n    sys.stdout.write('y' * 100_000)\n",
+    "fork_bomb": SDP + "    import os\n    while True:\n        try:\n            os.fork()\n        except OSError:\n"
+                      "            pass\n",
+    "os_exit": SDP + "    import os\n    os._exit(0)\n",
+    "kill_parent": SDP + "    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return q, q\n",
+    "recursion": SDP + "    return scaled_dot_product(q, k, v, mask, attn_drop_rate)\n",
+}
+
+
+def hostile_batch(key: Path, folder: Path) -> list[Path]:
+    """The hostile notebooks and inputs, written into folder."""
+    nb = json.loads(key.read_text(encoding="utf-8"))
+    made = []
+    for name, cell in HOSTILE_CELLS.items():
+        copy = json.loads(json.dumps(nb))
+        copy["cells"].append({"cell_type": "code", "metadata": {}, "source": cell, "outputs": [], "execution_count": None})
+        path = folder / f"{name}.ipynb"
+        path.write_text(json.dumps(copy), encoding="utf-8")
+        made.append(path)
+    (folder / "not_json.ipynb").write_text("this is no notebook", encoding="utf-8")
+    (folder / "empty.ipynb").write_text("", encoding="utf-8")
+    broken = json.loads(json.dumps(nb))
+    broken["cells"].append({"cell_type": "code", "metadata": {}, "source": "def f(:\n", "outputs": [],
+                            "execution_count": None})
+    (folder / "syntax_error.ipynb").write_text(json.dumps(broken), encoding="utf-8")
+    os.mkfifo(folder / "fifo.ipynb")
+    os.symlink(folder / "gone.ipynb", folder / "dangling.ipynb")
+    os.symlink(key, folder / "link_to_key.ipynb")
+    for name in ("grades.csv.ipynb", "summary.md.ipynb"):
+        shutil.copyfile(key, folder / name)
+    return made + [folder / n for n in ("not_json.ipynb", "empty.ipynb", "syntax_error.ipynb", "fifo.ipynb",
+                                        "dangling.ipynb", "link_to_key.ipynb", "grades.csv.ipynb", "summary.md.ipynb")]
+
+
+def tree_pss_kb(root_pid: int) -> int:
+    """Sum of the Pss of root_pid and every descendant (kB)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total
+
+
+def graded(cmd: list[str]) -> tuple[float, int, int, str]:
+    """(seconds, peak tree PSS in kB, exit status, stderr tail) of one grading command."""
+    peak = [0]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_pss_kb(proc.pid))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    done.set()
+    sampler.join()
+    return time.monotonic() - start, peak[0], proc.returncode, err[-2000:]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--assignment", default=str(ROOT / "solutions" / "transformers_bert"))
+    ap.add_argument("--keys", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from autograder.grading import build_and_record
+
+    with tempfile.TemporaryDirectory(prefix="ag-class-run-", dir="/var/tmp") as tmp:
+        work = Path(tmp)
+        source = work / "course" / "solutions" / Path(args.assignment).name
+        shutil.copytree(args.assignment, source)
+        release = build_and_record(source).release
+        key = release / "answer_key.ipynb"
+        subs = work / "subs"
+        subs.mkdir()
+        for i in range(args.keys):
+            shutil.copyfile(key, subs / f"key{i:04d}.ipynb")
+        hostile = hostile_batch(key, subs)
+        out = work / "out"
+        cmd = [sys.executable, "-m", "autograder", "grade", str(release), str(subs), "--out", str(out), "--jobs",
+               str(args.jobs), "--quiet"]
+        seconds, peak_kb, status, err = graded(cmd)
+        rows = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/grading.json")}
+        table = (out / "grades.csv").read_text().splitlines()
+        key_rows = [r for name, r in rows.items() if name.startswith("key")]
+        scores = {r["score"] for r in key_rows}
+        n = args.keys + len(hostile)
+        print(f"{Path(args.assignment).name}: {args.keys} answer keys + {len(hostile)} hostile inputs, --jobs {args.jobs}")
+        print(f"wall {seconds:.1f} s, {n / seconds * 60:.0f} submissions/min, peak PSS of the process tree "
+              f"{peak_kb / 2**20:.2f} GiB, exit {status}")
+        print(f"rows: {len(rows)} result folders, {len(table) - 1} rows in grades.csv (of {n} inputs); answer keys: "
+              f"{len(key_rows)} graded, scores {sorted(scores)}")
+        for path in hostile:
+            sub_id = next((name for name, r in rows.items() if Path(r.get("file", "")).name == path.name), None)
+            r = rows.get(sub_id or "", {})
+            first = (r.get("error") or "").splitlines()[0][:90] if r.get("error") else ""
+            ungraded = sum(1 for c in r.get("checks", []) if c.get("status") == "not graded")
+            print(f"  {path.name:24s} -> {sub_id or 'NO ROW'}: {r.get('score', '-')}/{r.get('max_score', '-')}"
+                  f" ({ungraded} not graded) {first}")
+        if status not in (0, 3):
+            print(err)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
