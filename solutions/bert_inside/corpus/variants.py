@@ -217,7 +217,10 @@ LOAD_STRICT = '''def load_bert_weights(model, hf_state_dict):
     for name, tensor in renamed.items():
         if name in own and own[name].shape != tensor.shape:
             raise ValueError(f"shape mismatch for {name}")
-    model.load_state_dict(renamed, strict=True)  # raises for missing and unexpected names
+    try:
+        model.load_state_dict(renamed, strict=True)  # raises for missing and unexpected names
+    except RuntimeError as exc:
+        raise KeyError(str(exc)) from exc
 '''
 
 # -- part 6 -------------------------------------------------------------------------------------------------------

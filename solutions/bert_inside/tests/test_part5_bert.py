@@ -159,9 +159,9 @@ def load_weights(sub, ref):
         if not raised:
             raise Fail(f"load_bert_weights accepted a state_dict with {what}: raise (ValueError for a shape, KeyError for "
                        "a tensor of ours that gets no value) instead of loading part of the weights")
-        if error not in raised and "RuntimeError" not in raised:  # load_state_dict's own refusal counts too
+        if error not in raised:  # refused, but not as documented: most of the check's points stand
             raise Fail(f"load_bert_weights refused a state_dict with {what} with {raised[0]}: raise {error}, as the "
-                       "docstring says (check the names and shapes yourself before load_state_dict)")
+                       "docstring says (check the names and shapes yourself before load_state_dict)", partial=0.75)
 
 
 def ours_name_of(hf_name):
