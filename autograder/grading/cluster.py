@@ -40,6 +40,19 @@ def _ray():
     return ray
 
 
+def connect(address: str):
+    """Ray, connected to the cluster at `address` (`local` starts one here) unless this process already is."""
+    ray = _ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(address=None if address == "local" else address, include_dashboard=False,
+                     log_to_driver=False, ignore_reinit_error=True)
+        except Exception as exc:  # noqa: BLE001 - Ray raises many types for an unreachable cluster
+            raise ClusterUnavailable(f"cannot reach the Ray cluster at {address!r}: {type(exc).__name__}: {exc}") \
+                from None
+    return ray
+
+
 class NodeGraderBody:
     """An actor's body: one grading process on the actor's node, one submission at a time."""
 
@@ -75,8 +88,7 @@ class ClusterPool:
         self.deaths: dict[int, int] = {}
 
     def run(self, tasks: list[Task]) -> None:
-        ray = _ray()
-        self._connect(ray)
+        ray = connect(self.options.cluster)
         actor_class = ray.remote(num_cpus=1, max_restarts=0)(NodeGraderBody)
         todo = list(tasks)
         actors = [actor_class.remote(self.setup) for _ in range(max(1, min(self._slots(ray), len(todo))))]
@@ -102,17 +114,6 @@ class ClusterPool:
                 ray.kill(actor)
             for actor in actors:
                 ray.kill(actor)
-
-    def _connect(self, ray) -> None:
-        if ray.is_initialized():
-            return
-        address = self.options.cluster
-        try:
-            ray.init(address=None if address == "local" else address, include_dashboard=False,
-                     log_to_driver=False, ignore_reinit_error=True)
-        except Exception as exc:  # noqa: BLE001 - Ray raises many types for an unreachable cluster
-            raise ClusterUnavailable(f"cannot reach the Ray cluster at {address!r}: {type(exc).__name__}: {exc}") \
-                from None
 
     def _slots(self, ray) -> int:
         """One actor per CPU the cluster offers, or --jobs if that was given above 1."""

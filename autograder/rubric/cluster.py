@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from autograder.grading.cluster import ClusterUnavailable, _ray
+from autograder.grading.cluster import connect
 from autograder.grading.pool import POOL_ATTEMPTS
 from autograder.rubric.config import RubricConfig, RubricOptions
 from autograder.rubric.stage import Graded, RubricOutcome
@@ -56,18 +56,6 @@ class RubricActorBody:
 
 class RubricPrepareError(RuntimeError):
     """An actor could not load the encoder or the data: nothing can be graded."""
-
-
-def connect(address: str):
-    ray = _ray()
-    if not ray.is_initialized():
-        try:
-            ray.init(address=None if address == "local" else address, include_dashboard=False,
-                     log_to_driver=False, ignore_reinit_error=True)
-        except Exception as exc:  # noqa: BLE001 - Ray raises many types for an unreachable cluster
-            raise ClusterUnavailable(f"cannot reach the Ray cluster at {address!r}: {type(exc).__name__}: {exc}") \
-                from None
-    return ray
 
 
 def actor_resources(ray, device: str) -> tuple[dict, int]:
