@@ -9,6 +9,7 @@ parts must keep every point (each part is graded on its own).
 from __future__ import annotations
 
 from autograder.corpus import Bug
+from variants import LOAD_STRICT, LOAD_STRICT_TO_KEYERROR
 
 # check names, as the hidden test files define them
 SPLIT = "NSP data: split_sentences splits after '.', '!' or '?' followed by whitespace"
@@ -106,14 +107,9 @@ LAYERWISE_LOAD = """def load_bert_weights(model, hf_state_dict):
 """
 
 
-LOAD_RUNTIME_ERROR = """def load_bert_weights(model, hf_state_dict):
-    renamed = {ours_name(k): v for k, v in hf_state_dict.items() if ours_name(k) is not None}
-    own = model.state_dict()
-    for name, tensor in renamed.items():
-        if name in own and own[name].shape != tensor.shape:
-            raise ValueError(f"shape mismatch for {name}")
-    model.load_state_dict(renamed, strict=True)
-"""
+# the strict-load variant without its conversion to the documented KeyError: load_state_dict's RuntimeError escapes
+LOAD_RUNTIME_ERROR = LOAD_STRICT.replace(LOAD_STRICT_TO_KEYERROR, "    model.load_state_dict(renamed, strict=True)\n")
+assert LOAD_RUNTIME_ERROR != LOAD_STRICT
 
 
 BUGS: list[Bug] = [

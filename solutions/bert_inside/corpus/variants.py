@@ -211,17 +211,18 @@ OURS_NAME_REPLACE = '''def ours_name(hf_name):
     return name
 '''
 
+LOAD_STRICT_TO_KEYERROR = '''    try:
+        model.load_state_dict(renamed, strict=True)  # raises for missing and unexpected names
+    except RuntimeError as exc:
+        raise KeyError(str(exc)) from exc
+'''
 LOAD_STRICT = '''def load_bert_weights(model, hf_state_dict):
     renamed = {ours_name(k): v for k, v in hf_state_dict.items() if ours_name(k) is not None}
     own = model.state_dict()
     for name, tensor in renamed.items():
         if name in own and own[name].shape != tensor.shape:
             raise ValueError(f"shape mismatch for {name}")
-    try:
-        model.load_state_dict(renamed, strict=True)  # raises for missing and unexpected names
-    except RuntimeError as exc:
-        raise KeyError(str(exc)) from exc
-'''
+''' + LOAD_STRICT_TO_KEYERROR
 
 # -- part 6 -------------------------------------------------------------------------------------------------------
 INIT_DATA = '''def init_bert_weights(module, std=0.02):
