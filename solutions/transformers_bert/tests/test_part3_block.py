@@ -25,9 +25,7 @@ import torch.nn as nn
 def tb_block_grads(block, x, mask, weight):
     """Backward of (block((x, mask))[0] * weight).sum(): (each parameter's gradient, x's gradient); None: none."""
     x = x.detach().clone().requires_grad_(True)
-    block.zero_grad(set_to_none=True)
-    (block((x, mask))[0] * weight).sum().backward()
-    grads = {name: None if p.grad is None else p.grad.detach().clone() for name, p in block.named_parameters()}
+    grads = tb_grads(block, [(x, mask)], weight)
     return grads, None if x.grad is None else x.grad.detach().clone()
 
 

@@ -49,13 +49,6 @@ def tb_block_arguments(n_layers, V, E, H, attn_drop_rate, layer_drop_rate):
     return calls
 
 
-def tb_param_grads(model, ids, mask, weight):
-    """Backward of (model(ids, mask) * weight).sum(): each parameter's gradient (None: it got none)."""
-    model.zero_grad(set_to_none=True)
-    (model(ids, mask) * weight).sum().backward()
-    return {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
-
-
 class TbRecordingBlock(nn.Module):
     """Stands in for a TransformerBlock: (x, mask) -> (x + tanh(x W), mask); remembers the masks it got."""
     def __init__(self, weight):
@@ -350,7 +343,7 @@ def bert_gradients(sub, ref):
     model = _model(sub, n_layers, V, E, H, 0.0)
     _load(sub, model, bert_state(n_layers, V, E, 522), f"SmallBERT({n_layers}, {V}, {E}, {H}, 0.0, 0.0)")
     try:
-        grads = sub.helpers.tb_param_grads(model, ids, None, weight)
+        grads = sub.helpers.tb_grads(model, [ids, None], weight)
     except StudentError as exc:
         raise Fail(f"backpropagating through your SmallBERT failed ({exc.type}: {exc.message}): compute the logits "
                    "with differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())") from None
