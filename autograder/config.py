@@ -15,7 +15,9 @@ class ConfigError(ValueError):
 
 @dataclass
 class Limits:
-    check_seconds: float = 60.0  # wall time for one check, all its calls into student code included
+    check_seconds: float = 60.0  # wall time for one check, all its calls into student code included: the most
+    check_slowdown: float = 50.0  # ... or this many times what the reference took on the grading machine (0 = off)
+    check_min_seconds: float = 10.0  # ... but never less than this
     import_seconds: float = 60.0  # wall time for loading a submission's definitions
     submission_seconds: float = 900.0  # wall time for all checks of one submission
     memory_mb: int = 6144  # address-space limit of a worker (0 = none; CUDA workers get none)

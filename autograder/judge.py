@@ -41,8 +41,10 @@ UNGRADED_MESSAGE = ("not graded: the grader cannot run this check correctly here
 FAULT_ROUNDS = 2  # a check whose worker met a system fault is run once more, on a fresh worker, then not graded
 
 
-def timeout_message(timeout: float, what: str) -> str:
-    return f"timed out after {timeout:.0f} s: {what} (an endless loop, or far too slow?)"
+def timeout_message(timeout: float, what: str, reference_seconds: float | None = None) -> str:
+    why = "" if reference_seconds is None else (f"; the reference solution takes {reference_seconds:.2g} s on this "
+                                               "check on the same machine")
+    return f"timed out after {timeout:.0f} s: {what} (an endless loop, or far too slow?{why})"
 
 
 @dataclass
@@ -340,6 +342,7 @@ class Judge:
         # gives a correct notebook in this environment. Asked only when a student loses points (cached).
         self.reference_as_submission = reference_as_submission
         self.reference_verdicts: dict[str, CheckResult] = {}
+        self.reference_seconds: dict[str, float] = {}  # check -> what the reference took here (check_timeout)
         self.excused_seconds = 0.0  # time spent on checks run again after a system fault: not the submission's
 
     def grade(self, submission: Program, confirm: bool = True) -> list[CheckResult]:
@@ -354,6 +357,21 @@ class Judge:
                 self.confirm(spec, result)
             results.append(result)
         return results
+
+    def check_timeout(self, spec: CheckSpec) -> tuple[float, float | None]:
+        """(seconds one run of the check may take, the reference's own time it was derived from or None). A check's
+        own `timeout` stands as written. Otherwise `check_slowdown` times what the reference solution took on this
+        check on this machine (measured as a submission, Grader.warm_up), at least `check_min_seconds`, at most
+        `check_seconds`: an endless loop costs seconds, not a minute, and code far slower than the reference still
+        has time. Without a measurement (one submission graded, the measure failed): `check_seconds`."""
+        limits = self.limits
+        reference = self.reference_seconds.get(spec.name)
+        if spec.timeout:
+            return spec.timeout, None
+        if reference is None or limits.check_slowdown <= 0:
+            return limits.check_seconds, None
+        timeout = max(limits.check_min_seconds, limits.check_slowdown * reference)
+        return (timeout, reference) if timeout < limits.check_seconds else (limits.check_seconds, None)
 
     def reference_verdict(self, spec: CheckSpec) -> CheckResult:
         if spec.name not in self.reference_verdicts:
@@ -448,19 +466,20 @@ class Judge:
                  substitute: bool = False) -> tuple[float, str, bool]:
         """One run of the check: (fraction, message, whether student code hit a stub). With `substitute`, the
         names of spec.depends_on are stand-ins in the student's worker, answered by the reference."""
-        timeout = spec.timeout or self.limits.check_seconds
+        timeout, reference = self.check_timeout(spec)
         deadline = min(time.monotonic() + timeout, budget_end)
         prepare = (lambda: self._substitute(spec, submission)) if substitute else None
         take_notes()  # a note left by an earlier check's code is not this check's
         try:
-            fraction, message = self._execute(spec, submission, deadline, timeout, prepare)
+            fraction, message = self._execute(spec, submission, deadline, (timeout, reference), prepare)
             message = "\n".join(line for line in (message, *take_notes()) if line)
         finally:
             submission.worker.callbacks = None
             stub = self._after_check(submission)
             self._after_check(self.reference)
             for hang in submission.worker.take_hangs():
-                submission.remember_hang(hang, spec.name, timeout_message(timeout, f"{hang.doing} did not finish in time"))
+                submission.remember_hang(hang, spec.name, hang.why or
+                                         timeout_message(timeout, f"{hang.doing} did not finish in time", reference))
             self.reference.worker.take_hangs()  # the reference's own: nothing to remember
         return fraction, message, stub
 
@@ -487,9 +506,11 @@ class Judge:
         submission.worker.callbacks = ReferenceAnswers(self.reference, spec.depends_on)
         submission.worker.request("substitute", list(spec.depends_on), what="preparing the check")
 
-    def _execute(self, spec: CheckSpec, submission: Program, deadline: float, timeout: float,
+    def _execute(self, spec: CheckSpec, submission: Program, deadline: float, limit: tuple[float, float | None],
                  prepare: Callable[[], None] | None = None) -> tuple[float, str]:
+        """One run of the check's code; `limit`: its timeout and the reference's time it was derived from."""
         sub, ref = submission.proxy(), self.reference.proxy()
+        timeout = limit[0]
         try:
             for program in (submission, self.reference):
                 program.worker.deadline = deadline if program is submission else time.monotonic() + max(timeout, 300)
@@ -513,7 +534,7 @@ class Judge:
         except StudentError as exc:
             return 0.0, exc.describe()
         except WorkerTimeout as exc:
-            return 0.0, timeout_message(timeout, str(exc))
+            return 0.0, timeout_message(timeout, str(exc), limit[1])
         except WorkerError as exc:
             return 0.0, str(exc)
         except AssertionError as exc:

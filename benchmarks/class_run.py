@@ -29,8 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SDP = "def scaled_dot_product(q, k, v, mask=None, attn_drop_rate=0.0):\n"
 HOSTILE_CELLS = {
-    "memfd_hoard": SDP + "    import os\n    fd = os.memfd_create('x')\n    os.write(fd, b'x' * (2 << 30))\n"
-                         "    globals().setdefault('_fds', []).append(fd)\n    return q, q\n",
+    "memfd_hoard": SDP + "    import os\n    chunk = b'x' * (32 << 20)\n"
+                         "    for _ in range(256):  # 8 GB in memfd files (each under the file size limit), outside any process\n"
+                         "        fd = os.memfd_create('x')\n        os.write(fd, chunk)\n"
+                         "        globals().setdefault('_fds', []).append(fd)\n    return q, q\n",
     "huge_return": SDP + "    import torch\n    return torch.zeros(150_000_000), q\n",
     "million_dicts": SDP + "    return [{} for _ in range(3_500_000)], q\n",
     "error_flood": "import sys\nfor _m in list(sys.modules.values()):\n    for _n in dir(_m):\n"

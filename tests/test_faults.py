@@ -249,6 +249,75 @@ def test_one_endless_loop_costs_its_own_part_and_one_time_limit(attention_releas
     assert result.execution_time < 2 * CHECK_SECONDS + 2, result.execution_time
 
 
+def test_a_checks_time_limit_follows_the_references_time_on_this_machine(attention_release, tmp_path):
+    """With several submissions the reference is timed first, as a submission: a check may take check_slowdown
+    times what the reference took, at least check_min_seconds, at most check_seconds. An endless loop then costs
+    check_min_seconds, not check_seconds; correct code far slower than the reference keeps every point."""
+    limits = dataclasses.replace(attention_release.config.limits, check_seconds=60, check_min_seconds=3)
+    release = dataclasses.replace(attention_release, config=dataclasses.replace(attention_release.config,
+                                                                                limits=limits))
+    key = release.dir / "answer_key.ipynb"
+    endless = attention_submission(release, tmp_path, "endless.ipynb", ENDLESS_SOFTMAX)
+    slow = attention_submission(release, tmp_path, "slow.ipynb",  # about 100 times the reference's time
+                                {SOFTMAX_LINE: f"import time; time.sleep(0.1)\n    {SOFTMAX_LINE}"})
+    _, hung, slowed = grade(release, [key, endless, slow], GradeOptions(tmp_path / "out", quiet=True))
+    first = next(c for c in hung.checks if "softmax" in c.name and c.name != "q_softmax")
+    assert first.message.startswith("timed out after 3 s: your softmax did not finish"), first.message
+    assert "the reference solution takes" in first.message and "on the same machine" in first.message
+    assert hung.execution_time < 3 + 10, hung.execution_time
+    assert all(c.status in (PASSED, PENDING) for c in slowed.checks), [(c.name, c.message) for c in slowed.checks]
+
+
+def test_the_time_limit_of_a_check():
+    """The check's own timeout as written; without a measure of the reference, check_seconds; else
+    check_slowdown times the reference's time, between check_min_seconds and check_seconds."""
+    from types import SimpleNamespace
+
+    from autograder.config import Limits
+    from autograder.judge import Judge
+    from autograder.testing import CheckSpec
+
+    def limit(reference=None, own=None, **settings):
+        judge = SimpleNamespace(limits=Limits(**settings), reference_seconds={} if reference is None else
+                                {"c": reference})
+        return Judge.check_timeout(judge, CheckSpec("c", 1.0, "p", "hidden", None, timeout=own))
+
+    assert limit() == (60.0, None)
+    assert limit(0.01) == (10.0, 0.01)  # 50 x 0.01 s = 0.5 s: the floor
+    assert limit(0.5) == (25.0, 0.5)
+    assert limit(5.0) == (60.0, None)  # the cap
+    assert limit(0.01, own=120) == (120, None)
+    assert limit(0.01, check_slowdown=0) == (60.0, None)
+
+
+def test_a_function_stopped_for_sending_too_much_is_not_run_again(example_release, tmp_path, monkeypatch):
+    """Past what one check may receive, the worker is killed; later checks that call the same function fail at
+    once with that message, instead of sending it all again (scaled down: 64 MB a check)."""
+    monkeypatch.setattr(client, "MAX_CHECK_BYTES", 64 << 20)
+    key = example_release.dir / "answer_key.ipynb"
+    nb = make_submission(tmp_path / "flood.ipynb", key, {"return e / e.sum(dim=dim, keepdim=True)":
+                                                          "return torch.zeros(20 << 20)"})
+    [result] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    softmax = [c for c in result.checks if "softmax" in c.name and c.name != "q_softmax"]
+    first, *later = softmax
+    assert "more than 64 MB of results during one check" in first.message, first.message
+    assert later and all("it is not run again" in c.message and c.seconds < 1 for c in later), \
+        [(c.message, c.seconds) for c in later]
+
+
+def test_a_reply_of_millions_of_values_is_refused_before_it_is_encoded(example_release, tmp_path):
+    """A function returning 1.2 million numbers: the worker refuses the reply at once (its length is over the
+    most a reply may hold), the check fails with a message saying so."""
+    key = example_release.dir / "answer_key.ipynb"
+    nb = make_submission(tmp_path / "many.ipynb", key, {"return e / e.sum(dim=dim, keepdim=True)":
+                                                         "return list(range(1_200_000))"})
+    [result] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    softmax = [c for c in result.checks if "softmax" in c.name and c.name != "q_softmax"]
+    assert softmax and all(c.score == 0 for c in softmax)
+    assert any("more than 1,000,000 items" in c.message for c in softmax), [c.message for c in softmax]
+    assert all(c.seconds < 5 for c in softmax)
+
+
 def test_the_rubric_stays_pending_when_the_time_budget_is_spent(attention_release, tmp_path):
     """Two endless loops with a 4 s budget: normalize and softmax spend it; the rest is not run, except the
     rubric, which is decided elsewhere and stays pending."""

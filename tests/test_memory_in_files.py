@@ -58,6 +58,27 @@ def test_a_notebook_filling_a_memfd_loses_that_part_only(tmp_path):
     assert checks["q_softmax"].status == "pending"  # the written answer: graded by hand
 
 
+def test_a_function_stopped_at_the_memory_limit_is_not_run_again(tmp_path):
+    """softmax filling memfd files: its worker is stopped at the memory limit in the first check that calls it;
+    the later ones fail at once with the same message (no second fill), and other parts keep their points."""
+    source = tmp_path / "course" / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    toml = source / "assignment.toml"
+    toml.write_text(toml.read_text().split("[limits]")[0] + "[limits]\ncheck_seconds = 60\nmemory_mb = 3072\n")
+    release = load_release(build_and_record(source).release)
+    nb = make_submission(tmp_path / "hoard.ipynb", release.dir / "answer_key.ipynb",
+                         {"return e / e.sum(dim=dim, keepdim=True)": "return _hoard(e / e.sum(dim=dim, keepdim=True))"},
+                         [MEMFD_FILLER.replace("def normalize(v)", "def _hoard(v)").replace(
+                             "return v / v.norm(dim=-1, keepdim=True)", "return v")])
+    [result] = grade(release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    softmax = [c for c in result.checks if "softmax" in c.name and c.name != "q_softmax"]
+    first, *later = softmax
+    assert "memory limit" in first.message and first.score == 0, first.message
+    assert later and all("it is not run again" in c.message and c.seconds < 1 for c in later), \
+        [(c.message, c.seconds) for c in later]
+    assert all(c.status == "passed" for c in result.checks if c.part != first.part and c.name != "q_softmax")
+
+
 def test_a_check_receives_a_bounded_amount_whatever_the_function_returns(example_release, tmp_path):
     """softmax returning 400 MB per call: the checks calling it twice or more fail, past MAX_CHECK_BYTES, with
     a message; the judge never holds the rest; other parts keep their points."""

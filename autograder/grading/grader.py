@@ -25,7 +25,7 @@ from autograder.reports.results import SubmissionResult
 from autograder.sandbox.client import StudentError, WorkerError, WorkerProcess, WorkerSpec
 from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.protocol import Handle
-from autograder.status import FAILED, UNGRADED
+from autograder.status import FAILED, PASSED, UNGRADED
 from autograder.sandbox.remote import Remote
 
 # What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):
@@ -185,32 +185,44 @@ class Grader:
         return report.status if report else ""
 
     def warm_up(self) -> None:
-        """Before the first submission: grade the reference against itself, keeping its verdicts (what each
-        check gives a correct notebook here, see Judge.confirm), then have the fork server import every
+        """Before the first submission: grade the reference against itself, keeping what each check took (the
+        checks' time limits follow from it, Judge.check_timeout) and, without a recording, its verdicts (what
+        each check gives a correct notebook here, see Judge.confirm); then have the fork server import every
         library the reference worker used. Each fresh worker then starts with them loaded (seconds saved
         per submission with transformers), and every submission, the first included, meets a reference
         worker and libraries in the same state. A run that grades one submission only imports the
         reference's imports and asks for the reference's verdict on a check only when the submission
-        loses points there (scores are the same either way: tests/test_parallel_determinism.py)."""
+        loses points there (scores are the same either way: tests/test_parallel_determinism.py); its checks
+        get `check_seconds` each."""
         if self._warm:
             return
         self._warm = True
         if self.recording is not None:  # its verdicts are the judge's already; its modules are all of them
             preload_modules(self.recording.modules, wait=False)
-            return
-        preload_modules(imported_modules(self.release.reference.units))
+        else:
+            preload_modules(imported_modules(self.release.reference.units))
         if not self.self_grade:
             return
+        self._grade_reference()
+        if self.recording is None:
+            preload_modules(self.worker_modules(self.reference))
+
+    def _grade_reference(self) -> None:
+        """The reference graded as a submission: its verdicts (unless recorded) and, for each check it passes,
+        the seconds it took."""
         program = self.reference_as_submission()
         try:
+            for prog in (self.reference, program):  # started first: no check's time is a worker's start
+                prog.start()
             verdicts = self.judge.grade(program, confirm=False)
-            self.judge.reference_verdicts.update({v.name: v for v in verdicts})
         except Exception:  # noqa: BLE001 - a warm-up only; real submissions meet the problem again
-            pass
+            return
         finally:
             program.close()
             self._reference_as_submission = None
-        preload_modules(self.worker_modules(self.reference))
+        if self.recording is None:
+            self.judge.reference_verdicts.update({v.name: v for v in verdicts})
+        self.judge.reference_seconds = {v.name: v.seconds for v in verdicts if v.status == PASSED}
 
     def grade_one(self, path: Path, sub_id: str, more: bool = False) -> SubmissionResult:
         """Grade one notebook. `more`: another submission follows; its worker is started (forked and confined,

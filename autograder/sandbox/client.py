@@ -63,15 +63,17 @@ _WORKER_FILE = os.path.join("sandbox", "worker.py")
 
 @dataclass
 class Hang:
-    """A request that did not finish in time. `frames`: where the notebook's code was, as (file, line, function)
-    of its cells' frames common to every sample of the worker's stack, innermost first (`sampled` False: no
-    sample could be taken, the worker ignored the signal); `target`: the notebook's top-level name the request
-    called, if it called one."""
+    """A request that did not finish: it timed out, or (`why`, the message then) its worker was stopped at its
+    own memory limit or for sending the judge too much. `frames`: where the notebook's code was, as (file, line, function) of its cells' frames
+    common to every sample of the worker's stack, innermost first (`sampled` False: no sample could be taken,
+    the worker ignored the signal or was gone); `target`: the notebook's top-level name the request called, if it
+    called one."""
 
     doing: str
     frames: list[tuple[str, int, str]]
     sampled: bool
     target: str | None
+    why: str = ""
 
 
 def parse_stacks(text: str) -> list[tuple[str, int, str]] | None:
@@ -421,7 +423,7 @@ class WorkerProcess:
         return fault
 
     def take_hangs(self) -> list[Hang]:
-        """The requests that timed out since the last call."""
+        """The requests that timed out, or ran out of memory, since the last call."""
         hangs, self.hangs = self.hangs, []
         return hangs
 
@@ -461,8 +463,11 @@ class WorkerProcess:
             how = f"stopped: {self._stopped_because}"
         elif code in (-signal.SIGKILL, 137):
             how += ": killed, by itself or for lack of memory"
+        died = WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
+        if self._stopped_because and self._target:  # its own memory limit: what it called is not run again
+            self.hangs.append(Hang(doing, [], False, self._target, why=str(died)))
         self.kill()
-        return WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
+        return died
 
     def memory_full(self) -> bool:
         """Its memory cgroup holds it at its own limit (the memory monitor then stops it)."""
@@ -489,8 +494,11 @@ class WorkerProcess:
             raise self._death(doing)
         if isinstance(item, OverBudget):
             self.kill()
-            raise WorkerDied(f"{doing} sent the grader more than {MAX_CHECK_BYTES >> 20} MB of results during one "
-                             "check (the most a check may receive)")
+            over = WorkerDied(f"{doing} sent the grader more than {MAX_CHECK_BYTES >> 20} MB of results during one "
+                              "check (the most a check may receive)")
+            if self._target:  # like a hang: what it called is not run again
+                self.hangs.append(Hang(doing, [], False, self._target, why=str(over)))
+            raise over
         if isinstance(item, Exception):
             self.kill()
             raise WorkerDied(f"the process running {self.spec.label} sent a malformed reply while {doing}: {item}")

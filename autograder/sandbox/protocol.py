@@ -99,8 +99,11 @@ class Encoder:
     Handle, the judge refuses it (the judge sends only plain data and handles it received).
     """
 
-    def __init__(self, on_unknown, by_value: bool = False, snapshot: bool = True):
+    def __init__(self, on_unknown, by_value: bool = False, snapshot: bool = True, max_items: int = 0):
         self.tensors: dict[str, torch.Tensor] = {}
+        # the most values (containers, numbers, strings, tensors) one encoding may hold (0: no limit): a reply of
+        # millions of small objects is refused after that many, not encoded whole first
+        self.max_items, self.items = max_items, 0
         self.on_unknown = on_unknown
         # a torch.Generator travels as its state, a transformers configuration as its settings (else: handles)
         self.by_value = by_value
@@ -111,6 +114,11 @@ class Encoder:
     def encode(self, obj: Any, depth: int = 0) -> Any:
         if depth > 64:
             raise ValueError("value nested more than 64 levels deep")
+        # every value counted once: the top one here, the others as their container's length (before they are encoded)
+        self.items += (depth == 0) + (len(obj) if type(obj) in (list, tuple, dict) else 0)
+        if self.max_items and self.items > self.max_items:
+            raise ValueError(f"the value holds more than {self.max_items:,} items (lists, dicts, numbers...), the most "
+                             "one result may hold")
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int):

@@ -28,6 +28,7 @@ from autograder.sandbox.protocol import (
 
 MODULE_NAME = "submission"
 MAX_MESSAGE_CHARS = 2000
+MAX_REPLY_ITEMS = 1_000_000  # values in one reply (a courtesy to the student: the judge bounds what it reads itself)
 
 
 def exception_classes(exc: BaseException) -> list[str]:
@@ -101,7 +102,7 @@ class Worker:
         return target
 
     def reply(self, value, keep: bool = False) -> None:
-        enc = Encoder(on_unknown=self._keep, snapshot=False)
+        enc = Encoder(on_unknown=self._keep, snapshot=False, max_items=MAX_REPLY_ITEMS)
         data = enc.encode(self._keep(value) if keep else value)
         write_message(self.out, {"ok": data}, enc.tensors)
 
