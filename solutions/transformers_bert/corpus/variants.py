@@ -221,6 +221,24 @@ MASK_HF_STYLE = '''def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pa
     return inputs, labels
 '''
 
+MASK_PER_TOKEN_LOOP = '''def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False, generator=None):
+    masked_ids = token_ids.clone()
+    labels = torch.full_like(token_ids, -100)
+    B, T = token_ids.shape
+    for b in range(B):  # one token at a time, as written from the description: 50-100x slower than vectorized
+        for t in range(T):
+            token = token_ids[b, t].item()
+            if token == pad_id or torch.rand(1, generator=generator).item() >= mask_rate:
+                continue
+            labels[b, t] = token
+            r = 0.0 if only_mask else torch.rand(1, generator=generator).item()
+            if r < 0.8:
+                masked_ids[b, t] = mask_id
+            elif r < 0.9:
+                masked_ids[b, t] = torch.randint(0, vocab_size, (1,), generator=generator).item()
+    return masked_ids, labels
+'''
+
 STEP_ZERO_LAST = '''def mlm_train_step(model, token_ids, optimizer, mask_rate, mask_id, vocab_size, pad_id, generator=None):
     masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, generator=generator)
     logits = model(masked_ids, (token_ids == pad_id).float())
@@ -379,4 +397,7 @@ VARIANTS: list[Variant] = [
              "BERTGRUSentiment": GRU_SWAPPED},
             "softmax and dropout written by hand with mask == 1 indexing; masking as in Hugging Face's "
             "DataCollatorForLanguageModeling; gradient clipping in the MLM step; [backward; forward] state order"),
+    Variant("mask_inputs_per_token_loop", {"mask_inputs": MASK_PER_TOKEN_LOOP},
+            "the MLM corruption written as a Python loop over the tokens: correct, and slow on the checks' large "
+            "samples, which keep the whole check_seconds for it"),
 ]
