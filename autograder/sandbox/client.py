@@ -64,10 +64,10 @@ _WORKER_FILE = os.path.join("sandbox", "worker.py")
 @dataclass
 class Hang:
     """A request that did not finish: it timed out, or (`why`, the message then) its worker was stopped at its
-    own memory limit or for sending the judge too much. `frames`: where the notebook's code was, as (file, line, function) of its cells' frames
-    common to every sample of the worker's stack, innermost first (`sampled` False: no sample could be taken,
-    the worker ignored the signal or was gone); `target`: the notebook's top-level name the request called, if it
-    called one."""
+    own memory limit or for sending the judge too much. `frames`: where the notebook's code was, as (file, line,
+    function) of its cells' frames common to every sample of the worker's stack, innermost first (`sampled`
+    False: no sample could be taken, the worker ignored the signal or was gone); `target`: the notebook's
+    top-level name the request called, if it called one."""
 
     doing: str
     frames: list[tuple[str, int, str]]
@@ -423,7 +423,7 @@ class WorkerProcess:
         return fault
 
     def take_hangs(self) -> list[Hang]:
-        """The requests that timed out, or ran out of memory, since the last call."""
+        """The requests that did not finish (Hang) since the last call."""
         hangs, self.hangs = self.hangs, []
         return hangs
 
