@@ -148,20 +148,21 @@ def main(argv=None) -> int:
         rows = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/grading.json")}
         table = (out / "grades.csv").read_text().splitlines()
         key_rows = [r for name, r in rows.items() if name.startswith("key")]
+        key_seconds = sorted(r.get("execution_time", 0) for r in key_rows)
         scores = {r["score"] for r in key_rows}
         n = args.keys + len(hostile)
         print(f"{Path(args.assignment).name}: {args.keys} answer keys + {len(hostile)} hostile inputs, --jobs {args.jobs}")
         print(f"wall {seconds:.1f} s, {n / seconds * 60:.0f} submissions/min, peak PSS of the process tree "
               f"{peak_kb / 2**20:.2f} GiB, exit {status}")
         print(f"rows: {len(rows)} result folders, {len(table) - 1} rows in grades.csv (of {n} inputs); answer keys: "
-              f"{len(key_rows)} graded, scores {sorted(scores)}")
+              f"{len(key_rows)} graded, scores {sorted(scores)}, median {key_seconds[len(key_seconds) // 2]:.2f} s each")
         for path in hostile:
             sub_id = next((name for name, r in rows.items() if Path(r.get("file", "")).name == path.name), None)
             r = rows.get(sub_id or "", {})
             first = (r.get("error") or "").splitlines()[0][:90] if r.get("error") else ""
             ungraded = sum(1 for c in r.get("checks", []) if c.get("status") == "not graded")
             print(f"  {path.name:24s} -> {sub_id or 'NO ROW'}: {r.get('score', '-')}/{r.get('max_score', '-')}"
-                  f" ({ungraded} not graded) {first}")
+                  f" ({ungraded} not graded) in {r.get('execution_time', 0):.1f} s {first}")
         if status not in (0, 3):
             print(err)
     return 0
