@@ -61,6 +61,9 @@ def load_config(source_dir: Path) -> AssignmentConfig:
     bad = set(limits) - set(Limits.__dataclass_fields__)
     if bad:
         raise ConfigError(f"{path}: unknown [limits] setting(s) {sorted(bad)}")
+    for key, value in limits.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"{path}: [limits] {key} must be a number, 0 or more (got {value!r})")
     return AssignmentConfig(
         name=source_dir.name, title=data["title"], notebook=data["notebook"], files=list(data.get("files", [])),
         limits=Limits(**limits), gpu_checks=list(data.get("gpu", {}).get("checks", [])),

@@ -105,6 +105,20 @@ def test_student_options_are_validated(tmp_path):
     assert load_config(source).student["install"] == [["torch", "torch"], ["autograder", "torchgrade"]]
 
 
+def test_limits_are_numbers(tmp_path):
+    """A limit that is no number (a typo, a string) is refused with the setting named, not met as a traceback."""
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    toml = (source / "assignment.toml").read_text().split("[limits]")[0]
+    for bad in ("check_seconds = 'sixty'", "check_min_seconds = -1", "check_slowdown = true"):
+        (source / "assignment.toml").write_text(toml + f"[limits]\n{bad}\n")
+        with pytest.raises(ConfigError, match=bad.split()[0]):
+            load_config(source)
+    (source / "assignment.toml").write_text(toml + "[limits]\ncheck_slowdown = 0\ncheck_min_seconds = 2.5\n")
+    limits = load_config(source).limits
+    assert (limits.check_slowdown, limits.check_min_seconds, limits.check_seconds) == (0, 2.5, 60.0)
+
+
 @pytest.mark.slow
 def test_check_matches_public_part_of_grading(course, tmp_path, capsys):
     paths, subs = course
