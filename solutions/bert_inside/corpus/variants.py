@@ -75,6 +75,28 @@ ENCODE_PAIRS_LIBRARY = '''def encode_pairs(pairs, tokenizer, max_len):
 '''
 
 # -- part 2 -------------------------------------------------------------------------------------------------------
+MASK_PER_TOKEN_LOOP = '''def mask_tokens(input_ids, attention_mask, tokenizer, mask_rate=0.15, generator=None):
+    masked_ids = input_ids.clone()
+    labels = torch.full_like(input_ids, -100)
+    specials = {tokenizer.cls_token_id, tokenizer.sep_token_id}
+    vocab_size = len(tokenizer)
+    B, T = input_ids.shape
+    for b in range(B):  # one token at a time, as written from the description: 50-100x slower than vectorized
+        for t in range(T):
+            token = input_ids[b, t].item()
+            if attention_mask[b, t].item() == 0 or token in specials:
+                continue
+            if torch.rand(1, generator=generator).item() >= mask_rate:
+                continue
+            labels[b, t] = token
+            r = torch.rand(1, generator=generator).item()
+            if r < 0.8:
+                masked_ids[b, t] = tokenizer.mask_token_id
+            elif r < 0.9:
+                masked_ids[b, t] = torch.randint(vocab_size, (1,), generator=generator).item()
+    return masked_ids, labels
+'''
+
 MASK_COLLATOR = '''def mask_tokens(input_ids, attention_mask, tokenizer, mask_rate=0.15, generator=None):
     labels = input_ids.clone()
     probability = torch.full(labels.shape, mask_rate)
@@ -354,6 +376,9 @@ VARIANTS = [
             "the library's tokenizer(a, b, truncation='longest_first', padding='max_length') does the encoding"),
     Variant("data_collator_masking", {"mask_tokens": MASK_COLLATOR},
             "the library's DataCollatorForLanguageModeling way: Bernoulli draws and the tokenizer's special-tokens mask"),
+    Variant("mask_tokens_per_token_loop", {"mask_tokens": MASK_PER_TOKEN_LOOP},
+            "the MLM corruption written as a Python loop over the tokens: correct, and slow on the checks' large "
+            "samples, which keep the whole check_seconds for it"),
     Variant("library_style_modules",
             {"Embeddings": EMBEDDINGS_BUFFER, "attention_bias": BIAS_10000, "EncoderLayer": LAYER_EINSUM,
              "Encoder": ENCODER_LOOP},
