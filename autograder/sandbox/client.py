@@ -464,8 +464,8 @@ class WorkerProcess:
         elif code in (-signal.SIGKILL, 137):
             how += ": killed, by itself or for lack of memory"
         died = WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
-        if self._stopped_because and self._target:  # its own memory limit: what it called is not run again
-            self.hangs.append(Hang(doing, [], False, self._target, why=str(died)))
+        if self._stopped_because:  # its own memory limit: what it called is not run again
+            self._not_run_again(doing, died)
         self.kill()
         return died
 
@@ -496,13 +496,18 @@ class WorkerProcess:
             self.kill()
             over = WorkerDied(f"{doing} sent the grader more than {MAX_CHECK_BYTES >> 20} MB of results during one "
                               "check (the most a check may receive)")
-            if self._target:  # like a hang: what it called is not run again
-                self.hangs.append(Hang(doing, [], False, self._target, why=str(over)))
+            self._not_run_again(doing, over)
             raise over
         if isinstance(item, Exception):
             self.kill()
             raise WorkerDied(f"the process running {self.spec.label} sent a malformed reply while {doing}: {item}")
         return item
+
+    def _not_run_again(self, doing: str, error: WorkerDied) -> None:
+        """Like a hang: the notebook's function the request called (if it called one) is not run again in later
+        checks, which fail with `error`'s message (the worker is gone: no stack to read)."""
+        if self._target:
+            self.hangs.append(Hang(doing, [], False, self._target, why=str(error)))
 
     def _hang(self, doing: str) -> Hang:
         stacks = [s for s in map(parse_stacks, self._sample_stacks()) if s is not None]

@@ -114,11 +114,11 @@ class Encoder:
     def encode(self, obj: Any, depth: int = 0) -> Any:
         if depth > 64:
             raise ValueError("value nested more than 64 levels deep")
-        # every value counted once: the top one here, the others as their container's length (before they are encoded)
-        self.items += (depth == 0) + (len(obj) if type(obj) in (list, tuple, dict) else 0)
-        if self.max_items and self.items > self.max_items:
-            raise ValueError(f"the value holds more than {self.max_items:,} items (lists, dicts, numbers...), the most "
-                             "one result may hold")
+        if self.max_items:  # every value counted once: the top one here, the others as their container's length
+            self.items += (depth == 0) + (len(obj) if type(obj) in (list, tuple, dict) else 0)
+            if self.items > self.max_items:
+                raise ValueError(f"the value holds more than {self.max_items:,} items (lists, dicts, numbers...), the "
+                                 "most one result may hold")
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int):
