@@ -21,12 +21,12 @@ def _user_errors() -> tuple:
     from autograder.corpus import CorpusError
     from autograder.grading import ConfinementUnavailable
     from autograder.grading.cluster import ClusterUnavailable
-    from autograder.grading.outdir import OutDirBusy
+    from autograder.grading.outdir import OutDirBusy, OutDirLost
     from autograder.notebook.markers import MarkerError
     from autograder.release import ReleaseError
 
     return (BuildError, ConfigError, CorpusError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy,
-            ClusterUnavailable)
+            OutDirLost, ClusterUnavailable)
 
 
 def parser() -> argparse.ArgumentParser:

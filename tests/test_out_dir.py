@@ -137,3 +137,31 @@ def test_a_full_disk_leaves_no_partial_file_and_the_command_says_so(tmp_path, mo
 
     assert cli.run(Full(), None) == 4
     assert "run the same command again" in capsys.readouterr().err
+
+
+def test_a_folder_replaced_under_a_running_command_stops_it_and_the_new_one_keeps_its_own(tmp_path, example_release,
+                                                                                          monkeypatch):
+    from autograder.grading import run as run_module
+    from autograder.grading.outdir import OutDirLost
+    from autograder.grading.staging import STAGED
+
+    out = tmp_path / "out"
+    nbs = []
+    for name in ("a", "b"):
+        nbs.append(tmp_path / f"{name}.ipynb")
+        nbs[-1].write_bytes((example_release.dir / "answer_key.ipynb").read_bytes())
+    grade_todo = run_module.Run.grade_todo
+
+    def folder_replaced_then_graded(run):
+        import shutil
+
+        shutil.rmtree(out)  # `rm -rf out` while this command runs, then a new command on it
+        (out / STAGED / "theirs").mkdir(parents=True)
+        (out / ".grading.lock").write_text("4242")
+        grade_todo(run)
+
+    monkeypatch.setattr(run_module.Run, "grade_todo", folder_replaced_then_graded)
+    with pytest.raises(OutDirLost, match="removed or replaced"):
+        grade(example_release, nbs, GradeOptions(out, quiet=True))
+    assert sorted(p.name for p in out.iterdir()) == [".grading.lock", STAGED]  # no row of its own written there
+    assert (out / STAGED / "theirs").is_dir()  # nor the new command's copies removed

@@ -76,3 +76,21 @@ def test_a_full_disk_while_staging_is_the_runs_full_disk(tmp_path, monkeypatch):
     with pytest.raises(DiskFull, match="no space left"):
         Staging(tmp_path / "out").stage(tmp_path / "a.ipynb")
     assert not [p for p in (tmp_path / "out" / STAGED).iterdir() if p.name.startswith(".copy-")]
+
+
+def test_a_staged_copy_removed_while_the_run_goes_on_is_not_graded_never_zero(example_release, tmp_path, monkeypatch):
+    nb = tmp_path / "hw.ipynb"
+    shutil.copy(example_release.dir / "answer_key.ipynb", nb)
+    grade_todo = run_module.Run.grade_todo
+
+    def copies_removed_then_graded(run):
+        shutil.rmtree(tmp_path / "out" / STAGED)  # a clean-up script, a hand in the folder
+        grade_todo(run)
+
+    monkeypatch.setattr(run_module.Run, "grade_todo", copies_removed_then_graded)
+    [result] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    assert result.ungraded and all(c.status == UNGRADED for c in result.checks)
+    assert "removed while it ran" in result.error and result.file == str(nb)
+    monkeypatch.undo()
+    [again] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    assert again.score == 11 and not again.ungraded

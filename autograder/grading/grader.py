@@ -16,9 +16,10 @@ import torch
 
 from autograder.grading.options import GradeOptions, confinement_for
 from autograder.grading.replay import ReplayingWorker
+from autograder.grading.staging import is_staged
 from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import extract
-from autograder.notebook.load import NotebookError, read_notebook
+from autograder.notebook.load import NotebookError, NotebookVanished, read_notebook
 from autograder.recording import Recording, fingerprint
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
@@ -247,6 +248,11 @@ class Grader:
     def _grade_one(self, path: Path, sub_id: str, start: float) -> SubmissionResult:
         try:
             nb, notes = read_notebook(path)
+        except NotebookVanished as exc:
+            if is_staged(path):  # the run's own copy, removed by someone else: never the student's zero
+                return ungraded_result(self.release, path, sub_id, f"{exc} (the run's copy of it was removed while "
+                                       "it ran): grade it again", time.monotonic() - start)
+            return self._ungraded(path, sub_id, str(exc), start)
         except NotebookError as exc:
             return self._ungraded(path, sub_id, str(exc), start)
         extraction = extract(nb, self.names_read)

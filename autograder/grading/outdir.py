@@ -5,6 +5,9 @@
   saying which process holds it, before it unpacks or writes anything: it never deletes inputs another run
   reads, nor writes results beside it. The lock is the kernel's (flock): it goes with the process that held it,
   however that process ended. Re-entrant within one process (the command claims DIR, then grade() does).
+- `ensure_held(out_dir)`: before each result is written: DIR's lock file is still the one this command locked. A
+  folder removed or replaced under a running command (`rm -rf DIR` and a new command on it) stops this one with
+  OutDirLost: it never writes its rows into a folder another command now owns.
 - `results_in(out_dir)`: every result DIR holds (DIR/<id>/grading.json), whichever command graded it: the
   tables of a run (grades.csv, summary.md) list them all, not only the last command's.
 """
@@ -20,11 +23,15 @@ from pathlib import Path
 from autograder.reports.results import SubmissionResult
 
 LOCK = ".grading.lock"
-_held: dict[str, int] = {}  # resolved folder -> how many claims this process holds on it
+_held: dict[str, list[int]] = {}  # resolved folder -> [how many claims this process holds on it, the lock's fd]
 
 
 class OutDirBusy(RuntimeError):
     """Another command is grading into the same --out folder."""
+
+
+class OutDirLost(RuntimeError):
+    """The --out folder, or its lock file, was removed or replaced while this command graded into it."""
 
 
 @contextlib.contextmanager
@@ -32,16 +39,16 @@ def claim(out_dir: Path) -> Iterator[None]:
     out_dir.mkdir(parents=True, exist_ok=True)
     key = str(out_dir.resolve())
     if key in _held:
-        _held[key] += 1
+        _held[key][0] += 1
         try:
             yield
         finally:
-            _held[key] -= 1
+            _held[key][0] -= 1
         return
     fd = os.open(out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _lock(fd, out_dir)
-        _held[key] = 1
+        _held[key] = [1, fd]
         try:
             yield
         finally:
@@ -59,6 +66,23 @@ def _lock(fd: int, out_dir: Path) -> None:
                          f"it to end, or give this one another --out") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
+
+
+def ensure_held(out_dir: Path) -> None:
+    """Raise OutDirLost unless DIR/.grading.lock is the file this process locked (nothing to check where this
+    process holds no claim on DIR)."""
+    held = _held.get(str(out_dir.resolve()))
+    if held is None:
+        return
+    locked = os.fstat(held[1])
+    try:
+        now = os.stat(out_dir / LOCK)
+    except OSError:
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (locked.st_dev, locked.st_ino):
+        raise OutDirLost(f"{out_dir} was removed or replaced while this command graded into it: it stops here and "
+                         "writes nothing more there. Results it wrote before that went with the old folder; run the "
+                         "command again to grade what is missing")
 
 
 def results_in(out_dir: Path) -> dict[str, SubmissionResult]:

@@ -20,7 +20,7 @@ from autograder.files import write_atomic
 from autograder.grading.resume import MARKER, fingerprint, previous, release_fingerprint
 from autograder.grading.grader import Grader, error_result, imported_modules, recorded_modules
 from autograder.grading.options import GradeOptions
-from autograder.grading.outdir import claim, results_in
+from autograder.grading.outdir import OutDirLost, claim, ensure_held, results_in
 from autograder.grading.pool import Pool
 from autograder.grading.preflight import preflight
 from autograder.grading.progress import Progress
@@ -100,6 +100,7 @@ class Run:
         self.progress = Progress(len(paths), len(paths) - len(self.todo), self.jobs, options.quiet, options.progress)
 
     def finish(self, i: int, result: SubmissionResult) -> None:
+        ensure_held(self.out)  # DIR removed or replaced under this command: stop, write nothing into another's folder
         result.file = str(self.given[i])  # not the staged copy it was graded from
         note = self.notes.get(result.submission)
         if note and note not in result.notes:
@@ -185,7 +186,11 @@ def _grade(release: Release, submissions: list, options: GradeOptions) -> list[S
     try:
         return _grade_run(run, release, submissions, options)
     finally:
-        run.staging.close()
+        try:
+            ensure_held(options.out_dir)
+            run.staging.close()
+        except OutDirLost:  # the folder's new owner stages its own copies there: leave them
+            pass
 
 
 def _grade_run(run: Run, release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
@@ -205,6 +210,7 @@ def _grade_run(run: Run, release: Release, submissions: list, options: GradeOpti
         torch.set_num_threads(threads)
         run.progress.finish()
     final = run.done()
+    ensure_held(options.out_dir)
     write_grades(options.out_dir, run.in_folder(), run.names)
     report_grader_problems(final)
     if options.summary:

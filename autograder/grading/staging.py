@@ -25,6 +25,11 @@ from autograder.files import DiskFull, file_digest
 STAGED = ".staged"  # DIR/.staged/<sha256>/<file name>
 
 
+def is_staged(path: Path) -> bool:
+    """Whether path is a staged copy (DIR/.staged/<sha256>/<name>): one the run itself made."""
+    return path.parent.parent.name == STAGED
+
+
 class Staging:
     """`enabled` False (a Ray cluster, whose nodes may not see DIR): notebooks are graded from their paths, and the
     marker holds the checksum of their bytes when the run began."""

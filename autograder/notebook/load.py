@@ -7,6 +7,7 @@ grading run would pay. Other formats are converted with nbformat.
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -27,13 +28,18 @@ class NotebookError(ValueError):
     """The file is not a readable notebook; the message says why in plain words."""
 
 
+class NotebookVanished(NotebookError):
+    """The path names nothing at all any more (not even a dangling link): the file was removed or moved away."""
+
+
 def read_notebook(path: Path) -> tuple[Node, list[str]]:
     """The notebook as nbformat 4 with outputs dropped, plus notes on what was repaired."""
     notes = []
     try:
         info = path.stat()
     except OSError as exc:
-        raise NotebookError(f"cannot read {path.name}: {exc.strerror}") from None
+        gone = NotebookVanished if not os.path.lexists(path) else NotebookError
+        raise gone(f"cannot read {path.name}: {exc.strerror}") from None
     if not stat.S_ISREG(info.st_mode):  # a FIFO or a device: reading it could block or never end
         raise NotebookError(f"{path.name} is not a regular file: it is not graded")
     size = info.st_size
