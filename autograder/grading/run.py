@@ -2,7 +2,9 @@
 
 Submissions are graded by `jobs` grading processes side by side (grading/pool.py), or in this process with
 --jobs 1 (grading/grader.py); every submission still gets its own worker process. Results are written as each
-submission finishes, so an interrupted run loses nothing: running again skips submissions already graded from
+submission finishes (grades.csv at most once a second while the run goes on: rewriting a table of every row
+after each of thousands of submissions would cost more than grading some of them; always at the end), so an
+interrupted run loses nothing: running again skips submissions already graded from
 the same notebook and the same release (grading/resume.py; `regrade` grades them again). Scores and messages
 do not depend on the order, on the batch, or on `jobs` (see docs/isolation.md for what is and is not
 deterministic).
@@ -72,6 +74,9 @@ def _ids_and_notes(submissions: list, paths: list[Path], options: GradeOptions) 
     return ids, notes
 
 
+GRADES_EVERY_SECONDS = 1.0  # how often grades.csv is rewritten while a run goes on
+
+
 class Run:
     """The results of one grading run, written into its folder as each submission finishes."""
 
@@ -95,6 +100,7 @@ class Run:
             else:
                 self.todo.append((i, path, sub_id))
         self.jobs = max(1, min(options.jobs, len(self.todo)))
+        self.grades_written = 0.0  # when grades.csv was last written (finish)
         self.status = ""  # the workers' confinement status line
         self.memory = ""  # what holds the workers' memory (a line for the summary)
         self.progress = Progress(len(paths), len(paths) - len(self.todo), self.jobs, options.quiet, options.progress)
@@ -108,7 +114,9 @@ class Run:
         write_submission(self.out, result, self.release.config.title)
         write_atomic(self.out / result.submission / MARKER, json.dumps(self.prints[i], indent=1, sort_keys=True))
         self.results[i] = result
-        write_grades(self.out, self.in_folder(), self.names)
+        if time.monotonic() - self.grades_written >= GRADES_EVERY_SECONDS:
+            write_grades(self.out, self.in_folder(), self.names)
+            self.grades_written = time.monotonic()
         self.progress.update(result)
 
     def done(self) -> list[SubmissionResult]:
