@@ -1,6 +1,7 @@
 """A class night on one machine: N answer keys of an assignment plus a hostile batch written against it, graded in
 one `autograder grade --jobs J` run. Prints the wall time, submissions per minute, the peak PSS of the whole process
-tree (the command, grading processes, fork servers, workers: sampled from /proc every 0.2 s) and, for each hostile
+tree (the command, grading processes, fork servers, workers: sampled from /proc every 0.2 s), how busy the machine's
+cores were (core-seconds per submission: what bounds the rate once every core is busy) and, for each hostile
 notebook, its row; checks that every answer key got the answer key's score and every submission has a row.
 
     python benchmarks/class_run.py                                 # transformers_bert, 200 keys + 20 hostile, --jobs 2
@@ -101,24 +102,38 @@ def tree_pss_kb(root_pid: int) -> int:
     return total
 
 
-def graded(cmd: list[str]) -> tuple[float, int, int, str]:
-    """(seconds, peak tree PSS in kB, exit status, stderr tail) of one grading command."""
+def machine_cpu() -> tuple[int, int]:
+    """(busy, idle) clock ticks of the whole machine so far, all cores (/proc/stat)."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields[:8]) - idle, idle
+
+
+def graded(cmd: list[str], every: float = 0.2) -> tuple[float, int, int, str, float, float]:
+    """(seconds, peak tree PSS in kB, exit status, stderr tail, core-seconds the machine was busy, the busy
+    fraction of all its cores) of one grading command."""
     peak = [0]
+    busy0, idle0 = machine_cpu()
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     done = threading.Event()
 
     def sample():
-        while not done.is_set():
+        while every and not done.is_set():
             peak[0] = max(peak[0], tree_pss_kb(proc.pid))
-            time.sleep(0.2)
+            time.sleep(every)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     _, err = proc.communicate()
+    seconds = time.monotonic() - start
     done.set()
     sampler.join()
-    return time.monotonic() - start, peak[0], proc.returncode, err[-2000:]
+    busy1, idle1 = machine_cpu()
+    ticks = os.sysconf("SC_CLK_TCK")
+    busy, idle = (busy1 - busy0) / ticks, (idle1 - idle0) / ticks
+    return seconds, peak[0], proc.returncode, err[-2000:], busy, busy / max(busy + idle, 1e-9)
 
 
 def main(argv=None) -> int:
@@ -126,6 +141,9 @@ def main(argv=None) -> int:
     ap.add_argument("--assignment", default=str(ROOT / "solutions" / "transformers_bert"))
     ap.add_argument("--keys", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--memory-every", type=float, default=0.2, metavar="SECONDS",
+                    help="how often the PSS of the tree is read (each reading costs the machine some 20-40 ms of "
+                         "CPU; 0: never, for the rate alone)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from autograder.grading import build_and_record
@@ -144,7 +162,7 @@ def main(argv=None) -> int:
         out = work / "out"
         cmd = [sys.executable, "-m", "autograder", "grade", str(release), str(subs), "--out", str(out), "--jobs",
                str(args.jobs), "--quiet"]
-        seconds, peak_kb, status, err = graded(cmd)
+        seconds, peak_kb, status, err, busy, fraction = graded(cmd, args.memory_every)
         rows = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/grading.json")}
         table = (out / "grades.csv").read_text().splitlines()
         key_rows = [r for name, r in rows.items() if name.startswith("key")]
@@ -154,6 +172,9 @@ def main(argv=None) -> int:
         print(f"{Path(args.assignment).name}: {args.keys} answer keys + {len(hostile)} hostile inputs, --jobs {args.jobs}")
         print(f"wall {seconds:.1f} s, {n / seconds * 60:.0f} submissions/min, peak PSS of the process tree "
               f"{peak_kb / 2**20:.2f} GiB, exit {status}")
+        print(f"CPU: the machine's {os.cpu_count()} cores {fraction:.0%} busy, {busy:.0f} core-seconds, "
+              f"{busy / n:.2f} per submission"
+              + (f" (PSS read every {args.memory_every:g} s included)" if args.memory_every else ""))
         print(f"rows: {len(rows)} result folders, {len(table) - 1} rows in grades.csv (of {n} inputs); answer keys: "
               f"{len(key_rows)} graded, scores {sorted(scores)}, median {key_seconds[len(key_seconds) // 2]:.2f} s each")
         for path in hostile:

@@ -81,6 +81,28 @@ def test_grades_csv_and_summary_list_every_result_in_the_folder(tmp_path, exampl
     assert "2 submission" in (out / "summary.md").read_text()
 
 
+def test_an_interrupted_run_leaves_grades_csv_listing_every_result_it_wrote(tmp_path, example_release, submission,
+                                                                            monkeypatch):
+    from autograder.grading import run as run_module
+    from autograder.grading.grader import Grader
+
+    monkeypatch.setattr(run_module, "GRADES_EVERY_SECONDS", 1000.0)  # the table is written after the first only
+    grade_one, graded = Grader.grade_one, []
+
+    def interrupted_at_the_third(self, path, sub_id, more=False):
+        if len(graded) == 2:
+            raise KeyboardInterrupt
+        graded.append(sub_id)
+        return grade_one(self, path, sub_id, more)
+
+    monkeypatch.setattr(Grader, "grade_one", interrupted_at_the_third)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        grade(example_release, [submission(f"{n}.ipynb") for n in "abc"], GradeOptions(out, quiet=True))
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    assert [r["submission"] for r in rows] == ["a", "b"]
+
+
 def test_a_message_is_bounded_whatever_the_worker_sent():
     huge = "x" * (30 * 2**20)
     cut = bounded(huge, MAX_MESSAGE_CHARS)

@@ -11,6 +11,7 @@ deterministic).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -214,6 +215,11 @@ def _grade_run(run: Run, release: Release, submissions: list, options: GradeOpti
         torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
         with run_memory_groups() as (_, run.memory):
             run.grade_todo()
+    except BaseException:  # interrupted, out of disk...: the table still lists every result written so far
+        with contextlib.suppress(Exception):
+            ensure_held(options.out_dir)
+            write_grades(options.out_dir, run.in_folder(), run.names)
+        raise
     finally:
         torch.set_num_threads(threads)
         run.progress.finish()
