@@ -123,6 +123,7 @@ class StudentError(Exception):
         self.message = str(info.get("message", ""))
         self.trace = [str(x) for x in info.get("traceback", [])][:8]
         self.stub = bool(info.get("stub"))
+        self.unsent = bool(info.get("unsent"))  # it returned a value that cannot be sent (too many items...)
         self.mro = [str(x) for x in info.get("mro", [])][:32]  # dotted names of the exception's classes
         # a NameError for a global the notebook binds in a statement the grader did not run: where, and why
         found = _UNBOUND.search(self.message) if self.type == "NameError" and explain_name else None
@@ -137,6 +138,8 @@ class StudentError(Exception):
             return self.hung
         if self.stub:
             return f"{self.what} is not implemented yet (it raised NotImplementedError)"
+        if self.unsent:
+            return f"{self.what} returned a value the grader cannot take: {self.message}"
         text = f"{self.what} raised {self.type}: {self.message}".rstrip(": ")
         if self.hint:
             text += f" ({self.hint})"

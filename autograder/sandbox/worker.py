@@ -106,15 +106,17 @@ class Worker:
         data = enc.encode(self._keep(value) if keep else value)
         write_message(self.out, {"ok": data}, enc.tensors)
 
-    def reply_error(self, exc: BaseException) -> None:
+    def reply_error(self, exc: BaseException, unsent: bool = False) -> None:
+        """`unsent`: the call returned, but its value cannot be sent (the judge says so, not "raised")."""
         stub = isinstance(exc, NotImplementedError)
         self.stub_hit = self.stub_hit or stub
         write_message(self.out, {"error": {
             "type": safe_str(type(exc).__name__, 100),
             "mro": exception_classes(exc),
             "message": safe_str(exc),
-            "traceback": student_traceback(exc),
+            "traceback": [] if unsent else student_traceback(exc),
             "stub": stub,
+            "unsent": unsent,
         }})
 
     # -- requests -------------------------------------------------------------------------------
@@ -136,7 +138,7 @@ class Worker:
         try:
             self.reply(result, keep)
         except BaseException as exc:  # noqa: BLE001 - a result that cannot be encoded (student code in __reduce__...)
-            self.reply_error(TypeError(f"the result could not be sent to the grader: {safe_str(exc)}"))
+            self.reply_error(TypeError(safe_str(exc)), unsent=True)
 
     def load(self, units: list[dict]) -> None:
         """Run each extracted statement on its own, so one failing definition leaves the rest.
