@@ -21,12 +21,14 @@ def _user_errors() -> tuple:
     from autograder.corpus import CorpusError
     from autograder.grading import ConfinementUnavailable
     from autograder.grading.cluster import ClusterUnavailable
-    from autograder.grading.outdir import OutDirBusy, OutDirLost
+    from autograder.grading.outdir import OutDirBusy, OutDirLost, OutDirUnusable
     from autograder.notebook.markers import MarkerError
     from autograder.release import ReleaseError
 
-    return (BuildError, ConfigError, CorpusError, MarkerError, ReleaseError, FileNotFoundError, ConfinementUnavailable, OutDirBusy,
-            OutDirLost, ClusterUnavailable)
+    # a path given on the command line that is missing, a file where a folder goes, a folder that cannot be written
+    paths = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
+    return (BuildError, ConfigError, CorpusError, MarkerError, ReleaseError, *paths, ConfinementUnavailable, OutDirBusy,
+            OutDirLost, OutDirUnusable, ClusterUnavailable)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,7 +52,7 @@ def run(command: Command, args: argparse.Namespace) -> int:
     try:
         return command.run(args)
     except _user_errors() as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_said(exc)}", file=sys.stderr)
         return 2
     except DiskFull as exc:
         print(f"error: {exc.strerror}. Results written so far are kept: free some space and run the same command "
@@ -59,6 +61,13 @@ def run(command: Command, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("interrupted; results written so far are kept", file=sys.stderr)
         return 130
+
+
+def _said(exc: Exception) -> str:
+    """An error in one line: an OS error about a path as `path: what` (not `[Errno 17] File exists: 'path'`)."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -187,3 +187,43 @@ def test_a_folder_replaced_under_a_running_command_stops_it_and_the_new_one_keep
         grade(example_release, nbs, GradeOptions(out, quiet=True))
     assert sorted(p.name for p in out.iterdir()) == [".grading.lock", STAGED]  # no row of its own written there
     assert (out / STAGED / "theirs").is_dir()  # nor the new command's copies removed
+
+
+def test_an_out_path_that_is_a_file_or_a_non_positive_jobs_is_one_line_of_error(tmp_path, example_build, submission,
+                                                                                 capsys):
+    from autograder.entrypoints import command_line
+
+    nb, a_file = submission("s.ipynb"), tmp_path / "results.txt"
+    a_file.write_text("notes")
+    for out in (a_file, a_file / "inside"):
+        assert command_line(["grade", str(example_build.release), str(nb), "--out", str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "Traceback" not in err and str(a_file) in err
+    assert a_file.read_text() == "notes"
+    for jobs in ("0", "-2", "two"):
+        with pytest.raises(SystemExit) as stop:  # argparse's usage error, before anything is read
+            command_line(["grade", str(example_build.release), str(nb), "--out", str(tmp_path / "o"), "--jobs", jobs])
+        assert stop.value.code == 2 and "--jobs" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_rubric_command_stops_on_a_folder_another_command_grades_into(tmp_path, example_build, submission,
+                                                                          capsys):
+    from autograder.entrypoints import command_line
+
+    nb = submission("s.ipynb")
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from autograder.grading.outdir import claim
+        with claim(Path({str(tmp_path / 'out')!r})):
+            print("held", flush=True)
+            time.sleep(30)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code = command_line(["rubric", str(example_build.release), str(nb), "--out", str(tmp_path / "out"), "--quiet"])
+        assert code == 2 and "being graded into by another autograder command" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()

@@ -8,6 +8,20 @@ from __future__ import annotations
 import argparse
 
 
+def positive(kind):
+    """An argparse type: a number of `kind` (int, float) above 0, else argparse's own one-line error."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text} is not above 0")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 class Command:
     name = ""
     summary = ""

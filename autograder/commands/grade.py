@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from autograder.commands.base import Command
+from autograder.commands.base import Command, positive
 
 
 class GradeCommand(Command):
@@ -16,7 +16,7 @@ class GradeCommand(Command):
                             "export (folder or .zip) or an nbgrader submitted/ tree")
         parser.add_argument("--out", required=True, help="folder for results")
         parser.add_argument("--quiet", action="store_true", help="no progress lines")
-        parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+        parser.add_argument("--jobs", "-j", type=positive(int), default=1, metavar="N",
                             help="grade N submissions side by side (each still in its own worker); default 1")
         parser.add_argument("--trusted-submissions", action="store_true",
                             help="grade even where student code cannot be confined at all here (neither namespaces "

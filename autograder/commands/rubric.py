@@ -2,7 +2,7 @@
 (autograder/rubric/command.py does the batch)."""
 from __future__ import annotations
 
-from autograder.commands.base import Command
+from autograder.commands.base import Command, positive
 
 
 class RubricCommand(Command):
@@ -20,9 +20,9 @@ class RubricCommand(Command):
         parser.add_argument("--no-cache", action="store_true",
                             help="full forward for every submission (no shared cache)")
         parser.add_argument("--cache-dir", help="where the encoder's hidden states are kept (default: OUT/.rubric-cache)")
-        parser.add_argument("--valid-limit", type=int,
+        parser.add_argument("--valid-limit", type=positive(int),
                             help="only the first N validation reviews (smoke runs; not for grades)")
-        parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per submission (default 1800)")
+        parser.add_argument("--timeout", type=positive(float), default=1800.0, help="seconds per submission (default 1800)")
         parser.add_argument("--cluster", metavar="ADDRESS",
                             help="grade on a Ray cluster: one actor per GPU, each with its own encoder cache "
                                  "(`local` starts Ray on this machine; needs the cluster extra)")

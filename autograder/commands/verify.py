@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autograder.commands.base import Command
+from autograder.commands.base import Command, positive
 
 
 class VerifyCommand(Command):
@@ -15,7 +15,7 @@ class VerifyCommand(Command):
         parser.add_argument("assignment", help="assignment name or solutions/<name> folder")
         parser.add_argument("--no-corpus", action="store_true",
                             help="skip the corpus of correct and wrong submissions")
-        parser.add_argument("--jobs", "-j", type=int, default=2, metavar="N", help="grading processes for the corpus")
+        parser.add_argument("--jobs", "-j", type=positive(int), default=2, metavar="N", help="grading processes for the corpus")
         which = parser.add_mutually_exclusive_group()
         which.add_argument("--mutants", action="store_true", default=None,
                            help="mutation analysis: grade mutants of the reference, report killed, survived (with "
@@ -23,7 +23,7 @@ class VerifyCommand(Command):
                                 "default it runs when it plans at most 60 mutants, and otherwise says how long it "
                                 "would take)")
         which.add_argument("--no-mutants", dest="mutants", action="store_false", help="no mutation analysis")
-        parser.add_argument("--mutants-limit", type=int, default=None, metavar="N",
+        parser.add_argument("--mutants-limit", type=positive(int), default=None, metavar="N",
                             help="grade at most N mutants per part (a seeded sample taking every operator in turn)")
         parser.add_argument("--mutants-seed", type=int, default=0, metavar="S", help="seed of that sample (0)")
         parser.add_argument("--mutants-json", type=Path, default=None, metavar="FILE",
@@ -33,9 +33,6 @@ class VerifyCommand(Command):
         from autograder.files import write_atomic
         from autograder.verify import verify
 
-        if args.mutants_limit is not None and args.mutants_limit < 1:
-            print("verify: --mutants-limit must be at least 1")
-            return 2
         source = Path(args.assignment)
         if not (source / "assignment.toml").is_file():
             source = Path("solutions") / args.assignment

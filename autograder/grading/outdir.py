@@ -1,6 +1,7 @@
 """The --out folder of a grading run: one command at a time, and everything it holds.
 
-- `claim(out_dir)`: an exclusive lock on DIR/.grading.lock for as long as the command grades into DIR. A second
+- `claim(out_dir)`: DIR made if missing (OutDirUnusable, one line, where it is a file or cannot be made or
+  written); an exclusive lock on DIR/.grading.lock for as long as the command grades into DIR. A second
   command on the same folder (an impatient re-run, two terminals, two CI jobs) stops at once with a message
   saying which process holds it, before it unpacks or writes anything: it never deletes inputs another run
   reads, nor writes results beside it. The lock is the kernel's (flock): it goes with the process that held it,
@@ -30,13 +31,17 @@ class OutDirBusy(RuntimeError):
     """Another command is grading into the same --out folder."""
 
 
+class OutDirUnusable(RuntimeError):
+    """The --out path cannot be a results folder: a file is there, or it cannot be created or written."""
+
+
 class OutDirLost(RuntimeError):
     """The --out folder, or its lock file, was removed or replaced while this command graded into it."""
 
 
 @contextlib.contextmanager
 def claim(out_dir: Path) -> Iterator[None]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _make(out_dir)
     key = str(out_dir.resolve())
     if key in _held:
         _held[key][0] += 1
@@ -45,7 +50,10 @@ def claim(out_dir: Path) -> Iterator[None]:
         finally:
             _held[key][0] -= 1
         return
-    fd = os.open(out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutDirUnusable(f"cannot write into the results folder {out_dir}: {exc.strerror}") from None
     try:
         _lock(fd, out_dir)
         _held[key] = [1, fd]
@@ -55,6 +63,16 @@ def claim(out_dir: Path) -> Iterator[None]:
             del _held[key]
     finally:
         os.close(fd)  # releases the lock
+
+
+def _make(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutDirUnusable(f"--out {out_dir} is a file, not a folder: give a folder for the results (it is "
+                             "created if missing)")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutDirUnusable(f"cannot create the results folder {out_dir}: {exc.strerror}") from None
 
 
 def _lock(fd: int, out_dir: Path) -> None:

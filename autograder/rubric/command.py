@@ -66,13 +66,19 @@ def checkpoint_path(notebook: Path, sub_id: str, name: str, checkpoint_dir: Path
 
 def run(args) -> int:
     """`autograder rubric` with its parsed arguments (autograder/commands/rubric.py)."""
+    from autograder.grading.outdir import claim
+
+    out = Path(args.out)
+    with claim(out):  # one command at a time in a results folder: a `grade` or `rubric` running there stops this one
+        return _run(args, out)
+
+
+def _run(args, out: Path) -> int:
     from autograder.grading.cluster import ClusterUnavailable
     from autograder.rubric.merge import refresh_summary
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     config, title, notebook_name, released = _config(args.assignment)
     try:
         inputs = discover(args.submissions, notebook_name, config.assignment, unpack_dir=None, released=released)
