@@ -293,3 +293,17 @@ def test_verify_defers_a_large_mutation_analysis_with_its_cost(example, monkeypa
     assert report.ok and report.mutation is None
     line = report.lines[-1]
     assert line.startswith("mutants: ") and "more than verify runs by default (3)" in line and "--mutants" in line
+
+
+def test_a_check_made_from_an_imported_test_cell_grades_the_names_the_cell_uses():
+    """otter's and nbgrader's test cells name the notebook's definitions as plain names (`zscore(x)`), not `sub.NAME`:
+    the definition belongs to the part of the cell that names it, and mutants of it are graded there."""
+    from autograder.importers.cells import reference_cell
+    from autograder.mutants.analysis import _parts_reading
+
+    checks = [reference_cell("q1 test 1", 1, "q1", [], "np.allclose(zscore([1, 2, 3]), [-1.2247, 0, 1.2247])"),
+              reference_cell("q2 test 1", 1, "q2", [], "pairwise_sq_dists(a, b).shape == (3, 7)\nx.zscore_table")]
+    checks = [fn._ag_check for fn in checks]  # what the release loads from tests/*.py
+    assert _parts_reading("zscore", checks, []) == ["q1"]  # `x.zscore_table` in q2 is another name
+    assert _parts_reading("pairwise_sq_dists", checks, []) == ["q2"]
+    assert _parts_reading("unused", checks, []) == []

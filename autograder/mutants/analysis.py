@@ -168,8 +168,17 @@ def _helper_reads(helpers: list[str]) -> dict[str, set[str]]:
     return out
 
 
+def _cell_sources(fn) -> str:
+    """The test-cell sources a check made from a notebook's test cell carries (the strings its function closes
+    over: autograder/importers/cells.py), where the cell names the notebook's definitions as plain names."""
+    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+             if isinstance(getattr(c, "cell_contents", None), str)]
+    return "\n".join(cells)
+
+
 def _parts_reading(name: str, checks, helpers: list[str]) -> list[str]:
-    """Parts of the hidden checks whose code reads `sub.name`, or calls a worker helper that reads it."""
+    """Parts of the hidden checks whose code reads `sub.name`, calls a worker helper that reads it, or whose test
+    cell (an imported otter or nbgrader test) names it."""
     readers = {helper for helper, names in _helper_reads(helpers).items() if name in names}
     found = []
     for c in checks:
@@ -178,9 +187,10 @@ def _parts_reading(name: str, checks, helpers: list[str]) -> list[str]:
         try:
             text = inspect.getsource(c.fn)
         except (OSError, TypeError):
-            continue
+            text = ""
         reads = re.search(rf"\.{re.escape(name)}\b", text) or any(
-            re.search(rf"\.helpers\.{re.escape(h)}\b", text) for h in readers)
+            re.search(rf"\.helpers\.{re.escape(h)}\b", text) for h in readers) or re.search(
+            rf"(?<![\w.]){re.escape(name)}\b", _cell_sources(c.fn))
         if reads and c.part not in found:
             found.append(c.part)
     return found
