@@ -305,6 +305,32 @@ def test_a_function_stopped_for_sending_too_much_is_not_run_again(example_releas
         [(c.message, c.seconds) for c in later]
 
 
+SPINNING_FORK_BOMB = """    import os
+    if os.getuid() == 0:
+        raise RuntimeError('running as root: this bomb is not set off')
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            pass
+    return e / e.sum(dim=dim, keepdim=True)"""
+
+
+def test_a_fork_bomb_that_catches_its_errors_is_stopped_in_seconds_not_at_its_timeout(example_release, tmp_path):
+    """Forks until the process limit, catching each failure: its processes spin on every core, slowing every other
+    worker. The monitor stops it after a second of holding half its process limit; the check says why, and later
+    checks of the same function fail at once. Needs the full confinement (an unprivileged uid of the worker's own)."""
+    key = example_release.dir / "answer_key.ipynb"
+    nb = make_submission(tmp_path / "bomb.ipynb", key, {"    return e / e.sum(dim=dim, keepdim=True)": SPINNING_FORK_BOMB})
+    [result] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
+    softmax = [c for c in result.checks if "softmax" in c.name and c.name != "q_softmax"]
+    first, *later = softmax
+    assert "processes at once for a second (a fork bomb?)" in first.message, first.message
+    assert first.seconds < 8 and all(c.seconds < 1 for c in later), [(c.name, c.seconds) for c in softmax]
+    assert all(c.status == PASSED for c in result.checks if c.part != first.part and c.max_score and
+               c.status != PENDING), [(c.name, c.message) for c in result.checks if c.status != PASSED]
+
+
 def test_a_reply_of_millions_of_values_is_refused_before_it_is_encoded(example_release, tmp_path):
     """A function returning 1.2 million numbers: the worker refuses the reply at once (its length is over the
     most a reply may hold), the check fails with a message saying so."""

@@ -15,6 +15,10 @@ import weakref
 MONITOR_SECONDS = 0.1  # how often the memory monitor looks at the machine's free memory
 LOW_MEMORY_FRACTION = 0.08  # below this fraction of RAM available, the largest worker is stopped
 FULL_CHECK_SECONDS = 0.25  # how often every worker's processes and files held in memory are summed
+# A worker holding at least this share of its process limit in processes, at every full check for a second, is
+# stopped: a fork bomb that catches the error of each failed fork spins on every core until its check times out,
+# slowing every other student's grading; no notebook needs that many processes at once for that long.
+CROWDED_SHARE, CROWDED_CHECKS, CROWDED_MIN = 0.5, 4, 16
 MONITORED = "RLIMIT_AS per process and the memory monitor (memory files counted)"  # without a memory cgroup
 
 
@@ -116,13 +120,15 @@ class MemoryMonitor:
     once when the machine runs low on memory, a worker with more than one process whose processes
     hold more than its memory limit is killed. When memory is low and no worker is over its limit,
     the largest multi-process worker is killed, a system fault (retried, never the student's score): losing a
-    worker is better than losing the machine. A worker its memory cgroup holds at its limit is stopped at once."""
+    worker is better than losing the machine. A worker its memory cgroup holds at its limit is stopped at once.
+    A worker crowded with processes (CROWDED_SHARE of its process limit, for a second) is stopped: its own fault."""
 
     _lock = threading.Lock()
     _instance: "MemoryMonitor | None" = None
 
     def __init__(self):
         self.workers: weakref.WeakSet = weakref.WeakSet()
+        self.crowded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # worker -> full checks in a row
         self.owner = os.getpid()
         threading.Thread(target=self._run, daemon=True, name="autograder-memory-monitor").start()
 
@@ -161,12 +167,16 @@ class MemoryMonitor:
             if w.memory_full():
                 w.stop(w.over_own_limit())
 
-    @staticmethod
-    def _check(workers: list, low: bool) -> None:
+    def _check(self, workers: list, low: bool) -> None:
         table = process_table()
         usage = []
         for w in workers:
             tree = process_tree(w.pid, table)
+            if self._crowded(w, len(tree)):
+                w.stop(f"it ran {len(tree)} processes at once for a second (a fork bomb?): a notebook may run at "
+                       f"most {w.spec.confinement.max_processes} processes and threads, and none needs half as many "
+                       "for that long")
+                continue
             in_files = memory_held_in_files(tree)
             if len(tree) <= 2 and not in_files:  # the worker (and the namespace's init): bounded by RLIMIT_AS
                 continue
@@ -181,6 +191,16 @@ class MemoryMonitor:
             used, w = max(usage, key=lambda x: x[0])
             w.stop("the machine ran low on memory while it ran several processes", system=True)
 
+
+
+    def _crowded(self, worker, processes: int) -> bool:
+        """Whether `worker` has held CROWDED_SHARE of its process limit at CROWDED_CHECKS full checks in a row."""
+        limit = worker.spec.confinement.max_processes
+        if not limit or processes < max(CROWDED_MIN, CROWDED_SHARE * limit):
+            self.crowded.pop(worker, None)
+            return False
+        self.crowded[worker] = self.crowded.get(worker, 0) + 1
+        return self.crowded[worker] >= CROWDED_CHECKS
 
 
 def kill_tree(pid: int, sweep: bool = True) -> None:
