@@ -3,6 +3,7 @@ list every result the folder holds (issue: a second command on the same folder, 
 a late notebook graded into the folder)."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import subprocess
@@ -17,23 +18,30 @@ from autograder.grading.outdir import OutDirBusy, claim
 from autograder.submissions import RUN_FILES, submission_ids
 
 
-def test_a_second_process_cannot_claim_a_folder_being_graded_into(tmp_path):
+@contextlib.contextmanager
+def held_by_another_process(folder):
+    """Another process holding the claim on `folder` (as a second command would) while the block runs; yields it."""
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import sys, time
+        import time
         from pathlib import Path
         from autograder.grading.outdir import claim
-        with claim(Path({str(tmp_path)!r})):
+        with claim(Path({str(folder)!r})):
             print("held", flush=True)
             time.sleep(30)
     """)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(OutDirBusy, match=f"pid {holder.pid}"):
-            with claim(tmp_path):
-                pass
+        yield holder
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_second_process_cannot_claim_a_folder_being_graded_into(tmp_path):
+    with held_by_another_process(tmp_path) as holder:
+        with pytest.raises(OutDirBusy, match=f"pid {holder.pid}"):
+            with claim(tmp_path):
+                pass
     with claim(tmp_path):  # released with the process that held it, however it ended
         with claim(tmp_path):  # and re-entrant within one process
             pass
@@ -45,22 +53,10 @@ def test_a_busy_folder_is_a_clear_error_of_the_command(tmp_path, example_build, 
     nb = submission("s.ipynb")
     with claim(tmp_path / "out"):
         pass  # the folder exists; now another process holds it:
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import time
-        from pathlib import Path
-        from autograder.grading.outdir import claim
-        with claim(Path({str(tmp_path / 'out')!r})):
-            print("held", flush=True)
-            time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_another_process(tmp_path / "out"):
         code = command_line(["grade", str(example_build.release), str(nb), "--out", str(tmp_path / "out"), "--quiet"])
         assert code == 2
         assert not (tmp_path / "out" / "s").exists()
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_ids_never_take_the_name_of_a_file_the_run_writes():
@@ -212,18 +208,6 @@ def test_the_rubric_command_stops_on_a_folder_another_command_grades_into(tmp_pa
     from autograder.entrypoints import command_line
 
     nb = submission("s.ipynb")
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import time
-        from pathlib import Path
-        from autograder.grading.outdir import claim
-        with claim(Path({str(tmp_path / 'out')!r})):
-            print("held", flush=True)
-            time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_another_process(tmp_path / "out"):
         code = command_line(["rubric", str(example_build.release), str(nb), "--out", str(tmp_path / "out"), "--quiet"])
         assert code == 2 and "being graded into by another autograder command" in capsys.readouterr().err
-    finally:
-        holder.kill()
-        holder.wait()

@@ -248,12 +248,10 @@ class Grader:
     def _grade_one(self, path: Path, sub_id: str, start: float) -> SubmissionResult:
         try:
             nb, notes = read_notebook(path)
-        except NotebookVanished as exc:
-            if is_staged(path):  # the run's own copy, removed by someone else: never the student's zero
-                return ungraded_result(self.release, path, sub_id, f"{exc} (the run's copy of it was removed while "
-                                       "it ran): grade it again", time.monotonic() - start)
-            return self._ungraded(path, sub_id, str(exc), start)
         except NotebookError as exc:
+            if isinstance(exc, NotebookVanished) and is_staged(path):  # the run's own copy, removed by someone
+                return ungraded_result(self.release, path, sub_id, f"{exc} (the run's copy of it was removed while "
+                                       "it ran): grade it again", time.monotonic() - start)  # never a zero
             return self._ungraded(path, sub_id, str(exc), start)
         extraction = extract(nb, self.names_read)
         notes += [f"cell {s.cell} was not graded: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]

@@ -116,9 +116,14 @@ class Run:
         write_atomic(self.out / result.submission / MARKER, json.dumps(self.prints[i], indent=1, sort_keys=True))
         self.results[i] = result
         if time.monotonic() - self.grades_written >= GRADES_EVERY_SECONDS:
-            write_grades(self.out, self.in_folder(), self.names)
-            self.grades_written = time.monotonic()
+            self.write_table()
         self.progress.update(result)
+
+    def write_table(self) -> None:
+        """grades.csv: every result the folder holds (OutDirLost where the folder is no longer this run's)."""
+        ensure_held(self.out)
+        write_grades(self.out, self.in_folder(), self.names)
+        self.grades_written = time.monotonic()
 
     def done(self) -> list[SubmissionResult]:
         """This command's results, in the order given."""
@@ -217,15 +222,13 @@ def _grade_run(run: Run, release: Release, submissions: list, options: GradeOpti
             run.grade_todo()
     except BaseException:  # interrupted, out of disk...: the table still lists every result written so far
         with contextlib.suppress(Exception):
-            ensure_held(options.out_dir)
-            write_grades(options.out_dir, run.in_folder(), run.names)
+            run.write_table()
         raise
     finally:
         torch.set_num_threads(threads)
         run.progress.finish()
     final = run.done()
-    ensure_held(options.out_dir)
-    write_grades(options.out_dir, run.in_folder(), run.names)
+    run.write_table()
     report_grader_problems(final)
     if options.summary:
         run.summarize()

@@ -191,8 +191,6 @@ class MemoryMonitor:
             used, w = max(usage, key=lambda x: x[0])
             w.stop("the machine ran low on memory while it ran several processes", system=True)
 
-
-
     def _crowded(self, worker, processes: int) -> bool:
         """Whether `worker` has held CROWDED_SHARE of its process limit at CROWDED_CHECKS full checks in a row."""
         limit = worker.spec.confinement.max_processes
