@@ -135,3 +135,18 @@ def test_load_weights_turns_an_error_in_the_worker_into_a_fail():
 def test_load_weights_needs_the_helper_named():
     with pytest.raises(TypeError):
         load_weights(_sub(lambda module, state: []), None, {}, "Block")  # no helper named
+
+
+def test_helper_code_calling_a_function_the_notebook_lacks_says_so_in_the_students_words():
+    """A worker helper calls `submission.mlm_train_step` and the notebook has none: the error names the missing
+    definition (or why its cell did not bind it), not only Python's AttributeError on a module the student never
+    wrote."""
+    from autograder.sandbox.client import StudentError
+
+    missing = {"type": "AttributeError", "message": "module 'submission' has no attribute 'mlm_train_step'"}
+    assert "the notebook does not define `mlm_train_step`" in StudentError("grader helpers.tb_mlm_steps",
+                                                                           missing).describe()
+    why = StudentError("helpers.f", missing, explain_name=lambda n: f"`{n}` is not available: cell 3 failed")
+    assert "`mlm_train_step` is not available: cell 3 failed" in why.describe()
+    other = {"type": "AttributeError", "message": "'Tensor' object has no attribute 'mlm_train_step'"}
+    assert "does not define" not in StudentError("your f", other).describe()

@@ -29,6 +29,7 @@ from autograder.sandbox.protocol import (
     pack_sources, write_message,
 )
 from autograder.sandbox.remote import Remote
+from autograder.sandbox.worker import MODULE_NAME
 
 
 class WorkerError(Exception):
@@ -111,6 +112,8 @@ class OverBudget(ProtocolError):
 
 
 _UNBOUND = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
+# grader helper code calling `submission.NAME` the notebook does not define (the worker's module: worker.MODULE_NAME)
+_MISSING = re.compile(rf"module '{MODULE_NAME}' has no attribute '([A-Za-z_][A-Za-z0-9_]*)'")
 TRIPPED = "NotRunAgain"  # what a definition that hung an earlier check raises (standins.tripwire)
 
 
@@ -128,6 +131,10 @@ class StudentError(Exception):
         # a NameError for a global the notebook binds in a statement the grader did not run: where, and why
         found = _UNBOUND.search(self.message) if self.type == "NameError" and explain_name else None
         self.hint = (explain_name(found.group(1)) or "") if found else ""
+        missing = _MISSING.search(self.message) if self.type == "AttributeError" else None
+        if missing:
+            name = missing.group(1)
+            self.hint = (explain_name(name) if explain_name else None) or f"the notebook does not define `{name}`"
         # a definition that made an earlier check time out, called again: that check's message
         self.hung = (explain_hang(self.message) or "") if self.type == TRIPPED and explain_hang else ""
         self.message = self.hung or self.message  # what checks quote of an error
