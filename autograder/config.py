@@ -20,7 +20,7 @@ class Limits:
     check_min_seconds: float = 10.0  # ... but never less than this
     import_seconds: float = 60.0  # wall time for loading a submission's definitions
     submission_seconds: float = 900.0  # wall time for all checks of one submission
-    memory_mb: int = 6144  # address-space limit of a worker (0 = none; CUDA workers get none)
+    memory_mb: int = 6144  # memory a worker may allocate beyond the libraries it starts with (0 = no limit)
     output_mb: int = 64  # largest file a worker may write (its captured output included)
 
 

@@ -93,6 +93,20 @@ def test_remote_objects_stay_in_the_worker():
         p.close()
 
 
+def test_the_memory_limit_is_what_code_may_allocate_beyond_the_libraries_already_mapped():
+    # A worker starts with torch mapped: some 0.6 GB of address space for a CPU build, 3 GB for a CUDA build on a
+    # machine without a GPU. A limit below that must still leave the notebook its 256 MB, and no more.
+    p = program("import torch\ndef allocate(mb):\n    return int(torch.ones(mb << 18).sum())  # mb MB of float32\n",
+                memory_bytes=256 << 20)
+    try:
+        sub = p.proxy()
+        assert sub.allocate(128) == 128 << 18
+        with pytest.raises(StudentError, match="raised (RuntimeError|MemoryError)"):
+            sub.allocate(512)
+    finally:
+        p.close()
+
+
 def test_functions_are_called_in_one_request_and_values_still_come_back_as_data():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import math\nLIMIT = 3\nSCALE = torch = None\ndef f(x):\n    return x + LIMIT\nclass C:\n    k = 2\n")])

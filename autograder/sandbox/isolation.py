@@ -127,12 +127,27 @@ def _count_own_processes() -> int:
     return n
 
 
+def mapped_bytes() -> int:
+    """The address space this process has mapped now (libraries included, touched or not)."""
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[0]) * resource.getpagesize()
+
+
+def address_space_limit(memory_bytes: int) -> int:
+    """RLIMIT_AS for a process that may allocate `memory_bytes` beyond what it has mapped already. The address
+    space counts every library mapped, used or not: a CUDA build of torch maps some 3 GB it never touches on a
+    machine without a GPU (a CPU build about 0.6 GB), so a limit of `memory_bytes` alone would leave the code
+    nothing, or a different amount with each build."""
+    return mapped_bytes() + memory_bytes
+
+
 def _set_limits(conf: Confinement, existing_processes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if conf.file_bytes:
         resource.setrlimit(resource.RLIMIT_FSIZE, (conf.file_bytes, conf.file_bytes))
     if conf.memory_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (conf.memory_bytes, conf.memory_bytes))
+        limit = address_space_limit(conf.memory_bytes)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     if conf.max_processes:
         n = existing_processes + conf.max_processes
         soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
