@@ -120,8 +120,13 @@ def test_generate_autograde_and_gradebook(course, tmp_path):
             for g in gb.find_submission("vectors", s).notebooks[0].grades:
                 g.auto_score = None
         gb.db.commit()
+    # nbgrader left its autograded copy read-only, which only root could open for writing: it is replaced
+    autograded = course_dir / "autograded" / "alice" / "vectors" / "vectors.ipynb"
+    before = autograded.stat()
     totals = grade_into_gradebook(str(source), course_dir, quiet=True)
     assert totals == {"alice": 11, "bob": 9}
+    after = autograded.stat()
+    assert after.st_ino != before.st_ino and after.st_mode == before.st_mode and before.st_mode & 0o222 == 0
     assert scores() == by_nbgrader
     assert (course_dir / "feedback" / "bob" / "vectors" / "vectors.html").is_file()
 

@@ -404,15 +404,22 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
             autograded = course / "autograded" / student / name / notebook
             feedback = course / "feedback" / student / name / f"{nb_id}.html"
             autograded.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, autograded)  # formgrader shows this copy when grading written answers
+            _replace_copy(path, autograded)  # formgrader shows this copy when grading written answers
             write_atomic(feedback, submission_html(result, release.config.title))
             for carried in CARRIED:  # release_feedback finds the student's exchange folder by these
                 if (path.parent / carried).is_file():
                     for folder in (autograded.parent, feedback.parent):
-                        shutil.copyfile(path.parent / carried, folder / carried)
+                        _replace_copy(path.parent / carried, folder / carried)
             scores[student] = result.score
             scores.not_final |= bool(result.ungraded)
     return scores
+
+
+def _replace_copy(src: Path, dst: Path) -> None:
+    """Copy src over dst by replacing it, keeping dst's permissions: nbgrader's autograde leaves its files
+    read-only (444), which an instructor who is not root cannot open for writing."""
+    mode = dst.stat().st_mode & 0o7777 if dst.exists() else 0o644
+    write_atomic(dst, src.read_bytes(), mode=mode)
 
 
 def _late_penalty(config, db: str, course_id: str, nb_id: str, name: str, student: str) -> float:
