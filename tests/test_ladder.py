@@ -111,7 +111,7 @@ conf = Confinement(**json.loads(sys.argv[1]))
 try:
     status = confine(conf)
 except OSError as exc:
-    print(json.dumps({"refused": str(exc)}))
+    print(json.dumps({"refused": str(exc)}), flush=True)  # os._exit flushes nothing
     os._exit(0)
 try:
     open(sys.argv[3]).read()
@@ -122,7 +122,7 @@ try:
     given = open("data.txt").read()  # a declared input file, in its working folder
 except OSError as exc:
     given = type(exc).__name__
-print(json.dumps({"status": status, "secret": secret, "input": given}))
+print(json.dumps({"status": status, "secret": secret, "input": given}), flush=True)
 os._exit(0)
 '''
 
@@ -230,7 +230,7 @@ def as_user(user: pwd.struct_passwd, command: list[str], home: Path, refuse_user
 
 
 @pytest.mark.slow
-def test_grading_and_check_as_an_unprivileged_user_where_user_namespaces_are_refused(tmp_path):
+def test_grading_and_check_as_an_unprivileged_user_with_and_without_user_namespaces(tmp_path):
     user = _unprivileged_user()
     home = tmp_path / "home"
     shutil.copytree(EXAMPLE_SOURCE, home / "solutions" / "vectors")
@@ -245,13 +245,22 @@ def test_grading_and_check_as_an_unprivileged_user_where_user_namespaces_are_ref
     reader = make_submission(home / "reader.ipynb", key, replace={
         "    return v / v.norm(dim=-1, keepdim=True)":
         f"    open({str(key)!r}).close()\n    return v / v.norm(dim=-1, keepdim=True)"})
-    subprocess.run(["chown", f"{user.pw_uid}:{user.pw_gid}", str(reader)], check=True)
+    # signals to every process it may and to its own process group: the worker's parent outside the PID namespace
+    # has the user's uid too
+    signals = "".join(f"    try:\n        os.kill({target}, signal.{name})\n    except OSError:\n        pass\n"
+                      for target, name in (("-1", "SIGKILL"), ("0", "SIGTERM"), ("0", "SIGKILL")))
+    signaller = make_submission(home / "signaller.ipynb", key, replace={
+        "    return v / v.norm(dim=-1, keepdim=True)":
+        "    import os, signal\n" + signals + "    return v / v.norm(dim=-1, keepdim=True)"})
+    subprocess.run(["chown", f"{user.pw_uid}:{user.pw_gid}", str(reader), str(signaller)], check=True)
     full = _namespaces_here()  # as root: where root may not, neither may the user
     for refuse, level in (((False, None),) if full else ()) + ((True, "restricted"),):
         out = home / f"out-{refuse}"
         graded = as_user(user, autograder + ["grade", str(home / "solutions" / "vectors"), str(key), str(reader),
-                                             "--out", str(out)], home, refuse)
+                                             *([] if level else [str(signaller)]), "--out", str(out)], home, refuse)
         assert graded.returncode == 0, graded.stderr
+        if not level:  # the signal reaches nothing outside its namespace: no fault, every point
+            assert json.loads((out / "signaller" / "grading.json").read_text())["score"] == 11
         confinement = json.loads((out / "answer_key" / "grading.json").read_text())["confinement"]
         if level:
             assert confinement.startswith("restricted:") and "file allowlist" in confinement, confinement

@@ -89,6 +89,9 @@ def _fork_into_pid_namespace() -> None:
     mirrors the child's exit so the judge sees one process."""
     pid = os.fork()
     if pid == 0:
+        # a process group of its own: kill(0, ...) from student code reaches only the namespace, never this
+        # parent outside it (which shares the worker's uid when the grader is not root)
+        os.setpgid(0, 0)
         return
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
