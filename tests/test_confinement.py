@@ -215,7 +215,9 @@ def search_memory(prefix, digest, length):
         for line in maps:
             fields = line.split()
             start, end = (int(x, 16) for x in fields[0].split("-"))
-            if "r" not in fields[1] or end - start > 2**31:
+            # what the process holds at run time is in writable memory; the read-only text of libraries (3 GB
+            # for a CUDA build of torch) holds nothing it was given
+            if "r" not in fields[1] or "w" not in fields[1] or end - start > 2**31:
                 continue
             try:
                 mem.seek(start)
@@ -247,8 +249,11 @@ def test_the_graders_environment_and_command_line_are_nowhere_in_a_workers_memor
     digest = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731 - a one-line helper
     hostile = make_submission(tmp_path / "search.ipynb", key, {
         "return v / v.norm(dim=-1, keepdim=True)":
-        f"raise RuntimeError(repr([search_memory('AG-SECRET-', {digest(token)!r}, 32), "
-        f"search_memory('alice-', {digest(name)!r}, 12)]))"}, [MEMORY_SEARCH])
+        # the control: a string the worker builds itself (only at run time is its prefix next to the token)
+        f"control = ('AG-CON' + 'TROL-' + {token!r}).encode()\n"
+        f"    raise RuntimeError(repr([search_memory('AG-SECRET-', {digest(token)!r}, 32), "
+        f"search_memory('alice-', {digest(name)!r}, 12), search_memory('AG-CONTROL-', {digest(token)!r}, 32)]))"},
+        [MEMORY_SEARCH])
     out = tmp_path / "out"
     env = {**os.environ, "AG_SECRET": secret}
     env.pop("OMP_NUM_THREADS", None)
@@ -259,6 +264,6 @@ def test_the_graders_environment_and_command_line_are_nowhere_in_a_workers_memor
     message = next(c["message"] for c in json.loads((out / "search" / "grading.json").read_text())["checks"]
                    if c["name"] == "normalize_test")
     found = re.findall(r"\((\d+), (\d+), None\)", message)
-    assert len(found) == 2, message  # it searched
-    assert [int(n) for n, _ in found] == [0, 0], message
+    assert len(found) == 3, message  # it searched
+    assert [int(n) for n, _ in found][:2] == [0, 0] and int(found[2][0]) >= 1, message  # the control is found
     assert all(int(scanned) > 50 * 2**20 for _, scanned in found), message  # all of its memory, torch's too
