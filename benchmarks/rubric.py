@@ -36,12 +36,15 @@ import shutil
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 NOTEBOOK = ROOT / "solutions" / "transformers_bert" / "transformers_bert.ipynb"
+NOTEBOOKS = {"transformers_bert": NOTEBOOK, "bert_inside": ROOT / "solutions" / "bert_inside" / "bert_inside.ipynb"}
+CHECKPOINTS = {"transformers_bert": "bert_gru_sentiment.pt", "bert_inside": "bert_sentiment.pt"}
 
 
 def solution_namespace(notebook: Path, env: dict[str, str]) -> tuple[dict, list]:
@@ -71,6 +74,8 @@ def notebook_cell(cells, marker: str) -> str:
 # -- train ---------------------------------------------------------------------------------------------
 
 def cmd_train(args) -> int:
+    if args.assignment == "bert_inside":
+        return cmd_train_inside(args)
     import torch
 
     if args.threads:
@@ -144,14 +149,66 @@ def cmd_train(args) -> int:
     return 0
 
 
-# -- grade ---------------------------------------------------------------------------------------------
-
-def make_submissions(args, out: Path) -> list[Path]:
-    """K submission folders: the solution notebook with the checkpoint, and noisy variants of it."""
+def cmd_train_inside(args) -> int:
+    """BERT from the inside, part 8: the notebook's own fine-tuning cells (data, encoding, training loop with
+    validation after each epoch, the best epoch's state_dict saved to CHECKPOINT, then the test set), run as
+    they are in OUT/, each timed."""
     import torch
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    env = {"BERT_ENCODER": args.encoder, "IMDB_PATH": args.imdb, "TRAIN_SUBSET": str(args.train_subset),
+           "MAX_LEN": str(args.max_len) if args.max_len else None, "EPOCHS": str(args.epochs),
+           "BATCH_SIZE": str(args.batch_size) if args.batch_size else None,
+           "LEARNING_RATE": str(args.learning_rate) if args.learning_rate else None, "TQDM_DISABLE": "1"}
+    notebook = Path(args.notebook).resolve()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ns, cells = solution_namespace(notebook, env)
+    os.chdir(out)  # the notebook saves CHECKPOINT relative to its working directory
+    seconds = {}
+    for label, marker in (("settings", "FLOAT32 = "), ("data", "train_valid_split(train_texts"),
+                          ("encode", "encoded = {name: encode_reviews"),
+                          ("fine-tune", "AutoModelForSequenceClassification.from_pretrained(ENCODER"),
+                          ("test", "model.load_state_dict(torch.load(CHECKPOINT")):
+        source = notebook_cell(cells, marker)
+        if label == "settings":  # only the dtype line of that cell: the rest loads a second model
+            source = next(line for line in source.splitlines() if line.startswith("FLOAT32 = "))
+        start = time.monotonic()
+        print(f"-- {label}", flush=True)
+        exec(compile(source, f"<{notebook.name}: {label} cell>", "exec"), ns)
+        seconds[label] = round(time.monotonic() - start, 1)
+        print(f"   {label}: {seconds[label]} s", flush=True)
+    shutil.copy(notebook, out / notebook.name)
+    summary = {"encoder": ns["ENCODER"], "device": str(ns["DEVICE"]), "train_subset": ns["TRAIN_SUBSET"],
+               "max_len": ns["MAX_LEN"], "epochs": ns["EPOCHS"], "batch_size": ns["BATCH_SIZE"],
+               "learning_rate": ns["LEARNING_RATE"], "best_valid_acc": ns["best_accuracy"],
+               "test_metrics": ns["metrics"], "seconds": seconds,
+               "valid_n": len(ns["splits"]["valid"][0]), "test_n": len(ns["splits"]["test"][0])}
+    (out / "train.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    print(f"best checkpoint: valid acc {ns['best_accuracy']:.2%} ({summary['valid_n']} reviews), test acc "
+          f"{ns['metrics']['accuracy']:.2%} ({summary['test_n']} reviews); fine-tuning {seconds['fine-tune']} s; "
+          f"saved {out / ns['CHECKPOINT']}")
+    return 0
+
+
+# -- grade ---------------------------------------------------------------------------------------------
+
+def make_submissions(args, out: Path, frozen_encoder: bool) -> list[Path]:
+    """K submission folders: the solution notebook with the checkpoint (student 1), and variants of it whose
+    weights carry seeded noise growing with k (student k+1: k x NOISE of each tensor's spread), so that the
+    class's accuracies spread from the reference's down. The frozen encoder's weights (`bert.`) stay exact, as
+    the rubric requires; a fine-tuned model's embeddings stay exact too."""
+    import torch
+
+    name = CHECKPOINTS[args.assignment]
     if args.checkpoint:
         base = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+    elif not frozen_encoder:  # the pretrained encoder with an untrained head: for timing only
+        import transformers
+
+        base = transformers.AutoModelForSequenceClassification.from_pretrained(
+            args.encoder or "bert-base-uncased", num_labels=2, dtype=torch.float32).state_dict()
     else:  # an untrained classifier from the notebook's class: for timing only
         from autograder.rubric.encoder import load_encoder
 
@@ -160,6 +217,10 @@ def make_submissions(args, out: Path) -> list[Path]:
         torch.manual_seed(0)
         base = ns["BERTGRUSentiment"](encoder, ns["HIDDEN_DIM"], ns["OUTPUT_DIM"], ns["N_LAYERS"], ns["BIDIRECTIONAL"],
                                       ns["DROPOUT"]).state_dict()
+
+    def kept(key: str) -> bool:
+        return key.startswith("bert.") if frozen_encoder else "embeddings" in key
+
     paths = []
     for k in range(args.submissions):
         folder = out / "submissions" / f"student{k + 1:02d}"
@@ -167,46 +228,83 @@ def make_submissions(args, out: Path) -> list[Path]:
         shutil.copy(args.notebook, folder / Path(args.notebook).name)
         state = {}
         g = torch.Generator().manual_seed(k)
-        for name, value in base.items():
-            if k and not name.startswith("bert.") and value.is_floating_point() and value.numel() > 1:
-                value = value + 0.01 * value.std() * torch.randn(value.shape, generator=g)  # 1% of its spread
-            state[name] = value
-        torch.save(state, folder / "bert_gru_sentiment.pt")
+        for key, value in base.items():
+            if k and not kept(key) and value.is_floating_point() and value.numel() > 1:
+                value = value + k * args.noise * value.std() * torch.randn(value.shape, generator=g)
+            state[key] = value
+        torch.save(state, folder / name)
         paths.append(folder / Path(args.notebook).name)
     return paths
 
 
-def timed_runs(runs: dict, notebooks: list[Path]) -> dict:
+def timed_runs(runs: dict, notebooks: list[Path], checkpoint: str, repeat: int) -> dict:
     """Grade every submission with each run, interleaved (submission 1 with each run, then 2, ...), so
     that a machine whose load drifts affects the runs alike. A run's first submission includes its
-    preparation: loading the encoder, tokenising the split and (cached run) computing the cache."""
-    report = {label: {"times": [], "accuracy": [], "methods": [], "phases": []} for label in runs}
+    preparation: loading the encoder, tokenising the split and (cached run) computing the cache. Then the
+    first submission `repeat` more times with each run: its accuracy must not change."""
+    import torch
+
+    report = {label: {"times": [], "accuracy": [], "methods": [], "phases": [], "repeats": []} for label in runs}
     for label, run in runs.items():
         start = time.monotonic()
         run.prepare()
         report[label]["prepare"] = time.monotonic() - start
         report[label]["timings"] = dict(run.timings)
-    for i, nb in enumerate(notebooks):
+        if torch.cuda.is_available():
+            report[label]["gpu_memory_after_prepare_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    jobs = [(i, nb) for i, nb in enumerate(notebooks)] + [(None, notebooks[0])] * repeat
+    for i, nb in jobs:
         for label, run in runs.items():
             t = time.monotonic()
-            outcome = run.grade(nb, nb.parent / "bert_gru_sentiment.pt")
+            outcome = run.grade(nb, nb.parent / checkpoint)
             seconds = time.monotonic() - t + (report[label]["prepare"] if i == 0 else 0.0)
             d = outcome.details
             r = report[label]
-            r["times"].append(seconds)
-            r["accuracy"].append(d.get("accuracy"))
-            r["methods"].append(d.get("method"))
-            r["phases"].append(d.get("phases"))
-            print(f"  submission {i + 1} {label:12s} {seconds:7.1f} s  accuracy {d.get('accuracy', float('nan')):.4f}  "
+            if i is None:
+                r["repeats"].append(d.get("accuracy"))
+            else:
+                r["times"].append(seconds)
+                r["accuracy"].append(d.get("accuracy"))
+                r["methods"].append(d.get("method"))
+                r["phases"].append(d.get("phases"))
+            which = f"submission {i + 1}" if i is not None else "submission 1 again"
+            print(f"  {which:20s} {label:12s} {seconds:7.1f} s  accuracy {d.get('accuracy', float('nan'))!r}  "
                   f"{d.get('method', outcome.check.message[:100])}  phases {d.get('phases')}", flush=True)
+    if torch.cuda.is_available():
+        for r in report.values():
+            r["gpu_memory_peak_judge_mib"] = torch.cuda.max_memory_allocated() / 2**20
     return report
+
+
+def _grading_runs(args, config, kind, device: str, cuda: bool, limit, out: Path) -> dict:
+    """The rubric runs to compare: with a frozen encoder, the shared cache against a full forward per
+    submission (and, if asked, a float32 cache); a fine-tuned model has only the full forward."""
+    import torch
+
+    from autograder.rubric import RubricOptions
+    from autograder.rubric.stage import RubricRun
+
+    common = dict(encoder=args.encoder, imdb=args.imdb, device=device, valid_limit=limit or None,
+                  threads=args.threads or torch.get_num_threads(), timeout=args.timeout)
+    if not kind.frozen_encoder:
+        return {"full": RubricRun(config, RubricOptions(cache=False, precision="fp32", cache_dir=out / "cache-full",
+                                                        **common), cuda=cuda)}
+    shutil.rmtree(out / "cache", ignore_errors=True)  # time the cache's computation, not a reused one
+    runs = {"cached": RubricRun(config, RubricOptions(cache=True, precision=args.precision, cache_dir=out / "cache",
+                                                      **common), cuda=cuda),
+            "naive": RubricRun(config, RubricOptions(cache=False, precision="fp32", cache_dir=out / "cache-naive",
+                                                     **common), cuda=cuda)}
+    if args.fp32_cache_too and args.precision != "fp32" and device == "cuda":
+        shutil.rmtree(out / "cache-fp32", ignore_errors=True)
+        runs["cached_fp32"] = RubricRun(config, RubricOptions(cache=True, precision="fp32", cache_dir=out / "cache-fp32",
+                                                              **common), cuda=cuda)
+    return runs
 
 
 def cmd_grade(args) -> int:
     import torch
 
-    from autograder.rubric import RubricConfig, RubricOptions
-    from autograder.rubric.stage import RubricRun
+    from autograder.rubric.command import assignment_rubric
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -215,55 +313,62 @@ def cmd_grade(args) -> int:
         print("warning: --out under /tmp: workers cannot read the cache files there; they get them over their "
               "channel (slower)", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
-    notebooks = make_submissions(args, out)
+    config = assignment_rubric(str(ROOT / "solutions" / args.assignment))[0]
+    if args.max_len:
+        config = replace(config, max_len=args.max_len)
+    kind = config.checkpoint_kind
+    notebooks = make_submissions(args, out, kind.frozen_encoder)
     cuda = torch.cuda.is_available()
     device = args.device if args.device != "auto" else ("cuda" if cuda else "cpu")
     limit = args.valid_limit if args.valid_limit is not None else (None if device == "cuda" else 256)
-    config = RubricConfig(max_len=args.max_len)
-    common = dict(encoder=args.encoder, imdb=args.imdb, device=device, valid_limit=limit or None,
-                  threads=args.threads or torch.get_num_threads(), timeout=args.timeout)
-    shutil.rmtree(out / "cache", ignore_errors=True)  # time the cache's computation, not a reused one
-    print(f"rubric benchmark: {len(notebooks)} submissions, device {device}, "
-          f"{'all' if not limit else limit} validation reviews, max_len {args.max_len}", flush=True)
-    runs = {"cached": RubricRun(config, RubricOptions(cache=True, precision=args.precision, cache_dir=out / "cache",
-                                                      **common), cuda=cuda),
-            "naive": RubricRun(config, RubricOptions(cache=False, precision="fp32", cache_dir=out / "cache-naive",
-                                                     **common), cuda=cuda)}
-    if args.precision != "fp32" and device == "cuda":
-        shutil.rmtree(out / "cache-fp32", ignore_errors=True)
-        runs["cached_fp32"] = RubricRun(config, RubricOptions(cache=True, precision="fp32", cache_dir=out / "cache-fp32",
-                                                              **common), cuda=cuda)
-    runs = timed_runs(runs, notebooks)
-    c, n = runs["cached"]["times"], runs["naive"]["times"]
-    extra_c, extra_n = c[1:] or [float("nan")], n[1:] or [float("nan")]
-    report = {
-        "device": device, "torch_threads": common["threads"], "encoder": args.encoder or "bert-base-uncased",
-        "validation_reviews": limit or "all", "max_len": args.max_len, "submissions": len(notebooks), "runs": runs,
-        "first_submission": {"cached": c[0], "naive": n[0]},
-        "additional_submission_mean": {"cached": statistics.mean(extra_c), "naive": statistics.mean(extra_n)},
-        "additional_submission_median": {"cached": statistics.median(extra_c), "naive": statistics.median(extra_n)},
-        "ratio_additional": statistics.mean(extra_n) / statistics.mean(extra_c),
-        "ratio_additional_median": statistics.median(extra_n) / statistics.median(extra_c),
-        "ratio_total": sum(n) / sum(c),
-        "same_accuracy": runs["cached"]["accuracy"] == runs["naive"]["accuracy"],
-    }
+    print(f"rubric benchmark: {args.assignment} ({kind.name}), {len(notebooks)} submissions, device {device}, "
+          f"{'all' if not limit else limit} validation reviews, max_len {config.max_len}", flush=True)
+    runs = timed_runs(_grading_runs(args, config, kind, device, cuda, limit, out), notebooks,
+                      CHECKPOINTS[args.assignment], args.repeat)
+    report = {"assignment": args.assignment, "kind": kind.name, "device": device,
+              "gpu": torch.cuda.get_device_name() if cuda else None, "torch": torch.__version__,
+              "torch_threads": args.threads or torch.get_num_threads(),
+              "encoder": args.encoder or "bert-base-uncased", "validation_reviews": limit or "all",
+              "max_len": config.max_len, "submissions": len(notebooks), "noise": args.noise, "runs": runs}
+    for r in runs.values():
+        extra = r["times"][1:] or [float("nan")]
+        r["first"], r["additional_mean"], r["additional_median"] = r["times"][0], statistics.mean(extra), \
+            statistics.median(extra)
+        r["deterministic"] = all(a == r["accuracy"][0] for a in r["repeats"])
+    if "naive" in runs:
+        c, n = runs["cached"], runs["naive"]
+        report["ratio_additional"] = n["additional_mean"] / c["additional_mean"]
+        report["ratio_additional_median"] = n["additional_median"] / c["additional_median"]
+        report["ratio_total"] = sum(n["times"]) / sum(c["times"])
+        report["same_accuracy"] = c["accuracy"] == n["accuracy"]
     if "cached_fp32" in runs:
         report["mixed_vs_fp32_points"] = [100 * abs(a - b) for a, b in zip(runs["cached"]["accuracy"],
                                                                             runs["cached_fp32"]["accuracy"])]
     (out / "benchmark.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-    print(f"\nfirst submission:        cached {c[0]:8.1f} s   naive {n[0]:8.1f} s   (both include loading the encoder "
-          f"and tokenising; cached includes computing the cache: {runs['cached']['timings'].get('cache_build', 0):.1f} s)")
-    for i in range(1, len(c)):
-        print(f"additional submission {i}: cached {c[i]:8.1f} s   naive {n[i]:8.1f} s   ratio {n[i] / c[i]:5.2f}")
-    print(f"per additional submission: naive / cached = {report['ratio_additional']:.2f} (means), "
-          f"{report['ratio_additional_median']:.2f} (medians: cached {statistics.median(extra_c):.1f} s, naive "
-          f"{statistics.median(extra_n):.1f} s); all {len(c)} submissions: {report['ratio_total']:.2f}")
-    print(f"same accuracy with and without the cache: {report['same_accuracy']} "
-          f"({', '.join(f'{a:.4f}' for a in runs['cached']['accuracy'])})")
+    _print_grade_report(report, runs)
+    return 0
+
+
+def _print_grade_report(report: dict, runs: dict) -> None:
+    print()
+    for label, r in runs.items():
+        prepared = ", ".join(f"{k} {v:.1f} s" for k, v in r["timings"].items() if isinstance(v, (int, float)))
+        print(f"{label:12s} first submission {r['first']:7.1f} s (includes preparing the run: {prepared}); "
+              f"each additional: median {r['additional_median']:.2f} s, mean {r['additional_mean']:.2f} s")
+        print(f"{'':12s} accuracies: {', '.join(f'{a:.4f}' if a is not None else 'none' for a in r['accuracy'])}")
+        if r["repeats"]:
+            print(f"{'':12s} submission 1 graded {1 + len(r['repeats'])} times: {r['accuracy'][0]!r}, "
+                  f"{', '.join(repr(a) for a in r['repeats'])} -> deterministic: {r['deterministic']}")
+        if "gpu_memory_peak_judge_mib" in r:
+            print(f"{'':12s} GPU memory of the grading process: {r['gpu_memory_after_prepare_mib']:.0f} MiB after "
+                  f"preparing, peak {r['gpu_memory_peak_judge_mib']:.0f} MiB")
+    if "ratio_additional" in report:
+        print(f"per additional submission: naive / cached = {report['ratio_additional']:.2f} (means), "
+              f"{report['ratio_additional_median']:.2f} (medians); all submissions: {report['ratio_total']:.2f}")
+        print(f"same accuracy with and without the cache: {report['same_accuracy']}")
     if "mixed_vs_fp32_points" in report:
         print(f"mixed precision vs fp32 cache, accuracy difference in points: "
               f"{', '.join(f'{x:.3f}' for x in report['mixed_vs_fp32_points'])}")
-    return 0
 
 
 # -- pack ----------------------------------------------------------------------------------------------
@@ -307,26 +412,33 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="the reference training script: time to 90%% validation accuracy")
-    t.add_argument("--notebook", default=str(NOTEBOOK))
+    t.add_argument("--assignment", choices=sorted(NOTEBOOKS), default="transformers_bert")
+    t.add_argument("--notebook", help="default: the assignment's solution notebook")
     t.add_argument("--encoder", help="hub id or folder (default: $BERT_ENCODER or bert-base-uncased)")
     t.add_argument("--imdb", help="parquet file (default: $IMDB_PATH or the hub)")
     t.add_argument("--train-subset", type=int, default=0, help="the notebook's TRAIN_SUBSET (0: all 17,500)")
     t.add_argument("--max-len", type=int, help="the notebook's MAX_LEN (default: the notebook's, 256)")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--batch-size", type=int)
+    t.add_argument("--learning-rate", type=float, help="bert_inside: the notebook's LEARNING_RATE")
     t.add_argument("--evals-per-epoch", type=int, default=1)
     t.add_argument("--target", type=float, default=0.90)
     t.add_argument("--threads", type=int)
     t.add_argument("--out", required=True)
     t.set_defaults(run=cmd_train)
     g = sub.add_parser("grade", help="rubric time per submission: cache vs naive full forward")
-    g.add_argument("--notebook", default=str(NOTEBOOK))
+    g.add_argument("--assignment", choices=sorted(NOTEBOOKS), default="transformers_bert")
+    g.add_argument("--notebook", help="default: the assignment's solution notebook")
     g.add_argument("--encoder")
     g.add_argument("--imdb")
     g.add_argument("--checkpoint", help="a trained bert_gru_sentiment.pt (default: an untrained classifier)")
     g.add_argument("--submissions", type=int, default=3)
     g.add_argument("--valid-limit", type=int, help="first N validation reviews (default: all on CUDA, 256 on CPU)")
-    g.add_argument("--max-len", type=int, default=256)
+    g.add_argument("--max-len", type=int, help="default: the assignment's rubric setting (256)")
+    g.add_argument("--noise", type=float, default=0.01,
+                   help="student k+1's weights get k x NOISE of each tensor's spread as seeded noise (default 0.01)")
+    g.add_argument("--repeat", type=int, default=1, help="grade submission 1 this many more times (determinism)")
+    g.add_argument("--fp32-cache-too", action="store_true", help="CUDA: also a float32 cache, to compare accuracies")
     g.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     g.add_argument("--precision", choices=("auto", "fp32", "mixed"), default="auto")
     g.add_argument("--threads", type=int)
@@ -341,6 +453,8 @@ def main(argv=None) -> int:
     k.add_argument("--out", required=True)
     k.set_defaults(run=cmd_pack)
     args = p.parse_args(argv)
+    if getattr(args, "notebook", "") is None:
+        args.notebook = str(NOTEBOOKS[args.assignment])
     return args.run(args)
 
 

@@ -19,7 +19,7 @@ from autograder.files import write_atomic
 from autograder.status import PENDING
 
 
-def _config(assignment: str) -> tuple[RubricConfig, str | None, str | None, frozenset[str]]:
+def assignment_rubric(assignment: str) -> tuple[RubricConfig, str | None, str | None, frozenset[str]]:
     """The assignment's rubric settings (from its hidden tests), its title, notebook name and the digests of its
     student notebook's code cells (so that the rubric picks the notebooks `autograder grade` picked)."""
     from autograder.grading import resolve_release
@@ -79,7 +79,7 @@ def _run(args, out: Path) -> int:
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover
 
-    config, title, notebook_name, released = _config(args.assignment)
+    config, title, notebook_name, released = assignment_rubric(args.assignment)
     try:
         inputs = discover(args.submissions, notebook_name, config.assignment, unpack_dir=None, released=released)
     except ValueError as exc:
