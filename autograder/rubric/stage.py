@@ -48,8 +48,10 @@ from autograder.rubric.cache import HiddenStateCache, build_cache
 from autograder.rubric.config import RubricConfig, RubricOptions, pending_message
 from autograder.rubric.data import ValidationSet, validation_set
 from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder, load_encoder
+from autograder.recording import modules_hint
 from autograder.rubric.formula import rubric_points
 from autograder.sandbox.client import MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout
+from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.ladder import choose, describe
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING
@@ -88,6 +90,13 @@ def _shape(shape) -> str:
 def _names(items: list, n: int = 4) -> str:
     shown = ", ".join(str(x) for x in items[:n])
     return shown + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+def worker_libraries(model_type: str) -> list[str]:
+    """Library modules every rubric worker imports: transformers' auto classes and the encoder's modeling code."""
+    name = str(model_type).replace("-", "_")
+    return ["transformers", "transformers.models.auto.modeling_auto", f"transformers.models.{name}.modeling_{name}",
+            "safetensors.torch"]
 
 
 class RubricRun:
@@ -145,6 +154,10 @@ class RubricRun:
         # model needs only the encoder's configuration and tokenizer
         self.encoder = load_encoder(self.options.encoder, self.device, weights=self.kind.frozen_encoder)
         self.timings["encoder_load"] = time.monotonic() - start
+        # imported once by the fork server rather than by every student's worker (seconds each on a GPU
+        # machine): the encoder's modeling code, and what the assignment's reference imports
+        preload_modules(worker_libraries(self.encoder.config.model_type) + modules_hint(self.config.assignment),
+                        wait=False)
         start = time.monotonic()
         c = self.config
         self.vset = validation_set(self.encoder.tokenizer, self.options.imdb, c.max_len, c.batch_size,
