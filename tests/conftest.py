@@ -33,6 +33,20 @@ def example_build(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def rubric_release(tmp_path_factory) -> Path:
+    """A built assignment named transformers_bert whose hidden tests declare the accuracy rubric with the default
+    settings (the Transformers & BERT notebook's), around the example's small checks: what `autograder rubric`
+    reads its settings from."""
+    root = tmp_path_factory.mktemp("rubric-course")
+    source = root / "solutions" / "transformers_bert"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    (source / "tests" / "test_rubric_part.py").write_text(
+        "from autograder.rubric import rubric_check\n\n"
+        "validation_accuracy = rubric_check(points=8, part='7. Sentiment classifier')\n", encoding="utf-8")
+    return build_and_record(source).release
+
+
+@pytest.fixture(scope="session")
 def example_release(example_build):
     from autograder.release import load_release
 

@@ -116,13 +116,13 @@ def test_rubric_actors_one_per_gpu_none_without_gpus():
     assert actor_resources(_Resources({"CPU": 8.0}), "cpu") == ({"num_cpus": 1}, 8)
 
 
-def _rubric(main, submissions, out, world, *extra) -> int:
-    return main(["rubric", str(out.parent / "no-such-assignment"), *map(str, submissions), "--out", str(out),
+def _rubric(main, release, submissions, out, world, *extra) -> int:
+    return main(["rubric", str(release), *map(str, submissions), "--out", str(out),
                  "--quiet", "--device", "cpu", "--encoder", str(world["encoder"]), "--imdb", str(world["imdb"]),
                  *extra])
 
 
-def test_the_rubric_on_the_cluster_grades_as_here(cluster, tmp_path):
+def test_the_rubric_on_the_cluster_grades_as_here(cluster, tmp_path, rubric_release):
     from autograder.entrypoints import command_line as main
     from tests.test_rubric import _submission, _train, MODEL
     from tests.transformers_bert.tiny_world import build_world
@@ -131,8 +131,8 @@ def test_the_rubric_on_the_cluster_grades_as_here(cluster, tmp_path):
     state = _train(world, MODEL, world["encoder"], steps=40)
     subs = [_submission(tmp_path / "subs" / name, state=state if name != "nockpt" else None)
             for name in ("ada", "bo", "nockpt")]
-    assert _rubric(main, subs, tmp_path / "here" / "out", world) == 0
-    assert _rubric(main, subs, tmp_path / "there" / "out", world, "--cluster", cluster.address) == 0
+    assert _rubric(main, rubric_release, subs, tmp_path / "here" / "out", world) == 0
+    assert _rubric(main, rubric_release, subs, tmp_path / "there" / "out", world, "--cluster", cluster.address) == 0
     for sub in ("transformers_bert", "transformers_bert-2", "transformers_bert-3"):  # ids in the order given
         here = json.loads((tmp_path / "here" / "out" / sub / "grading.json").read_text())["checks"]
         there = json.loads((tmp_path / "there" / "out" / sub / "grading.json").read_text())["checks"]

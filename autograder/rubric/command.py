@@ -19,23 +19,27 @@ from autograder.files import write_atomic
 from autograder.status import PENDING
 
 
+class NoRubric(Exception):
+    """The assignment cannot be loaded, or declares no rubric: nothing may be graded or merged."""
+
+
 def assignment_rubric(assignment: str) -> tuple[RubricConfig, str | None, str | None, frozenset[str]]:
     """The assignment's rubric settings (from its hidden tests), its title, notebook name and the digests of its
-    student notebook's code cells (so that the rubric picks the notebooks `autograder grade` picked)."""
+    student notebook's code cells (so that the rubric picks the notebooks `autograder grade` picked). Raises
+    NoRubric rather than guess: another assignment's settings would merge a wrong grade into the results."""
     from autograder.grading import resolve_release
     from autograder.rubric.check import rubric_configs
 
     try:
         release = resolve_release(assignment)
-    except Exception as exc:  # noqa: BLE001 - no release: the defaults of the Transformers & BERT notebook
-        print(f"warning: assignment {assignment!r} could not be loaded ({exc}); using the default rubric "
-              f"settings", file=sys.stderr)
-        return replace(RubricConfig(), assignment=Path(assignment).name), None, None, frozenset()
+    except Exception as exc:  # any reason the release cannot be had stops the command (re-raised)
+        raise NoRubric(f"assignment {assignment!r} could not be loaded ({exc}). Give its name from the course "
+                       f"folder (the one holding solutions/ or release/), or the path of its release or solutions "
+                       f"folder") from exc
     configs = rubric_configs(release.checks)
     if not configs:
-        print(f"warning: {release.config.name} declares no rubric check; using the default rubric settings",
-              file=sys.stderr)
-        configs = [RubricConfig()]
+        raise NoRubric(f"{release.config.name} declares no rubric check (rubric_check in its hidden tests): there "
+                       f"is no model accuracy to grade")
     if len(configs) > 1:
         print("warning: several rubric checks; grading the first", file=sys.stderr)
     return (replace(configs[0], assignment=release.config.name), release.config.title, release.config.notebook,
@@ -79,7 +83,11 @@ def _run(args, out: Path) -> int:
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover
 
-    config, title, notebook_name, released = assignment_rubric(args.assignment)
+    try:
+        config, title, notebook_name, released = assignment_rubric(args.assignment)
+    except NoRubric as exc:
+        print(f"error: {exc}; nothing was graded or changed", file=sys.stderr)
+        return 2
     try:
         inputs = discover(args.submissions, notebook_name, config.assignment, unpack_dir=None, released=released)
     except ValueError as exc:

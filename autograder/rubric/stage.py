@@ -23,15 +23,14 @@ Speed: the encoder's hidden states for the validation batches are computed once 
 The student's model then runs on them through a stand-in encoder, but only after the grader has
 compared, on a sample of batches, its outputs through the cache with its own full forward; where
 they differ, or the model calls the encoder some other way, the stage falls back to the full
-forward. With mixed precision the logits of the sample bound the error, and reviews whose logit is
-within twice that bound of the decision boundary are re-evaluated in full precision unless they are
-too few to move the accuracy by 0.1 point.
+forward. With mixed precision the logits of the sample bound the error, and the batches of reviews whose
+logit is within twice that bound of the decision boundary are re-evaluated in full precision, however few:
+the cache makes grading faster, never different.
 
 Without CUDA (and unless asked to use the CPU) the stage reports the rubric as pending.
 """
 from __future__ import annotations
 
-import math
 import os
 import random
 import re
@@ -542,14 +541,14 @@ class RubricRun:
 
     def _precision_guard(self, helpers, decisions, exact, delta, files, details) -> int:
         """Bound what the cache's precision can change: a prediction can flip only where the decision
-        value lies within the sample's largest difference of the boundary (x2 for safety). If more such
-        reviews exist than 0.1% of the set, their batches are re-evaluated with the full forward."""
+        value lies within the sample's largest difference of the boundary (x2 for safety). The batches of
+        such reviews are re-evaluated with the full forward, however few (two flipped reviews of 7,500 are
+        two students' different grades for the same model, measured on a GPU)."""
         margin = 2 * delta + 1e-6
-        n = self.vset.n
         uncertain = {b for b, d in decisions.items() if b not in exact and bool((d.abs() <= margin).any())}
         count = sum(int((decisions[b].abs() <= margin).sum()) for b in uncertain)
         details["near_boundary"] = count
-        if count <= math.floor(0.001 * n):
+        if not count:
             return 0
         redo = sorted(uncertain)
         decisions.update(self._full(helpers, redo, files))
