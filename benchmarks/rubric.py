@@ -237,11 +237,12 @@ def make_submissions(args, out: Path, frozen_encoder: bool) -> list[Path]:
     return paths
 
 
-def timed_runs(runs: dict, notebooks: list[Path], checkpoint: str, repeat: int) -> dict:
+def timed_runs(runs: dict, notebooks: list[Path], checkpoint: str, repeat: int, partial: Path) -> dict:
     """Grade every submission with each run, interleaved (submission 1 with each run, then 2, ...), so
     that a machine whose load drifts affects the runs alike. A run's first submission includes its
-    preparation: loading the encoder, tokenising the split and (cached run) computing the cache. Then the
-    first submission `repeat` more times with each run: its accuracy must not change."""
+    preparation: loading the encoder, tokenising the split and (cached run) computing the cache. The first
+    submission is graded `repeat` more times right after it (its accuracy must not change). What is
+    measured so far is in `partial` after every submission, for a run stopped by a time limit."""
     import torch
 
     report = {label: {"times": [], "accuracy": [], "methods": [], "phases": [], "repeats": []} for label in runs}
@@ -252,7 +253,7 @@ def timed_runs(runs: dict, notebooks: list[Path], checkpoint: str, repeat: int) 
         report[label]["timings"] = dict(run.timings)
         if torch.cuda.is_available():
             report[label]["gpu_memory_after_prepare_mib"] = torch.cuda.max_memory_allocated() / 2**20
-    jobs = [(i, nb) for i, nb in enumerate(notebooks)] + [(None, notebooks[0])] * repeat
+    jobs = [(0, notebooks[0])] + [(None, notebooks[0])] * repeat + [(i, nb) for i, nb in enumerate(notebooks) if i]
     for i, nb in jobs:
         for label, run in runs.items():
             t = time.monotonic()
@@ -270,6 +271,7 @@ def timed_runs(runs: dict, notebooks: list[Path], checkpoint: str, repeat: int) 
             which = f"submission {i + 1}" if i is not None else "submission 1 again"
             print(f"  {which:20s} {label:12s} {seconds:7.1f} s  accuracy {d.get('accuracy', float('nan'))!r}  "
                   f"{d.get('method', outcome.check.message[:100])}  phases {d.get('phases')}", flush=True)
+        partial.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     if torch.cuda.is_available():
         for r in report.values():
             r["gpu_memory_peak_judge_mib"] = torch.cuda.max_memory_allocated() / 2**20
@@ -324,7 +326,7 @@ def cmd_grade(args) -> int:
     print(f"rubric benchmark: {args.assignment} ({kind.name}), {len(notebooks)} submissions, device {device}, "
           f"{'all' if not limit else limit} validation reviews, max_len {config.max_len}", flush=True)
     runs = timed_runs(_grading_runs(args, config, kind, device, cuda, limit, out), notebooks,
-                      CHECKPOINTS[args.assignment], args.repeat)
+                      CHECKPOINTS[args.assignment], args.repeat, out / "benchmark.partial.json")
     report = {"assignment": args.assignment, "kind": kind.name, "device": device,
               "gpu": torch.cuda.get_device_name() if cuda else None, "torch": torch.__version__,
               "torch_threads": args.threads or torch.get_num_threads(),
