@@ -184,7 +184,8 @@ def _record(out: Path, sub_id: str, notebook: Path, item, title: str | None) -> 
 def _progress(done: int, total: int, sub_id: str, outcome) -> None:
     c = outcome.check
     score = PENDING if c.status == PENDING else f"{c.score:g}/{c.max_score:g}"
-    first = c.message.splitlines()[0][:110] if c.message else ""
+    first = c.message.splitlines()[0] if c.message else ""
+    first = first if len(first) <= 110 else first[:109].rstrip(" ,;") + "…"  # the whole message is in feedback.md
     print(f"[{done}/{total}] {sub_id}: rubric {score} ({c.seconds or 0:.1f} s) {first}", file=sys.stderr, flush=True)
 
 
