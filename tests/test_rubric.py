@@ -268,6 +268,26 @@ def test_cache_gives_the_same_accuracy_as_the_full_forward(world, trained, tmp_p
     assert f"{cached.details['accuracy']:.2%}" in cached.check.message
 
 
+def test_the_run_has_its_fork_server_import_the_workers_libraries_once(world):
+    """Preparing a run asks the fork server to import the encoder's modeling code (and the reference's imports),
+    so that no student's worker imports them itself: asked again, the server has nothing left to import."""
+    from autograder.rubric.stage import worker_libraries
+    from autograder.sandbox.forkserver import ForkServer, preload_modules, shutdown_fork_server
+
+    shutdown_fork_server()  # a server of its own, whatever earlier tests imported into theirs
+    try:
+        run = _run(world, cache=False)
+        run.prepare()
+        wanted = worker_libraries(run.encoder.config.model_type)
+        assert "transformers.models.bert.modeling_bert" in wanted
+        if ForkServer.get() is None:
+            pytest.skip("no fork server on this machine: every worker imports for itself")
+        assert preload_modules(wanted) == []  # each one already imported by the server
+        assert preload_modules(["wave"]) == ["wave"]  # control: a module it did not have yet
+    finally:
+        shutdown_fork_server()
+
+
 def test_mixed_precision_cache_and_file_transport(world, trained, tmp_path, full_forward):
     """float16 storage / bfloat16 compute: same accuracy (boundary cases re-checked); the worker reads the
     cache files itself when it can (outside /tmp, which is private to the worker)."""
