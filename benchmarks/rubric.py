@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -397,10 +398,16 @@ def cmd_pack(args) -> int:
                   str(dst / "model.safetensors"), metadata={"format": "pt"})
         sizes[str(dst)] = sum(f.stat().st_size for f in dst.iterdir())
     if args.imdb:
+        import pyarrow as pa
+
         table = pq.read_table(args.imdb, columns=["orig_split", "label", "review"])
         splits = args.splits.split(",")
-        part = table.filter(pc.is_in(table["orig_split"], value_set=__import__("pyarrow").array(splits)))
-        path = out / f"imdb-{'-'.join(splits)}.parquet"
+        part = table.filter(pc.is_in(table["orig_split"], value_set=pa.array(splits)))
+        if args.test_sample and "test" in splits:  # a seeded sample of the test reviews, the rest whole
+            test = part.filter(pc.equal(part["orig_split"], "test"))
+            keep = sorted(random.Random(0).sample(range(test.num_rows), min(args.test_sample, test.num_rows)))
+            part = pa.concat_tables([part.filter(pc.not_equal(part["orig_split"], "test")), test.take(pa.array(keep))])
+        path = out / (args.name or f"imdb-{'-'.join(splits)}.parquet")
         pq.write_table(part, path, compression="zstd", compression_level=19)
         sizes[str(path)] = path.stat().st_size
     for path, size in sizes.items():
@@ -452,6 +459,9 @@ def main(argv=None) -> int:
     k.add_argument("--imdb", help="the IMDB parquet file")
     k.add_argument("--splits", default="train,test", help="orig_split values to keep (default: train,test; the "
                    "rubric alone needs train)")
+    k.add_argument("--test-sample", type=int, help="keep only this many test reviews, a seeded sample (the notebooks' "
+                   "test accuracy; the rubric needs none)")
+    k.add_argument("--name", help="the parquet file's name (default: imdb-<splits>.parquet)")
     k.add_argument("--out", required=True)
     k.set_defaults(run=cmd_pack)
     args = p.parse_args(argv)
