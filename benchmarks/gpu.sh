@@ -38,6 +38,7 @@ stage() {  # stage NAME COMMAND...: run it under the time limit, its output in W
     [ "$limit" -gt "$STAGE_LIMIT" ] && limit=$STAGE_LIMIT
     if [ "$limit" -lt 20 ]; then say "== $name: skipped, the budget is spent"; return 124; fi
     say "== $name  $(date +%T)  (limit $limit s)  $*"
+    echo "$name $(date +%H:%M:%S)" >>"$WORK/stages.txt"
     timeout -k 5 "$limit" "$@" >"$WORK/$name.log" 2>&1
     rc=$?
     say "   $name: exit $rc after $((SECONDS - start)) s"
@@ -93,4 +94,20 @@ for name, bench in (("transformers_bert", "tb-grade"), ("bert_inside", "bi-grade
     print(f"{name} reference accuracy, every run that graded it: {seen}; identical: {len(values) == 1}")
 EOF
 kill $SAMPLER 2>/dev/null
-say "gpu memory used, peak over the run: $(sort -t, -k2 -n "$OUT/gpu.csv" | tail -1)"
+echo "end $(date +%H:%M:%S)" >>"$WORK/stages.txt"
+python3 - "$WORK/stages.txt" "$OUT/gpu.csv" <<'EOF' 2>&1 | tee -a "$LOG"
+import sys  # the peak GPU memory (the whole card) and mean utilisation of each stage, from the 0.5 s samples
+marks = [line.split() for line in open(sys.argv[1])]
+samples = []
+for row in open(sys.argv[2]):
+    parts = [x.strip() for x in row.split(",")]
+    try:
+        samples.append((parts[0].split()[1][:8], int(parts[1].split()[0]), int(parts[2].split()[0])))
+    except (IndexError, ValueError):
+        continue
+for (name, start), (_, end) in zip(marks, marks[1:]):
+    inside = [(mem, util) for t, mem, util in samples if start <= t < end]
+    if inside:
+        print(f"gpu during {name}: peak {max(m for m, _ in inside)} MiB, mean utilisation "
+              f"{sum(u for _, u in inside) / len(inside):.0f}%")
+EOF
