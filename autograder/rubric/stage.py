@@ -43,11 +43,11 @@ import torch
 from autograder.judge import CheckResult, Program
 from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
+from autograder.recording import modules_hint
 from autograder.rubric.cache import HiddenStateCache, build_cache
 from autograder.rubric.config import RubricConfig, RubricOptions, pending_message
 from autograder.rubric.data import ValidationSet, validation_set
 from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder, load_encoder
-from autograder.recording import modules_hint
 from autograder.rubric.formula import rubric_points
 from autograder.sandbox.client import MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout
 from autograder.sandbox.forkserver import preload_modules
@@ -542,8 +542,8 @@ class RubricRun:
     def _precision_guard(self, helpers, decisions, exact, delta, files, details) -> int:
         """Bound what the cache's precision can change: a prediction can flip only where the decision
         value lies within the sample's largest difference of the boundary (x2 for safety). The batches of
-        such reviews are re-evaluated with the full forward, however few (two flipped reviews of 7,500 are
-        two students' different grades for the same model, measured on a GPU)."""
+        such reviews are re-evaluated with the full forward, however few (skipping up to 7 of them let 2 of
+        7,500 predictions flip on a GPU: a grade other than the full forward's)."""
         margin = 2 * delta + 1e-6
         uncertain = {b for b, d in decisions.items() if b not in exact and bool((d.abs() <= margin).any())}
         count = sum(int((decisions[b].abs() <= margin).sum()) for b in uncertain)
