@@ -6,7 +6,7 @@
 #   3. the rubric over a class of N checkpoints, each assignment (rubric.py grade): the reference's and copies
 #      degraded by growing noise, seconds per additional student with the class cache and without, the GPU
 #      memory, and the first submission graded again (determinism);
-#   4. `autograder rubric` itself on the two references, twice, merged into results folders.
+#   4. `autograder rubric` itself on the two references (PASSES times, default once), merged into results folders.
 #
 #   bash benchmarks/gpu.sh DATA OUT
 #

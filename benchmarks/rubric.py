@@ -45,7 +45,6 @@ sys.path.insert(0, str(ROOT))
 
 NOTEBOOK = ROOT / "solutions" / "transformers_bert" / "transformers_bert.ipynb"
 NOTEBOOKS = {"transformers_bert": NOTEBOOK, "bert_inside": ROOT / "solutions" / "bert_inside" / "bert_inside.ipynb"}
-CHECKPOINTS = {"transformers_bert": "bert_gru_sentiment.pt", "bert_inside": "bert_sentiment.pt"}
 
 
 def solution_namespace(notebook: Path, env: dict[str, str]) -> tuple[dict, list]:
@@ -195,14 +194,13 @@ def cmd_train_inside(args) -> int:
 
 # -- grade ---------------------------------------------------------------------------------------------
 
-def make_submissions(args, out: Path, frozen_encoder: bool) -> list[Path]:
+def make_submissions(args, out: Path, checkpoint: str, frozen_encoder: bool) -> list[Path]:
     """K submission folders: the solution notebook with the checkpoint (student 1), and variants of it whose
     weights carry seeded noise growing with k (student k+1: k x NOISE of each tensor's spread), so that the
     class's accuracies spread from the reference's down. The frozen encoder's weights (`bert.`) stay exact, as
-    the rubric requires; a fine-tuned model's embeddings stay exact too."""
+    the rubric requires; a fine-tuned model's embeddings stay exact too. `checkpoint`: the assignment's file name."""
     import torch
 
-    name = CHECKPOINTS[args.assignment]
     if args.checkpoint:
         base = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
     elif not frozen_encoder:  # the pretrained encoder with an untrained head: for timing only
@@ -233,7 +231,7 @@ def make_submissions(args, out: Path, frozen_encoder: bool) -> list[Path]:
             if k and not kept(key) and value.is_floating_point() and value.numel() > 1:
                 value = value + k * args.noise * value.std() * torch.randn(value.shape, generator=g)
             state[key] = value
-        torch.save(state, folder / name)
+        torch.save(state, folder / checkpoint)
         paths.append(folder / Path(args.notebook).name)
     return paths
 
@@ -320,14 +318,14 @@ def cmd_grade(args) -> int:
     if args.max_len:
         config = replace(config, max_len=args.max_len)
     kind = config.checkpoint_kind
-    notebooks = make_submissions(args, out, kind.frozen_encoder)
+    notebooks = make_submissions(args, out, config.checkpoint, kind.frozen_encoder)
     cuda = torch.cuda.is_available()
     device = args.device if args.device != "auto" else ("cuda" if cuda else "cpu")
     limit = args.valid_limit if args.valid_limit is not None else (None if device == "cuda" else 256)
     print(f"rubric benchmark: {args.assignment} ({kind.name}), {len(notebooks)} submissions, device {device}, "
           f"{'all' if not limit else limit} validation reviews, max_len {config.max_len}", flush=True)
     runs = timed_runs(_grading_runs(args, config, kind, device, cuda, limit, out), notebooks,
-                      CHECKPOINTS[args.assignment], args.repeat, out / "benchmark.partial.json")
+                      config.checkpoint, args.repeat, out / "benchmark.partial.json")
     report = {"assignment": args.assignment, "kind": kind.name, "device": device,
               "gpu": torch.cuda.get_device_name() if cuda else None, "torch": torch.__version__,
               "torch_threads": args.threads or torch.get_num_threads(),

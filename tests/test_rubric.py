@@ -513,20 +513,14 @@ def test_command_refuses_an_assignment_it_cannot_load_or_without_a_rubric(world,
     assert not (out / "transformers_bert").exists() and not (out / "grades.csv").exists()
 
 
-def test_grade_reports_the_declared_rubric_pending(tmp_path):
+def test_grade_reports_the_declared_rubric_pending(tmp_path, rubric_release):
     """An assignment whose hidden tests declare the rubric: `autograder grade` lists it as pending (no score
     in results.json, `pending` in grades.csv), every other check is graded as usual."""
-    from autograder.grading import build_and_record
     from autograder.grading import GradeOptions, grade
     from autograder.release import load_release
 
     example = Path(__file__).parent / "example_course"
-    source = tmp_path / "solutions" / "vectors"
-    shutil.copytree(example / "solutions" / "vectors", source)
-    (source / "tests" / "test_rubric_part.py").write_text(
-        "from autograder.rubric import rubric_check\n\n"
-        "validation_accuracy = rubric_check(points=8, part='7. Sentiment classifier')\n", encoding="utf-8")
-    release = load_release(build_and_record(source).release)
+    release = load_release(rubric_release)
     (result,) = grade(release, [example / "submissions" / "student_sample.ipynb"],
                       GradeOptions(tmp_path / "out", quiet=True, cuda=False, summary=False))
     rubric = next(c for c in result.checks if c.name == CONFIG.name)
