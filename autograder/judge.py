@@ -6,9 +6,11 @@ comparison and every score is computed here, with the judge's own, unpatched lib
 """
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 import types
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import AbstractSet, Callable
@@ -294,6 +296,27 @@ def _check_frame(spec: CheckSpec, exc: BaseException):
     return None
 
 
+COMPLEX_CAST = "Casting complex values to real discards the imaginary part"
+COMPLEX_RETURNED = ("your code returned complex numbers where real ones are expected: the grader would have to drop "
+                    "their imaginary part (return a real tensor)")
+
+
+@contextlib.contextmanager
+def complex_casts_raise():
+    """Check code that makes a real tensor of a complex one from student code (`.double()`, `.float()`) would drop
+    its imaginary part without a word (torch warns once per process, not once per check): here it raises, and the
+    student is told. Other warnings of the checks' code are not the teaching assistant's to read."""
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            warnings.filterwarnings("error", message=COMPLEX_CAST, category=UserWarning)
+            yield
+    finally:
+        torch.set_warn_always(always)
+
+
 def _instructors_mistake(exc: BaseException) -> bool:
     """A name the check's code does not have, a module without the attribute it asks for, an import or a syntax
     error: mistakes of the code that raised them, never of what student code returned (student values are
@@ -519,10 +542,11 @@ class Judge:
             if prepare is not None:
                 prepare()
             seed_torch(0)
-            if spec.fn is not None:
-                value = spec.fn(sub, ref)
-            else:
-                value = _run_cell_check(spec, sub, ref, self.cell_globals, self.earlier.get(spec.name, ()))
+            with complex_casts_raise():
+                if spec.fn is not None:
+                    value = spec.fn(sub, ref)
+                else:
+                    value = _run_cell_check(spec, sub, ref, self.cell_globals, self.earlier.get(spec.name, ()))
             fraction = _fraction(value)
             return fraction, "" if fraction >= 1 else "partially correct" if fraction > 0 else "check failed"
         except Pending:
@@ -541,6 +565,8 @@ class Judge:
             text = str(exc)
             return 0.0, text if text else (_public_line(spec, exc) if spec.public else "a hidden check failed")
         except Exception as exc:  # the check's own mistake, or the check choking on what student code returned
+            if isinstance(exc, UserWarning) and COMPLEX_CAST in str(exc):
+                return 0.0, COMPLEX_RETURNED
             broken = check_error(spec, exc)
             if broken is not None:
                 raise broken from exc

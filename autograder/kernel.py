@@ -33,7 +33,7 @@ from typing import Protocol
 
 from autograder.sandbox.client import StudentError, WorkerError
 from autograder.sandbox.protocol import Handle
-from autograder.sandbox.remote import Remote, keep, remote_isinstance, remote_type
+from autograder.sandbox.remote import Remote, keep, proxy_class, remote_isinstance, remote_type
 
 
 class Imports(Protocol):
@@ -86,8 +86,10 @@ def as_kernel_exception(exc: StudentError) -> StudentError:
 
 def translating(value):
     """A proxy whose student exceptions arrive as kernel exceptions; plain data as it is."""
-    if type(value) is Remote:
-        return Translating(*(object.__getattribute__(value, slot) for slot in Remote.__slots__))
+    if isinstance(value, Remote) and not isinstance(value, Translating):
+        handle = object.__getattribute__(value, "_handle")
+        return proxy_class(Translating, handle.type_name)(*(object.__getattribute__(value, slot)
+                                                            for slot in Remote.__slots__))
     return value
 
 

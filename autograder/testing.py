@@ -267,10 +267,16 @@ def close(actual, expected, rtol: float = RTOL, atol: float = ATOL) -> bool:
     """Whether `actual` matches `expected`: both tensors of the same shape (no broadcasting), `actual`
     finite, and |actual - expected| <= atol + rtol * |expected| elementwise, compared in float64.
     Defaults: rtol 1e-4, atol 1e-5 (RTOL, ATOL). NaN or inf in `actual` is never close, nor is anything
-    compared with NaN in `expected` (NaN equals nothing, not even NaN)."""
+    compared with NaN in `expected` (NaN equals nothing, not even NaN). A complex tensor matches only a complex
+    one (a real part alone never stands for the whole)."""
     return (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
-            and actual.shape == expected.shape and bool(torch.isfinite(actual).all())
-            and torch.allclose(actual.double(), expected.double(), rtol=rtol, atol=atol))
+            and actual.shape == expected.shape and actual.is_complex() == expected.is_complex()
+            and bool(torch.isfinite(actual).all())
+            and torch.allclose(_wide(actual), _wide(expected), rtol=rtol, atol=atol))
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.complex128) if t.is_complex() else t.double()
 
 
 _notes: list[str] = []

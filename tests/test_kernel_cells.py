@@ -1,7 +1,9 @@
 """A notebook's own test cells mean what they mean in the student's kernel (autograder/kernel.py): the student's
 exceptions arrive as their own types, generators step, type questions answer with the judge's classes, the test
 cells of one part share their variables in order, `del name` removes the student's name; an error in the check's
-own code is the grader's, never the student's."""
+own code is the grader's, never the student's. A tensor read from student code carries what autograd knew of it
+(requires_grad, a leaf's .grad, whether it is a leaf); a value that is not data names its own type in messages;
+a complex tensor where a real one is expected is said so, never cast silently."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,6 +19,7 @@ from tests.conftest import make_submission
 
 SOLUTION = '''import numpy as np
 import pandas as pd
+import torch
 
 
 class NotPositive(ValueError):
@@ -68,6 +71,27 @@ def mapping():
 def twice(x):
     ### BEGIN SOLUTION
     return parse(x) + parse(x)
+    ### END SOLUTION
+
+
+def frozen_layer():
+    layer = torch.nn.Linear(2, 1)
+    ### BEGIN SOLUTION
+    layer.weight.requires_grad_(False)
+    ### END SOLUTION
+    layer(torch.ones(1, 2)).sum().backward()
+    return layer
+
+
+def doubled(x):
+    ### BEGIN SOLUTION
+    return 2 * x
+    ### END SOLUTION
+
+
+def mean_of(x):
+    ### BEGIN SOLUTION
+    return x.mean()
     ### END SOLUTION
 '''
 
@@ -121,13 +145,25 @@ else:
 
 RESTORED = '''assert twice(1) == 4'''
 
+AUTOGRAD = '''layer = frozen_layer()
+assert not layer.weight.requires_grad, "the weight must be frozen"
+assert layer.bias.requires_grad and layer.bias.grad is not None, "the bias learns"
+out = layer(torch.ones(3, 2))
+assert out.requires_grad and out.grad_fn is not None and not out.is_leaf
+out[0] = 0.0  # in place, as on the notebook's own (non-leaf) output'''
+
+REAL = '''assert torch.allclose(doubled(torch.ones(2)).double(), torch.full((2,), 2.0, dtype=torch.float64))'''
+
+NUMBER = '''assert float(mean_of(torch.ones(4))) == 1.0'''
+
 TYPO = '''import torch
 assert torch.alclose(torch.ones(2), torch.ones(2) * parse(1) / 2)'''
 
 CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("steps", "1. Kernel", STEPS),
          ("types", "1. Kernel", TYPES), ("sets", "2. Shared", SETS), ("reads", "2. Shared", READS),
          ("deletes", "3. Deleted", DELETES), ("after_delete", "3. Deleted", AFTER_DELETE),
-         ("restored", "4. Restored", RESTORED)]
+         ("restored", "4. Restored", RESTORED), ("autograd", "5. Tensors", AUTOGRAD), ("real", "5. Tensors", REAL),
+         ("number", "5. Tensors", NUMBER)]
 
 
 def _notebook(path: Path, cells=CELLS) -> Path:
@@ -167,6 +203,9 @@ def graded(tmp_path_factory):
         "key_error": {'raise ValueError(f"negative: {x}")': 'raise KeyError(f"negative: {x}")'},
         "no_assert": {'assert x > 0, "x must be positive"': "pass"},
         "no_parse": {"return parse(x) + parse(x)": "return 4 * x"},
+        "not_frozen": {"layer.weight.requires_grad_(False)": "pass"},
+        "complex": {"return 2 * x": "return torch.complex(2 * x, torch.ones_like(x))"},
+        "lazy": {"return x.mean()": "return lambda: x.mean()"},
     }
     notebooks = [key] + [make_submission(root / f"{name}.ipynb", key, edit) for name, edit in wrong.items()]
     return dict(zip(["key", *wrong], _grade(paths.release, notebooks, root / "out")))
@@ -193,6 +232,24 @@ def test_a_deleted_name_stays_deleted_for_the_part_and_comes_back_after(graded):
     assert no_parse["deletes"].message == "twice does not call parse"
     assert no_parse["after_delete"].message == "parse was deleted by the cell before"
     assert no_parse["restored"].status == "passed"
+
+
+@pytest.mark.slow
+def test_a_tensor_from_student_code_reads_as_autograd_saw_it(graded):
+    assert graded["key"]["autograd"].status == "passed"
+    assert graded["not_frozen"]["autograd"].message == "the weight must be frozen"
+
+
+@pytest.mark.slow
+def test_a_complex_tensor_is_never_taken_for_its_real_part(graded):
+    assert graded["complex"]["real"].status == "failed"
+    assert "complex numbers where real ones are expected" in graded["complex"]["real"].message
+
+
+@pytest.mark.slow
+def test_a_value_that_is_not_data_is_named_by_its_own_type(graded):
+    message = graded["lazy"]["number"].message
+    assert "'function'" in message and "Remote" not in message and "Translating" not in message
 
 
 def test_a_cell_shares_the_earlier_cells_of_its_part_only_when_it_reads_them():

@@ -72,6 +72,15 @@ def test_nan_and_inf_are_never_close(bad):
     assert not close(torch.tensor([1.0, 2.0]), actual)  # a non-finite expected value matches nothing
 
 
+def test_a_complex_tensor_is_close_only_to_a_complex_one():
+    real = torch.tensor([1.0, 2.0])
+    assert not close(torch.complex(real, torch.full((2,), 1000.0)), real)  # its real part alone matches
+    assert not close(torch.complex(real, torch.zeros(2)), real)
+    assert not close(real, torch.complex(real, torch.zeros(2)))
+    assert close(torch.complex(real, real), torch.complex(real, real))
+    assert not close(torch.complex(real, real), torch.complex(real, -real))  # imaginary parts compared too
+
+
 def test_another_shape_is_not_close_even_when_it_broadcasts():
     assert not close(torch.zeros(3), torch.zeros(1, 3))
     assert not close(torch.zeros(1), torch.zeros(3))

@@ -28,7 +28,7 @@ from autograder.sandbox.protocol import (
     MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, ProtocolError, decode_message,
     pack_sources, write_message,
 )
-from autograder.sandbox.remote import Remote
+from autograder.sandbox.remote import Remote, proxy_class
 from autograder.sandbox.worker import MODULE_NAME
 
 
@@ -677,7 +677,8 @@ class WorkerProcess:
         if "ok" not in reply:
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected reply")
         try:
-            return Decoder(tensors, lambda h: Remote(self, h, child_label or h.type_name)).decode(reply["ok"])
+            return Decoder(tensors, lambda h: proxy_class(Remote, h.type_name)(self, h, child_label or h.type_name)
+                           ).decode(reply["ok"])
         except ProtocolError as exc:
             raise WorkerDied(f"{what} returned data the grader cannot read: {exc}") from None
 

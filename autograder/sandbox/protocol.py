@@ -99,8 +99,13 @@ class Encoder:
     Handle, the judge refuses it (the judge sends only plain data and handles it received).
     """
 
-    def __init__(self, on_unknown, by_value: bool = False, snapshot: bool = True, max_items: int = 0):
+    def __init__(self, on_unknown, by_value: bool = False, snapshot: bool = True, max_items: int = 0,
+                 autograd: bool = False):
         self.tensors: dict[str, torch.Tensor] = {}
+        # a reply's tensors say what autograd knew of them (requires_grad, a leaf's .grad, whether it was a leaf),
+        # so that a copy reads as the student's tensor did (`assert not w.requires_grad`, `w.grad is not None`);
+        # a request's tensors travel as plain data
+        self.autograd = autograd
         # the most values (containers, numbers, strings, tensors) one encoding may hold (0: no limit): a reply of
         # millions of small objects is refused after that many, not encoded whole first
         self.max_items, self.items = max_items, 0
@@ -156,6 +161,7 @@ class Encoder:
         return _handle(handle)
 
     def _tensor(self, t: torch.Tensor, numpy: bool = False) -> Any:
+        autograd = self._autograd_tags(t) if self.autograd else {}  # (its .grad first, under a key of its own)
         key = f"t{len(self.tensors)}"
         t = t.detach()
         if t.is_sparse:
@@ -165,12 +171,20 @@ class Encoder:
         # Plain torch.Tensor only: a subclass could override anything the judge later calls.
         t = torch.Tensor._make_subclass(torch.Tensor, t.cpu())
         self.tensors[key] = t.clone(memory_format=torch.contiguous_format) if self.snapshot else t.contiguous()
-        tag: dict[str, str | bool] = {"__tensor__": key}
-        if t.requires_grad:
-            tag["requires_grad"] = True
+        tag: dict[str, str | bool] = {"__tensor__": key, **autograd}
         if numpy:
             tag["numpy"] = True
         return tag
+
+
+    def _autograd_tags(self, t: torch.Tensor) -> dict:
+        if not t.requires_grad:
+            return {}
+        tags: dict = {"requires_grad": True, "leaf": t.is_leaf}
+        grad = t.grad if t.is_leaf else None  # (.grad of a non-leaf is None, with a warning)
+        if isinstance(grad, torch.Tensor) and grad.shape == t.shape and not grad.requires_grad:
+            tags["grad"] = self._tensor(grad)["__tensor__"]
+        return tags
 
 
 def _handle(handle: Handle) -> dict:
@@ -221,7 +235,7 @@ class Decoder:
                 raise ProtocolError("message refers to a tensor it does not carry")
             if data.get("numpy"):
                 return t.numpy()
-            return t.requires_grad_(True) if data.get("requires_grad") and t.is_floating_point() else t
+            return self._with_autograd(t, data) if data.get("requires_grad") else t
         if "__handle__" in data:
             return self.make_handle(Handle(int(data["__handle__"]), str(data.get("type", "object")),
                                            str(data.get("path", ""))))
@@ -249,6 +263,17 @@ class Decoder:
                 raise ProtocolError(f"malformed generator in message: {exc}") from None
             return generator
         raise ProtocolError("unknown tagged value in message")
+
+    def _with_autograd(self, t: torch.Tensor, tag: dict) -> torch.Tensor:
+        """The copy as autograd saw the sender's tensor: requiring grad, with the leaf's .grad; a non-leaf's copy is
+        a non-leaf too (in-place changes allowed, a grad_fn), as it was in the notebook."""
+        if not (t.is_floating_point() or t.is_complex()):
+            return t
+        t.requires_grad_(True)
+        grad = self.tensors.get(str(tag.get("grad", "")))
+        if grad is not None and grad.shape == t.shape and grad.dtype == t.dtype:
+            t.grad = grad
+        return t if tag.get("leaf", True) else t.clone()
 
     def _key(self, k, depth):
         key = self.decode(k, depth + 1)

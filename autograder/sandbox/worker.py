@@ -102,7 +102,7 @@ class Worker:
         return target
 
     def reply(self, value, keep: bool = False) -> None:
-        enc = Encoder(on_unknown=self._keep, snapshot=False, max_items=MAX_REPLY_ITEMS)
+        enc = Encoder(on_unknown=self._keep, snapshot=False, max_items=MAX_REPLY_ITEMS, autograd=True)
         data = enc.encode(self._keep(value) if keep else value)
         write_message(self.out, {"ok": data}, enc.tensors)
 
