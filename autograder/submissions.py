@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,35 +52,44 @@ RUN_FILES = frozenset({"grades.csv", "summary.md", "summary.csv", "class-report.
 
 
 def safe_id(text: str) -> str:
-    """A folder name from `text`: letters, digits and ._@+- only, never one of the run's own files."""
-    base = re.sub(r"[^A-Za-z0-9._@+-]+", "_", text).strip("._") or "submission"
+    """A folder name from `text`: letters and digits of any script (NFC, as a Mac's NFD names are not), ._@+-
+    and _ only, at most 120 characters, never one of the run's own files."""
+    text = unicodedata.normalize("NFC", text)
+    base = re.sub(r"[^\w.@+-]+", "_", text)[:120].strip("._") or "submission"
     return f"{base}_submission" if base.lower() in RUN_FILES else base
 
 
 def unique_ids(ids: list[str]) -> list[str]:
-    """Folder-safe and unique: repeats get -2, -3, ... in input order."""
-    out, seen = [], {}
-    for raw in ids:
-        base = safe_id(raw)
-        n = seen.get(base.lower(), 0)
-        seen[base.lower()] = n + 1
-        out.append(base if n == 0 else f"{base}-{n + 1}")
+    """Folder-safe and unique (also where the file system ignores case): a repeat gets the first of -2, -3, ...
+    that no other id is, in input order."""
+    bases = [safe_id(raw) for raw in ids]
+    taken: set[str] = set()
+    out = []
+    for base in bases:
+        name, n = base, 1
+        while name.lower() in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name.lower())
+        out.append(name)
     return out
 
 
 def submission_ids(paths: list[Path]) -> list[str]:
-    """Folder-safe, unique ids from file names ("hw (1).ipynb" -> "hw_1")."""
-    return unique_ids([re.sub(r"[^A-Za-z0-9._-]+", "_", Path(p).stem) for p in paths])
+    """Folder-safe, unique ids from file names ("hw (1).ipynb" -> "hw_1", "张伟.ipynb" -> "张伟")."""
+    return unique_ids([Path(p).stem for p in paths])
 
 
-def candidates(folder: Path) -> list[Path]:
-    """The notebooks under `folder` (any depth), shallowest first, then by name; Jupyter's checkpoints and
-    macOS's `._` resource forks left out."""
+def candidates(folder: Path, readable: bool = True) -> list[Path]:
+    """The notebooks under `folder` (any depth), shallowest first, then by name; what is inside hidden folders
+    (Jupyter's checkpoints, a grading run's own copies) and macOS's `._` resource forks left out. `readable` False:
+    the entries named *.ipynb that are no regular file (a FIFO, a link to nothing) instead."""
     if not folder.is_dir():
         return []
-    return sorted((p for p in folder.rglob("*.ipynb") if p.is_file() and ".ipynb_checkpoints" not in p.parts
-                   and not p.name.startswith("._")),
-                  key=lambda p: (len(p.relative_to(folder).parts), str(p)))
+    found = (p for p in folder.rglob("*.ipynb") if p.is_file() == readable and not p.is_dir()
+             and not any(part.startswith(".") for part in p.relative_to(folder).parts[:-1])
+             and not p.name.startswith("._"))
+    return sorted(found, key=lambda p: (len(p.relative_to(folder).parts), str(p)))
 
 
 def changed_cells(path: Path, released: frozenset[str] = frozenset()) -> int | None:
@@ -113,7 +123,8 @@ def pick_notebook(folder: Path, wanted: str | None, released: frozenset[str] = f
     """
     found = candidates(folder)
     if not found:
-        return None, ""
+        unreadable = candidates(folder, readable=False)  # graded as what they are: their row says why
+        return (unreadable[0], "") if unreadable else (None, "")
     if len(found) == 1:
         return found[0], ""
     rel = lambda p: p.relative_to(folder).as_posix()  # noqa: E731 - the notes name files as the student does
@@ -180,7 +191,8 @@ def _gradescope_submitters(metadata: Path) -> dict[str, list[dict]]:
 def _gradescope(folder: Path, wanted: str | None, released: frozenset[str] = frozenset()) -> list[Submission]:
     people = _gradescope_submitters(folder / GRADESCOPE_METADATA)
     subs = []
-    names = {p.name for p in folder.iterdir() if p.is_dir()} | {k for k in people if k.startswith("submission_")}
+    names = {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and not is_output_folder(p)} \
+        | {k for k in people if k.startswith("submission_")}
     for sub_dir in sorted(folder / name for name in names):  # a name in the metadata only: nothing uploaded
         submitters = people.get(sub_dir.name, [])
         names = [p.get("sid") or p.get("email") or "" for p in submitters]
@@ -256,25 +268,41 @@ def _is_nbgrader(folder: Path) -> Path | None:
 
 def _folder_of_notebooks(folder: Path) -> list[Submission]:
     """Every *.ipynb entry of `folder` gets a row, whatever it is: a dangling link or a FIFO is graded as
-    unreadable; a link to a file outside the folder (the answer key, another student's notebook) is refused."""
+    unreadable."""
     entries = sorted(p for p in folder.iterdir() if p.suffix == ".ipynb" and not p.is_dir())
-    subs = [Submission(i, p) for i, p in zip(submission_ids(entries), entries)]
-    root = folder.resolve()
-    for s in subs:
-        if s.path.is_symlink() and s.path.exists() and root not in s.path.resolve().parents:
-            s.refused = (f"{s.path.name} is a link to a file outside the submissions folder "
-                         f"({s.path.resolve()}): not graded")
-    return subs
+    return [Submission(i, p) for i, p in zip(submission_ids(entries), entries)]
 
 
 def _folders_of_submissions(folder: Path, wanted: str | None, released: frozenset[str]) -> list[Submission]:
-    """One submission per folder inside `folder` that holds a notebook (at any depth), picked by the rule."""
+    """One submission per folder inside `folder` (a student's), the notebook picked by the rule; a folder holding
+    none gets a row saying so. Hidden folders and grading output folders (a run's --out put there) are no
+    student's."""
     subs = []
-    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")
+                          and not is_output_folder(p) and p.name != "__pycache__"):
         path, note = pick_notebook(student, wanted, released)
-        if path is not None:
+        if path is None:
+            subs.append(Submission(student.name, student / (wanted or "notebook.ipynb"), "no notebook was submitted"))
+        else:
             subs.append(Submission(student.name, path, note))
     return subs
+
+
+OUTPUT_LOCK = ".grading.lock"  # what every grading output folder holds (grading/outdir.py)
+
+
+def is_output_folder(folder: Path) -> bool:
+    return (folder / OUTPUT_LOCK).exists()
+
+
+def refuse_links_out(subs: list[Submission], root: Path) -> None:
+    """A notebook reached through a link that leaves the submissions folder (the answer key, another student's
+    notebook, a file elsewhere on the machine), whatever the layout and wherever the link is on its path, is not
+    graded: its row says so."""
+    for s in subs:
+        if s.path.exists() and root not in s.path.resolve().parents:
+            s.refused = (f"{s.path.name} is reached through a link to a file outside the submissions folder "
+                         f"({s.path.resolve()}): not graded")
 
 
 # -- all together --------------------------------------------------------------------------------------
@@ -297,6 +325,7 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
                 found, layout = _folder_of_notebooks(arg), "folder of notebooks"
             else:
                 found, layout = _folders_of_submissions(arg, notebook, released), "folder of submission folders"
+            refuse_links_out(found, arg.resolve())
             inputs.roots.append(arg.resolve())
             inputs.layouts.append(f"{arg}: {layout}, {len(found)} submission(s)")
             if not found:

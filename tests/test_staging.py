@@ -94,3 +94,31 @@ def test_a_staged_copy_removed_while_the_run_goes_on_is_not_graded_never_zero(ex
     monkeypatch.undo()
     [again] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
     assert again.score == 11 and not again.ungraded
+
+
+def test_a_rerun_copies_only_what_it_grades_and_knows_a_result_by_its_bytes_not_its_path(example_release, tmp_path,
+                                                                                        monkeypatch):
+    key = example_release.dir / "answer_key.ipynb"
+    (tmp_path / "subs").mkdir()
+    for name in ("a", "b"):
+        shutil.copy(key, tmp_path / "subs" / f"{name}.ipynb")
+    out = tmp_path / "out"
+    grade(example_release, sorted((tmp_path / "subs").iterdir()), GradeOptions(out, quiet=True))
+    shutil.move(tmp_path / "subs", tmp_path / "moved")  # the same bytes, by another path
+    shutil.copy(key, tmp_path / "moved" / "c.ipynb")  # a late one
+    staged = []
+    stage = Staging.stage
+    monkeypatch.setattr(Staging, "stage", lambda self, path: staged.append(path.name) or stage(self, path))
+    results = grade(example_release, sorted((tmp_path / "moved").iterdir()), GradeOptions(out, quiet=True))
+    assert staged == ["c.ipynb"]  # a disk that filled up is not filled again by copies of what was graded
+    assert [r.score for r in results] == [11, 11, 11]
+
+
+def test_a_result_cut_short_by_a_full_disk_is_no_row_of_the_table(example_release, tmp_path):
+    from autograder.grading.outdir import results_in
+
+    out = tmp_path / "out"
+    grade(example_release, [example_release.dir / "answer_key.ipynb"], GradeOptions(out, quiet=True))
+    assert list(results_in(out)) == ["answer_key"]
+    (out / "answer_key" / "results.json").unlink()  # grading.json written, then the disk was full
+    assert results_in(out) == {}

@@ -61,6 +61,16 @@ def test_file_names_become_ids():
         ["hw_1", "hw", "hw-2", "submission"]
 
 
+def test_names_in_any_script_keep_their_identity_and_case_repeats_stay_apart():
+    nfd = "Ünïcödé".encode().decode()  # as typed
+    import unicodedata
+
+    names = ["张伟.ipynb", "李娜.ipynb", unicodedata.normalize("NFD", nfd) + " 学生.ipynb", "Alice.ipynb",
+             "alice-2.ipynb", "alice.ipynb"]
+    assert submission_ids([Path(n) for n in names]) == \
+        ["张伟", "李娜", "Ünïcödé_学生", "Alice", "alice-2", "alice-3"]
+
+
 def test_folder_of_notebooks(tmp_path):
     for name in ("b.ipynb", "a.ipynb", "hw (1).ipynb", "notes.txt"):
         notebook(tmp_path / "class" / name)
@@ -79,14 +89,54 @@ def test_folder_of_submission_folders(tmp_path):
     notebook(tmp_path / "subs" / "alice" / "vectors.ipynb")
     notebook(tmp_path / "subs" / "alice" / "bert_gru_sentiment.pt", "weights")
     notebook(tmp_path / "subs" / "bob" / "hw" / "Copy of vectors.ipynb")
-    (tmp_path / "subs" / "carol").mkdir()  # nothing handed in: no row
+    (tmp_path / "subs" / "carol").mkdir()  # nothing handed in: a row that says so
     (tmp_path / "subs" / ".git").mkdir()
     inputs = discover([tmp_path / "subs"], notebook="vectors.ipynb")
-    assert [(s.student, s.path.relative_to(tmp_path / "subs").as_posix()) for s in inputs.submissions] == \
-        [("alice", "alice/vectors.ipynb"), ("bob", "bob/hw/Copy of vectors.ipynb")]
-    assert "folder of submission folders, 2 submission(s)" in inputs.layouts[0]
-    checkpoints = [checkpoint_path(s.path, s.student, "bert_gru_sentiment.pt", None) for s in inputs.submissions]
+    assert [(s.student, s.path.relative_to(tmp_path / "subs").as_posix(), s.note) for s in inputs.submissions] == \
+        [("alice", "alice/vectors.ipynb", ""), ("bob", "bob/hw/Copy of vectors.ipynb", ""),
+         ("carol", "carol/vectors.ipynb", "no notebook was submitted")]
+    assert "folder of submission folders, 3 submission(s)" in inputs.layouts[0]
+    checkpoints = [checkpoint_path(s.path, s.student, "bert_gru_sentiment.pt", None) for s in inputs.submissions[:2]]
     assert checkpoints[0].is_file() and len(set(checkpoints)) == 2
+
+
+@pytest.mark.parametrize("layout", ["folders", "gradescope", "nbgrader"])
+def test_every_layout_refuses_links_out_and_gives_fifos_and_dangling_links_a_row(tmp_path, layout):
+    import os
+
+    outside = notebook(tmp_path / "answer_key.ipynb")
+    root = {"folders": tmp_path / "subs", "gradescope": tmp_path / "export",
+            "nbgrader": tmp_path / "course" / "submitted"}[layout]
+    if layout == "gradescope":
+        gradescope_export(root)
+
+    def holder(student: str) -> Path:  # where the student's notebook goes (nbgrader: <student>/<assignment>/)
+        folder = root / student / "vectors" if layout == "nbgrader" else root / student
+        folder.mkdir(parents=True)
+        return folder
+
+    (holder("linked") / "vectors.ipynb").symlink_to(outside)  # the answer key, elsewhere on the machine
+    os.mkfifo(holder("fifo") / "vectors.ipynb")
+    (holder("dangling") / "vectors.ipynb").symlink_to(tmp_path / "nowhere.ipynb")
+    notebook(tmp_path / "elsewhere" / "vectors" / "vectors.ipynb")
+    (root / "linked_folder").symlink_to(tmp_path / "elsewhere", target_is_directory=True)  # the folder a link out
+    inputs = discover([root], notebook="vectors.ipynb", assignment="vectors")
+    got = {s.student: s for s in inputs.submissions}
+    assert {"linked", "fifo", "dangling"} <= set(got)
+    assert "outside the submissions folder" in got["linked"].refused
+    assert got["fifo"].path.name == "vectors.ipynb" and not got["fifo"].refused
+    assert got["dangling"].path.is_symlink() and not got["dangling"].refused
+    assert all(s.refused for name, s in got.items() if name.startswith("linked"))
+
+
+def test_a_grading_output_folder_inside_the_submissions_is_no_student(tmp_path):
+    notebook(tmp_path / "subs" / "alice" / "vectors.ipynb")
+    out = tmp_path / "subs" / "results"
+    notebook(out / ".staged" / "0123" / "vectors.ipynb")  # a run's own copy, left by a run that was killed
+    (out / ".grading.lock").write_text("")
+    notebook(tmp_path / "subs" / "bob" / ".inputs" / "x" / "vectors.ipynb")  # inside a hidden folder: not his work
+    inputs = discover([tmp_path / "subs"], notebook="vectors.ipynb")
+    assert [(s.student, s.note) for s in inputs.submissions] == [("alice", ""), ("bob", "no notebook was submitted")]
 
 
 @pytest.mark.parametrize("yaml", [True, False], ids=["pyyaml", "without-pyyaml"])

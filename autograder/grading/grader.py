@@ -19,7 +19,7 @@ from autograder.grading.replay import ReplayingWorker
 from autograder.grading.staging import is_staged
 from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import extract
-from autograder.notebook.load import NotebookError, NotebookVanished, read_notebook
+from autograder.notebook.load import NotebookError, NotebookUnreadable, NotebookVanished, read_notebook
 from autograder.recording import Recording, fingerprint
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
@@ -252,6 +252,9 @@ class Grader:
             if isinstance(exc, NotebookVanished) and is_staged(path):  # the run's own copy, removed by someone
                 return ungraded_result(self.release, path, sub_id, f"{exc} (the run's copy of it was removed while "
                                        "it ran): grade it again", time.monotonic() - start)  # never a zero
+            if isinstance(exc, NotebookUnreadable):  # graded again by the next run, once it can be read
+                return ungraded_result(self.release, path, sub_id, f"{exc} (a problem of this machine's files, not "
+                                       "the submission's)", time.monotonic() - start)
             return self._ungraded(path, sub_id, str(exc), start)
         extraction = extract(nb, self.names_read)
         notes += [f"cell {s.cell} was not graded: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]

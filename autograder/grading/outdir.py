@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from autograder.reports.results import SubmissionResult
+from autograder.submissions import OUTPUT_LOCK
 
-LOCK = ".grading.lock"
+LOCK = OUTPUT_LOCK  # (submissions.py leaves out the folders holding one)
 _held: dict[str, list[int]] = {}  # resolved folder -> [how many claims this process holds on it, the lock's fd]
 
 
@@ -104,10 +105,12 @@ def ensure_held(out_dir: Path) -> None:
 
 
 def results_in(out_dir: Path) -> dict[str, SubmissionResult]:
-    """id -> result, for every DIR/<id>/grading.json that can be read."""
+    """id -> result, for every DIR/<id>/grading.json that can be read, beside a results.json that can be read too
+    (written after it: without it the result is incomplete, a disk that filled up between the two)."""
     found = {}
     for path in sorted(out_dir.glob("*/grading.json")):
         try:
+            json.loads((path.parent / "results.json").read_text(encoding="utf-8"))
             found[path.parent.name] = SubmissionResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
             continue

@@ -14,6 +14,9 @@ from autograder.release import Release
 from autograder.reports.results import SubmissionResult
 
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
+# what must match for a result to stand: the bytes and the release (not the path they were given by: the same
+# folder given as an absolute path, moved, or an export downloaded again under another name)
+SAME = ("notebook", "release")
 
 
 def fingerprint(path: Path, release_id: str, digest: str | None = None) -> dict:
@@ -31,7 +34,8 @@ def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult 
     """The result already in DIR for this id, if it was graded from the same notebook and release."""
     folder = out_dir / sub_id
     try:
-        if json.loads((folder / MARKER).read_text(encoding="utf-8")) != fingerprint:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        if any(marker.get(key) != fingerprint[key] for key in SAME):
             return None
         json.loads((folder / "results.json").read_text(encoding="utf-8"))  # missing or truncated: grade again
         result = SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))

@@ -87,19 +87,22 @@ class Run:
         release_id = release_fingerprint(release)
         self.given = list(paths)  # the paths as given, which results name
         self.staging = Staging(self.out, enabled=not options.cluster)
-        staged = [self.staging.stage(path) for path in paths]  # graded from these copies, whatever the originals do
-        self.prints = [fingerprint(path, release_id, digest) for path, (_, digest) in zip(paths, staged)]
+        self.prints = [fingerprint(path, release_id) for path in paths]  # the bytes as they are now
         self.results: list[SubmissionResult | None] = [None] * len(paths)
         # results of earlier commands in the same folder: the tables list them too
         this_run = set(ids)
         self.earlier = {k: v for k, v in results_in(self.out).items() if k not in this_run}
         self.todo = []
-        for i, ((path, _), sub_id) in enumerate(zip(staged, ids)):
+        for i, (path, sub_id) in enumerate(zip(paths, ids)):
             earlier = None if options.regrade else previous(self.out, sub_id, self.prints[i])
             if earlier is not None:
                 self.results[i] = earlier
-            else:
-                self.todo.append((i, path, sub_id))
+                continue
+            # graded from a copy, whatever the original does meanwhile (only those graded: a disk that filled up
+            # is not filled again by copies of what an earlier command graded)
+            staged, digest = self.staging.stage(path)
+            self.prints[i] = fingerprint(path, release_id, digest)
+            self.todo.append((i, staged, sub_id))
         self.jobs = max(1, min(options.jobs, len(self.todo)))
         self.grades_written = 0.0  # when grades.csv was last written (finish)
         self.status = ""  # the workers' confinement status line

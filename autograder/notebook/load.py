@@ -6,6 +6,7 @@ grading run would pay. Other formats are converted with nbformat.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -32,20 +33,29 @@ class NotebookVanished(NotebookError):
     """The path names nothing at all any more (not even a dangling link): the file was removed or moved away."""
 
 
+class NotebookUnreadable(NotebookError):
+    """The file is there but this process may not read it (its permissions, an I/O error): the machine's problem,
+    never the student's."""
+
+
 def read_notebook(path: Path) -> tuple[Node, list[str]]:
     """The notebook as nbformat 4 with outputs dropped, plus notes on what was repaired."""
     notes = []
     try:
         info = path.stat()
     except OSError as exc:
-        gone = NotebookVanished if not os.path.lexists(path) else NotebookError
+        gone = NotebookVanished if not os.path.lexists(path) else \
+            NotebookError if exc.errno in (errno.ENOENT, errno.ELOOP) else NotebookUnreadable  # (a link to nothing)
         raise gone(f"cannot read {path.name}: {exc.strerror}") from None
     if not stat.S_ISREG(info.st_mode):  # a FIFO or a device: reading it could block or never end
         raise NotebookError(f"{path.name} is not a regular file: it is not graded")
     size = info.st_size
     if size > MAX_NOTEBOOK_BYTES:
         raise NotebookError(f"{path.name} is {size / 2**20:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 2**20} MB limit")
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise NotebookUnreadable(f"cannot read {path.name}: {exc.strerror}") from None
     if not raw.strip():
         raise NotebookError(f"{path.name} is empty")
     try:
