@@ -54,7 +54,7 @@ def report_grader_problems(results: list[SubmissionResult]) -> None:
     for name, why in sorted(causes.items()):
         lines.append(f"  - {name}: {'; '.join(sorted(why))}")
     lines.append("Fix the cause (a module missing, a broken install, a file the reference needs, a machine short of "
-                 "memory), then grade again with --regrade.")
+                 "memory), then run the same command again: it grades again only the submissions NOT GRADED.")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
