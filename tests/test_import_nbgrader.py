@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -266,3 +267,62 @@ def test_the_command_line_imports_and_refuses_to_overwrite(tmp_path, capsys):
     assert main(argv) == 2
     assert "exists: choose another --name, or --force to replace it" in capsys.readouterr().err
     assert main(argv + ["--force"]) == 0
+
+
+# -- metadata nbgrader itself refuses: refused whole, nothing written ----------------------------------------
+
+def _graded(source: str, **meta):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": False, "schema_version": 3, **meta}
+    return cell
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ([_graded("assert True", grade_id="lookup", points=1)], "cell 7: grade_id 'lookup' is also used by cell 2"),
+    ([_graded("assert True", grade_id="", points=1)], "cell 7: nbgrader cell without a grade_id"),
+    ([_graded("", grade_id="blank")], "cell 7: grade cell 'blank' needs nbgrader 'points' >= 0"),
+    ([_graded("assert True", grade_id="negative", points=-1)], "cell 7: grade cell 'negative' needs nbgrader"),
+])
+def test_metadata_nbgrader_refuses_is_refused_naming_the_cells_and_nothing_is_written(tmp_path, extra, problem):
+    from autograder.importers.common import ImportFailed
+
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", extra)
+    with pytest.raises(ImportFailed, match=re.escape(problem)):
+        import_assignment(source, "hw", tmp_path / "solutions")
+    assert not (tmp_path / "solutions").exists()
+
+
+def test_a_refused_notebook_of_a_folder_writes_none_of_the_others(tmp_path):
+    from autograder.importers.common import ImportFailed
+
+    _nbgrader_notebook(tmp_path / "nbgrader" / "a.ipynb")
+    _nbgrader_notebook(tmp_path / "nbgrader" / "b.ipynb", [_graded("assert True", grade_id="", points=1)])
+    with pytest.raises(ImportFailed, match="b.ipynb: cell 7: nbgrader cell without a grade_id"):
+        import_assignment(tmp_path / "nbgrader", "hw", tmp_path / "solutions")
+    assert not (tmp_path / "solutions").exists()
+
+
+def test_grade_ids_that_share_a_python_name_keep_both_checks(tmp_path):
+    from autograder.testing import load_test_file
+
+    cells = [_graded("assert True", grade_id="a-b", points=1), _graded("", grade_id="a_b", points=2)]
+    (report,) = import_assignment(_nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", cells), "hw",
+                                  tmp_path / "solutions")
+    checks, _ = load_test_file(report.target / "tests" / "nbgrader_tests.py")
+    assert [(c.name, c.points) for c in checks][-2:] == [("a-b", 1), ("a_b", 2)]  # an empty cell is a test, not manual
+
+
+def test_only_the_files_the_notebook_names_are_shipped(tmp_path):
+    folder = tmp_path / "nbgrader"
+    read = nbformat.v4.new_code_cell('import helpers\nrows = open("data/rows.csv").read()\nimgs = "images"')
+    source = _nbgrader_notebook(folder / "hw.ipynb", [read, nbformat.v4.new_markdown_cell("![plot](plot.png)")])
+    for name in ("data/rows.csv", "images/a.png", "plot.png", "helpers.py", "make_data.py", "notes/todo.txt"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("x")
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert "4 file(s) shipped with the notebook: data/rows.csv, helpers.py, images/a.png, plot.png" in report.converted
+    assert any(n.startswith("not shipped, as the notebook does not name them: make_data.py, notes/todo.txt. To ship "
+                            "one, copy it from") for n in report.notes)
+    assert not (report.target / "make_data.py").exists() and (report.target / "helpers.py").is_file()
+    assert 'files = ["data/rows.csv", "helpers.py", "images/a.png", "plot.png"]' in \
+        (report.target / "assignment.toml").read_text()

@@ -36,7 +36,9 @@ def demo(tmp_path_factory):
 
 def test_the_demo_imports_with_a_report(demo):
     assert demo.not_converted == []
-    assert "q1: 3 test case(s) (1 point) -> checks compared with the reference" in demo.converted
+    assert ("q1: 3 test case(s) (1 point) -> 2 public test cell(s) in the notebook, 1 check(s) compared with the "
+            "reference") in demo.converted
+    assert "cell 10: public test 'q1 test 1' (0.333333 points) -> public test cell" in demo.converted
     assert "q4: manual question (1 point) -> manual check 'q4' (pending)" in demo.converted
     assert any("np.True_" in note for note in demo.notes)
 
@@ -147,3 +149,93 @@ def test_seeding_lines_run_before_each_test_in_both_programs(tmp_path):
     (result,) = grade(load_release(paths.release), [paths.release / "answer_key.ipynb"],
                       GradeOptions(tmp_path / "out", quiet=True, summary=False))
     assert [(c.name, c.status) for c in result.checks] == [("q1 test 1", "passed")]
+
+
+# -- what students had in otter they keep: public tests, files; otter's PDF export markers -------------------
+
+def test_public_cases_are_public_test_cells_students_run_and_hidden_ones_stay_hidden(demo):
+    from autograder.check import public_specs
+
+    paths = build(demo.target)
+    student = nbformat.read(paths.assignment / "demo.ipynb", as_version=4)
+    specs = public_specs(student)
+    assert [(s.name, s.part) for s in specs] == [("q1 test 1", "q1"), ("q1 test 2", "q1"), ("q2 test 1", "q2")] + [
+        (f"q3 test {n}", "q3") for n in range(1, 5)]
+    assert sum(s.points for s in specs if s.part == "q1") == pytest.approx(2 / 3)
+    one = next(s for s in specs if s.name == "q1 test 1")
+    assert one.source == ('_value = square(1) == 1\nassert _value == True, f"this test gives {_value!r} where a '
+                          'correct notebook gives True"')
+    tests = (demo.target / "tests" / "otter_tests.py").read_text()
+    assert "'q1 hidden test 3'" in tests and "'q1 test 1'" not in tests  # one check per case, wherever it lives
+
+
+def test_seeded_public_cases_are_named_and_still_graded(tmp_path):
+    case = nbformat.v4.new_code_cell("round(draw(), 4)")
+    source = _otter_notebook(tmp_path / "src" / "v.ipynb", case, nbformat.v4.new_code_cell("assert draw() < 1"))
+    (report,) = import_assignment(source, "v", tmp_path / "solutions")
+    assert report.not_converted == [
+        "cell 7: public test 'q1 test 1': the grader runs the notebook's seeding lines before it, which a test cell "
+        "cannot do; students see its code, but `autograder check` does not run it (it is graded as a check compared "
+        "with the reference)",
+        "cell 8: public test 'q1 test 2': the grader runs the notebook's seeding lines before it, which a test cell "
+        "cannot do; students see its code, but `autograder check` does not run it (it is graded as a check compared "
+        "with the reference)"]
+    tests = (report.target / "tests" / "otter_tests.py").read_text()
+    assert "reference_cell('q1 test 1', 0.5," in tests and "reference_cell('q1 test 2', 0.5," in tests
+    cells = nbformat.read(report.target / "v.ipynb", as_version=4).cells
+    assert [c.metadata.get("tags") for c in cells if c.source == "round(draw(), 4)"] == [["skip-grading"]]
+
+
+def test_a_public_value_without_a_recorded_output_is_named(tmp_path):
+    from autograder.importers.otter import public_test_source
+
+    assert public_test_source(Case("x == 1", False, None))[0] is None
+    assert "recorded none" in public_test_source(Case("x == 1", False, None, output="array([1])"))[1]
+    assert public_test_source(Case("y = f()\nassert y", False, None)) == ("y = f()\nassert y", "")
+    assert public_test_source(Case("y = f()\ny.tolist()", False, None, output="[1.0,\n 2.0]"))[0] == (
+        'y = f()\n_value = y.tolist()\nassert _value == [1.0, 2.0], f"this test gives {_value!r} where a correct '
+        'notebook gives [1.0, 2.0]"')
+
+
+def test_pdf_export_markers_are_removed_and_the_manual_question_graded_by_hand(tmp_path):
+    nb = nbformat.read(DEMO / "source" / "demo.ipynb", as_version=4)
+    q5 = next(i for i, c in enumerate(nb.cells) if c.source.startswith("**Question 5:**"))
+    nb.cells[q5].source = "<!-- BEGIN QUESTION -->\n\n" + nb.cells[q5].source
+    nb.cells.insert(q5 + 4, nbformat.v4.new_markdown_cell("<!-- END QUESTION -->"))
+    for cell in nb.cells:
+        cell.pop("id", None)
+    source = tmp_path / "src" / "demo.ipynb"
+    source.parent.mkdir()
+    nbformat.write(nb, source)
+    (report,) = import_assignment(source, "demo", tmp_path / "solutions")
+    assert report.not_converted == []
+    assert f"cell {q5 + 1}: otter's PDF export marker of q5 removed (graded by hand: a manual check)" in report.converted
+    assert "q5: manual question (1 point) -> manual check 'q5' (pending)" in report.converted
+    text = (report.target / "demo.ipynb").read_text()
+    assert "QUESTION -->" not in text and "**Question 5:**" in text
+    build(report.target)
+
+
+def test_a_pdf_export_marker_outside_a_configured_question_is_named(tmp_path):
+    source = _otter_notebook(tmp_path / "src" / "m.ipynb", nbformat.v4.new_code_cell("assert draw() < 1"))
+    nb = nbformat.read(source, as_version=4)
+    nb.cells += [nbformat.v4.new_markdown_cell("<!-- BEGIN QUESTION -->\nWhy?"),
+                 nbformat.v4.new_markdown_cell("_Your answer._\n<!-- END QUESTION -->")]
+    nbformat.write(nb, source)
+    (report,) = import_assignment(source, "m", tmp_path / "solutions")
+    assert any(line.startswith("cell 10: '<!-- BEGIN QUESTION -->': a question otter exports for grading by hand, "
+                               "outside any `# BEGIN QUESTION` configuration") for line in report.not_converted)
+    build(report.target)  # the markers are gone
+
+
+def test_files_shipped_are_those_the_notebook_names_or_the_config_lists(tmp_path):
+    source = _otter_notebook(tmp_path / "src" / "f.ipynb", nbformat.v4.new_code_cell("assert draw() < 1"))
+    nb = nbformat.read(source, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_raw_cell("# ASSIGNMENT CONFIG\nfiles:\n    - extra"))
+    nbformat.write(nb, source)
+    for name in ("extra/a.txt", "gen.py"):
+        (source.parent / name).parent.mkdir(parents=True, exist_ok=True)
+        (source.parent / name).write_text("x")
+    (report,) = import_assignment(source, "f", tmp_path / "solutions")
+    assert "1 file(s) shipped with the notebook: extra/a.txt" in report.converted
+    assert any(n.startswith("not shipped, as the notebook does not name them: gen.py.") for n in report.notes)

@@ -2,12 +2,14 @@
 
 The assignment written is always: the notebook, tests/<format>_tests.py (the checks), assignment.toml
 (listing the data files copied beside the notebook) and IMPORT.md (report.py). Nothing is overwritten
-unless asked (`force`).
+unless asked (`force`). Of the files beside the source notebook, only those the notebook names (or the source's
+configuration lists) are shipped to students; the others are named in IMPORT.md, with how to add one.
 """
 from __future__ import annotations
 
 import ast
 import builtins
+import re
 import shutil
 from pathlib import Path
 
@@ -25,9 +27,45 @@ def points_text(points: float) -> str:
 
 
 def data_files(folder: Path) -> list[Path]:
-    """Files beside the notebook that students need (data, images), relative to `folder`."""
+    """Every file beside the notebook (data, images, scripts), relative to `folder`; notebooks, hidden files,
+    checkpoints and submissions left out."""
     return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and p.suffix != ".ipynb"
                   and not any(part in SKIP_DIRS or part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def _mentions(text: str, name: str) -> bool:
+    """`name` occurs in `text` as a whole file name (not inside a longer name: data.csv is not in mydata.csv)."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?!\.?[\w-])", text) is not None
+
+
+def _string_constants(sources: list[str]) -> list[str]:
+    return [n.value.strip() for s in sources for n in ast.walk(parse(s) or ast.Module([], []))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _needed(f: Path, text: str, strings: list[str], modules: set[str], listed: list[str]) -> bool:
+    """Whether the notebook needs `f`: named (its path or its name, in any cell: a markdown image counts), under a
+    folder a string of the code names, a module (or package) the code imports, or under a path `listed`."""
+    path, folders = f.as_posix(), [p.as_posix() for p in f.parents if p != Path(".")]
+    imported = f.parts[0] in modules if folders else f.suffix == ".py" and f.stem in modules
+    if imported or _mentions(text, path) or _mentions(text, f.name):
+        return True
+    in_strings = any(re.search(rf"(^|/){re.escape(d)}(/|$)", s.removeprefix("./")) for d in folders for s in strings)
+    return in_strings or any(path == x or path.startswith(x.rstrip("/") + "/") for x in listed)
+
+
+def needed_files(folder: Path, nb, listed: list[str] = ()) -> tuple[list[Path], list[Path]]:
+    """(shipped, left out): the files beside the notebook it needs (_needed), and the others (a script that made
+    the data, say), both relative to `folder`. `listed`: paths the source's configuration ships (otter's files:)."""
+    sources = [c.get("source", "") for c in nb.cells]
+    code = [c.get("source", "") for c in nb.cells if c.get("cell_type") == "code"]
+    text, strings = "\n".join(sources), _string_constants(code)
+    modules = {name.split(".")[0] for node in statements(code) if isinstance(node, (ast.Import, ast.ImportFrom))
+               for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])}
+    listed = [x.strip().removeprefix("./") for x in listed]
+    files = data_files(folder)
+    shipped = [f for f in files if _needed(f, text, strings, modules, listed)]
+    return shipped, [f for f in files if f not in shipped]
 
 
 # -- the notebook's code -----------------------------------------------------------------------------------
@@ -114,12 +152,13 @@ def prepare(target: Path, force: bool) -> None:
     (target / "tests").mkdir(parents=True)
 
 
-def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_file: str) -> None:
-    """The notebook, its checks, assignment.toml and the data files beside the source; then IMPORT.md."""
+def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_file: str, listed: list[str] = ()) -> None:
+    """The notebook, its checks, assignment.toml and the files beside the source the notebook needs
+    (needed_files; `listed`: what the source's configuration ships); then IMPORT.md, naming the files left out."""
     import nbformat
 
     source, target = report.source, report.target
-    files = data_files(source.parent)
+    files, left_out = needed_files(source.parent, nb, listed)
     nbformat.write(nb, target / source.name)
     (target / "tests" / tests_file).write_text(tests, encoding="utf-8")
     listed = ", ".join(f'"{f.as_posix()}"' for f in files)
@@ -130,4 +169,7 @@ def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_fil
         (target / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source.parent / f, target / f)
     report.convert(f"{len(files)} file(s) shipped with the notebook: {', '.join(f.as_posix() for f in files) or 'none'}")
+    if left_out:
+        report.note(f"not shipped, as the notebook does not name them: {', '.join(f.as_posix() for f in left_out)}. "
+                    f"To ship one, copy it from {source.parent.resolve()} into {target} and add it to `files` in assignment.toml")
     report.write()

@@ -7,10 +7,12 @@ Writes solutions/<name>/ (a folder of several notebooks: one assignment per note
 - tests/nbgrader_tests.py: one check per test cell, which runs the whole cell (hidden tests included) as
   nbgrader's kernel would (autograder/importers/cells.py), and one `manual` check per item nbgrader grades
   by hand (written answers, free-response code cells, tasks), so its points stay in every total as pending;
-- the folder's other files (data, images), listed in assignment.toml `files`;
+- the folder's files the notebook names (data, images, modules it imports), listed in assignment.toml `files`;
 - IMPORT.md: what was converted, what was not and why.
 Every grade_id and every point of the source becomes a check, a manual check or a line of the report. What
 cannot be converted (AUTOTEST, markers of other tools) stays in the notebook, where `build` refuses it by name.
+A notebook whose nbgrader metadata nbgrader itself refuses (a grade_id blank or used twice, a grade cell without
+points) is refused whole, before anything is written, naming the cells.
 """
 from __future__ import annotations
 
@@ -43,8 +45,12 @@ class Check:
     name: str
     points: float
     part: str
-    source: str = ""  # a test cell's code, markers kept (empty for a manual check)
-    what: str = ""  # a manual check: what is graded by hand
+    source: str = ""  # a test cell's code, markers kept
+    what: str = ""  # a manual check (and only a manual check): what is graded by hand
+
+    @property
+    def manual(self) -> bool:
+        return bool(self.what)
 
 
 @dataclass
@@ -65,6 +71,47 @@ def source_notebooks(source: Path) -> list[Path]:
     if not found:
         raise ImportFailed(f"{source}: no notebook (*.ipynb) in this folder")
     return found
+
+
+# -- what nbgrader itself refuses ------------------------------------------------------------------------------
+
+def valid_points(value) -> float | None:
+    """nbgrader's points as a number >= 0 (nbgrader reads them with float()), None when they are not."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        points = float(value)
+    except (TypeError, ValueError):
+        return None
+    return points if points >= 0 else None
+
+
+def metadata_problems(nb) -> list[str]:
+    """`cell N: ...` for each grade_id blank or used by an earlier cell, and each grade cell or task without valid
+    points: nbgrader refuses such a notebook, and converting it would drop or invent a check."""
+    problems, seen = [], {}
+    for index, cell in enumerate(nb.cells):
+        meta, loc = nbgrader_meta(cell), f"cell {index + 1}"
+        if not (meta.get("grade") or meta.get("solution") or meta.get("task")):
+            continue
+        grade_id = meta.get("grade_id")
+        if not isinstance(grade_id, str) or not grade_id.strip():
+            problems.append(f"{loc}: nbgrader cell without a grade_id")
+            continue
+        if grade_id in seen:
+            problems.append(f"{loc}: grade_id {grade_id!r} is also used by cell {seen[grade_id]}")
+        seen.setdefault(grade_id, index + 1)
+        if (meta.get("grade") or meta.get("task")) and valid_points(meta.get("points")) is None:
+            problems.append(f"{loc}: grade cell {grade_id!r} needs nbgrader 'points' >= 0")
+    return problems
+
+
+def refuse_invalid(nb, nb_path: Path) -> None:
+    """Raise ImportFailed, one line per problem, when nbgrader itself would refuse the notebook's metadata."""
+    problems = metadata_problems(nb)
+    if problems:
+        raise ImportFailed("\n".join(f"{nb_path}: {p} (nbgrader refuses this notebook too: fix the cell's nbgrader "
+                                      "metadata and import again)" for p in problems))
 
 
 # -- one notebook ------------------------------------------------------------------------------------------
@@ -115,7 +162,7 @@ def convert(nb, where: str, report: ImportReport) -> Conversion:
             report.refuse(loc, f"{cell.get('cell_type')} grade cell {nbgrader_meta(cell).get('grade_id')!r}",
                           "nbgrader grades no such cell (a grade cell is code, or a solution); its points are left out")
     out.imports = notebook_imports(code_sources(out))
-    out.reads = names_read([c.source for c in out.checks if c.source], notebook_names(code_sources(out)))
+    out.reads = names_read([c.source for c in out.checks if not c.manual], notebook_names(code_sources(out)))
     caveats(out, report)
     return out
 
@@ -130,7 +177,7 @@ def _refuse_foreign(cell, loc: str, marker, report: ImportReport) -> None:
 
 def _test_cell(cell, loc: str, part: str, report: ImportReport) -> Check:
     meta = nbgrader_meta(cell)
-    name, points = str(meta.get("grade_id")), float(meta.get("points", 0) or 0)
+    name, points = str(meta.get("grade_id")), valid_points(meta.get("points")) or 0.0
     source = cell["source"]
     cell["source"] = public_part(source, loc)
     cell["metadata"].pop("nbgrader", None)
@@ -142,7 +189,7 @@ def _test_cell(cell, loc: str, part: str, report: ImportReport) -> Check:
 def _hand_graded(cell, loc: str, part: str, report: ImportReport) -> Check:
     """A manual check keeps the points; the cell keeps only what makes it a solution (stubbed for students)."""
     meta = nbgrader_meta(cell)
-    kind, name, points = hand_graded(cell), str(meta.get("grade_id")), float(meta.get("points", 0) or 0)
+    kind, name, points = hand_graded(cell), str(meta.get("grade_id")), valid_points(meta.get("points")) or 0.0
     for key in ("grade", "points", "task"):
         meta.pop(key, None)
     if meta.get("solution") is False:
@@ -162,7 +209,7 @@ def code_sources(out: Conversion) -> list[str]:
 def caveats(out: Conversion, report: ImportReport) -> None:
     """Report each test cell whose meaning here differs from its meaning in nbgrader's kernel."""
     defined, earlier = notebook_names(code_sources(out)), {}
-    for c in (c for c in out.checks if c.source):
+    for c in (c for c in out.checks if not c.manual):
         tree = parse(c.source)
         if tree is None:
             report.refuse(c.name, "test cell", "not valid Python: the check fails for every notebook (`verify` says "
@@ -223,9 +270,8 @@ def tests_module(out: Conversion, notebook: str) -> str:
                          "nbgrader's\nkernel (autograder/importers/cells.py); each item nbgrader grades by hand is a "
                          "manual check (pending).\n", "notebook_cell", out.imports)
     part_cells: dict[str, list[str]] = {}  # part -> the (name, source variable) pairs of its test cells so far
-    for c in out.checks:
-        variable = re.sub(r"\W", "_", c.name)
-        if not c.source:
+    for c, variable in zip(out.checks, variable_names([c.name for c in out.checks])):
+        if c.manual:
             lines += ["", f"check_{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})"]
             continue
         earlier = part_cells.setdefault(c.part, [])
@@ -237,22 +283,42 @@ def tests_module(out: Conversion, notebook: str) -> str:
     return "\n".join(lines + reads_function(out.reads)) + "\n"
 
 
-def import_notebook(nb_path: Path, target: Path, title: str, force: bool) -> ImportReport:
+def variable_names(names: list[str]) -> list[str]:
+    """A distinct Python name per check (grade_ids such as 'a-b' and 'a_b' would otherwise share one, and the
+    later check would replace the earlier in the tests module)."""
+    out: list[str] = []
+    for name in names:
+        base = re.sub(r"\W", "_", name)
+        variable, n = base, 2
+        while variable in out:
+            variable, n = f"{base}_{n}", n + 1
+        out.append(variable)
+    return out
+
+
+def convert_notebook(nb_path: Path, target: Path) -> tuple[ImportReport, Conversion]:
+    """The conversion of one notebook, nothing written; ImportFailed when nbgrader itself would refuse it."""
     import nbformat
 
+    nb = nbformat.read(nb_path, as_version=4)
+    refuse_invalid(nb, nb_path)
     report = ImportReport("nbgrader", nb_path, target)
     try:
-        out = convert(nbformat.read(nb_path, as_version=4), str(nb_path), report)
+        out = convert(nb, str(nb_path), report)
     except MarkerError as exc:  # nbgrader itself would refuse it: an unclosed region, say
         raise ImportFailed(f"{nb_path}: {exc}") from None
     add_notes(report, out)
-    prepare(target, force)
-    write_assignment(report, out.notebook, tests_module(out, nb_path.name), title, TESTS_FILE)
+    return report, out
+
+
+def write_notebook(report: ImportReport, out: Conversion, title: str, force: bool) -> ImportReport:
+    prepare(report.target, force)
+    write_assignment(report, out.notebook, tests_module(out, report.source.name), title, TESTS_FILE)
     return report
 
 
 def add_notes(report: ImportReport, out: Conversion) -> None:
-    automatic = [c for c in out.checks if c.source]
+    automatic = [c for c in out.checks if not c.manual]
     if not automatic:
         report.note("no test cell: nothing is graded automatically, and `autograder verify` fails until a check "
                     "is added (tests/*.py) or the notebook is graded by hand")
@@ -262,12 +328,14 @@ def add_notes(report: ImportReport, out: Conversion) -> None:
 
 
 def import_assignment(source: Path, name: str, solutions: Path, force: bool = False) -> list[ImportReport]:
-    """Import a notebook, or every notebook of a folder, into solutions/<name>[_<notebook>]/."""
+    """Import a notebook, or every notebook of a folder, into solutions/<name>[_<notebook>]/. Every notebook is
+    converted before anything is written: a refused one (ImportFailed) leaves the solutions folder as it was."""
     notebooks = source_notebooks(source)
-    for nb_path in notebooks:  # refuse before writing anything
-        target = solutions / (name if len(notebooks) == 1 else f"{name}_{nb_path.stem}")
+    single = len(notebooks) == 1
+    converted = []
+    for nb_path in notebooks:
+        target = solutions / (name if single else f"{name}_{nb_path.stem}")
         if target.exists() and not force:
             raise ImportFailed(f"{target} exists: choose another --name, or --force to replace it")
-    return [import_notebook(nb_path, solutions / (name if len(notebooks) == 1 else f"{name}_{nb_path.stem}"),
-                            nb_path.stem if len(notebooks) == 1 else f"{source.name} {nb_path.stem}", force)
-            for nb_path in notebooks]
+        converted.append((*convert_notebook(nb_path, target), nb_path.stem if single else f"{source.name} {nb_path.stem}"))
+    return [write_notebook(report, out, title, force) for report, out, title in converted]
