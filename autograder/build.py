@@ -95,8 +95,17 @@ def transform(nb, where: str) -> Transformed:
             spec.public = not any(r.kind == HIDDEN for r in regions)
             checks.append(spec)
         elif hand_graded(cell):  # its points stay in every total, pending, as nbgrader keeps them for grading by hand
-            checks.append(hand_graded_check(cell, index + 1, str(hand_graded(cell)), where))
+            checks.append(_hand_graded(cell, index + 1, where))
     return Transformed(student, key, checks, secrets, public, caveats(nb, where))
+
+
+def _hand_graded(cell, number: int, where: str) -> CheckSpec:
+    """The manual check of a cell graded by hand. Its points must be written out, as a test cell's must: a
+    written answer whose points were forgotten would otherwise be worth 0 without a word."""
+    meta, kind = nbgrader_meta(cell), str(hand_graded(cell))
+    if meta.get("points") is None:
+        raise MarkerError(f"{where}: cell {number}: {kind} {meta.get('grade_id')!r} needs nbgrader 'points' >= 0")
+    return hand_graded_check(cell, number, kind, where)
 
 
 def caveats(nb, where: str) -> list[str]:
@@ -144,7 +153,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
 
     file_checks, helpers = [], []
     for test_file in hidden_test_files(paths.source / "tests"):
-        checks, file_helpers = load_test_file(test_file)
+        checks, file_helpers = _load_test_file(test_file)
         for c in checks:
             c.part = c.part or test_file.stem
         file_checks += [(test_file.name, c) for c in checks]
@@ -188,6 +197,49 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
     paths.notes = out.notes
     return paths
+
+
+def _load_test_file(path: Path) -> tuple[list[CheckSpec], list[str]]:
+    """`load_test_file`, with any error while importing or collecting the file (a SyntaxError, `@check` without
+    points=, a failing import) raised as one BuildError naming the file and line, never a traceback."""
+    try:
+        return load_test_file(path)
+    except Exception as exc:  # noqa: BLE001 - whatever the instructor's code raises is the instructor's to fix
+        raise BuildError(test_file_error(path, exc)) from None
+
+
+def test_file_error(path: Path, exc: BaseException) -> str:
+    """`tests/x.py, line L: Type: message` for an error raised while loading the test file `path`: the line is
+    the innermost one of the error in a file of the tests folder (the test file or a helper module it imports);
+    the path is relative to the working folder when it is inside it."""
+    folder = path.parent.resolve()
+    where, line = path, None
+    if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve().parent == folder:
+        where, line = Path(exc.filename), exc.lineno
+    else:
+        import traceback
+
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if Path(frame.filename).resolve().parent == folder:
+                where, line = Path(frame.filename), frame.lineno
+                break
+    return f"{_shown(where)}{f', line {line}' if line else ''}: {_error_text(exc)}"
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:  # outside the working folder
+        return str(path)
+
+
+def _error_text(exc: BaseException) -> str:
+    """The error in words. `@check(...)` without points= says what is missing rather than Python's wording."""
+    if isinstance(exc, TypeError) and "check() missing" in str(exc) and "'points'" in str(exc):
+        return "check() needs points= (the points the check is worth)"
+    if isinstance(exc, SyntaxError):
+        return f"{type(exc).__name__}: {exc.msg}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _manual(file: str, spec: CheckSpec) -> dict:

@@ -19,6 +19,9 @@ surviving mutants in a second one.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -31,6 +34,8 @@ from autograder import mutants as mutants_module
 from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
+from autograder.notebook.assertions import label_assertions, read_label
+from autograder.notebook.markers import STUB_LINES, cell_source, find_regions, is_test_cell, nbgrader_meta
 from autograder.notebook.opened import unshipped
 from autograder.release import Release, load_release
 from autograder.status import PENDING, UNGRADED
@@ -51,14 +56,16 @@ class VerifyReport:
 
 
 def secret_lines(source: Path) -> set[str]:
-    """Stripped lines that exist only in solutions, hidden tests or hidden test files."""
+    """Stripped lines that exist only in solutions, hidden tests or hidden test files. The stubs students are
+    handed in place of a solution (nbgrader's and the build's, markers.STUB_LINES) are never among them: a
+    source whose answer is still the stub text would otherwise count the student notebook's stub as a leak."""
     config = load_config(source)
     out = transform(_read_source_notebook(source / config.notebook), str(source / config.notebook))
     secret = {s.strip() for s in out.secrets}
     for test_file in sorted((source / "tests").glob("*.py")):
         secret |= {s.strip() for s in test_file.read_text(encoding="utf-8").splitlines()}
     public = {s.strip() for s in out.public}
-    return {s for s in secret - public if s and s.strip("#").strip()}
+    return {s for s in secret - public - STUB_LINES if s and s.strip("#").strip()}
 
 
 FRAMEWORK_TAGS = {SETUP_TAG, CHECK_TAG, INSTALL_TAG}
@@ -146,9 +153,11 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
                                                     time.monotonic() - started, mutants_limit, mutants_seed)
         elif planned:
             deferred = _deferred_mutants(len(planned), results, jobs, source)
+        located = locate_failures(release, key, paths.source / config.notebook, results["answer_key"],
+                                  Path(tmp) / "located", cuda)
     report.results = results
     ref_result, stub_result = results["answer_key"], results["student_notebook"]
-    report.problems += reference_problems(ref_result, report.lines)
+    report.problems += reference_problems(ref_result, report.lines, located)
     report.problems += untouched_problems(stub_result)
     report.problems += manual_and_automatic(ref_result, report.lines)
     stubbed = sum(1 for c in stub_result.checks if c.stub_hit)
@@ -196,16 +205,83 @@ def is_manual(check) -> bool:
     return check.status == PENDING and check.message.startswith(MANUAL)
 
 
-def reference_problems(ref_result, lines: list[str]) -> list[str]:
-    problems = []
+def reference_problems(ref_result, lines: list[str], located: dict[str, str] | None = None) -> list[str]:
+    """What the reference loses; `located`: {check: where its failing assertion is} (locate_failures)."""
+    problems, located = [], located or {}
     for c in ref_result.checks:
+        at = f" (failing assertion: {located[c.name]})" if c.name in located else ""
         if c.status == PENDING and not is_manual(c):
             lines.append(f"reference   {c.name}: pending (needs a GPU)")
         elif c.status == UNGRADED:  # graded as a submission, it did not pass: Judge.confirm says how
-            problems.append(f"{c.name}: {c.grader_problem}")
+            problems.append(f"{c.name}: {c.grader_problem}{at}")
         elif corpus_module.loses(c):
-            problems.append(f"the reference gets {c.score:g}/{c.max_score:g} on {c.name}: {c.message}")
+            problems.append(f"the reference gets {c.score:g}/{c.max_score:g} on {c.name}: {c.message}{at}")
     return problems
+
+
+# -- where a test cell fails on the answer key (for the instructor: students never see these lines) ----------
+
+def locate_failures(release: Release, key: Path, notebook: Path, ref_result, out: Path, cuda=None) -> dict[str, str]:
+    """{check: `cell N, line L: <the line>` (and the assertion's message)} for each of the notebook's own test
+    cells that the answer key fails on an assertion. A hidden assertion
+    tells the key's result only that a hidden test failed: the key is graded once more, live, with each
+    assertion of those cells labelled with its line (notebook/assertions.py). Nothing when no test cell fails."""
+    failing = {c.name for c in ref_result.checks if c.status == UNGRADED or corpus_module.loses(c)}
+    cells = _test_cells(notebook)
+    labelled = {spec.name: _labelled(spec, cells) for spec in release.checks if spec.name in failing}
+    labelled = {name: found for name, found in labelled.items() if found is not None}
+    if not labelled:
+        return {}
+    probe = dataclasses.replace(release, checks=[labelled[c.name][0] if c.name in labelled else c
+                                                 for c in release.checks])
+    with contextlib.redirect_stderr(io.StringIO()):  # its GRADER PROBLEM lines repeat the first run's, labelled
+        result = grade_batch(probe, {"answer_key": key}, out, jobs=1, cuda=cuda, use_recording=False)["answer_key"]
+    located = {}
+    for c in result.checks:
+        label = read_label(c.grader_problem) or read_label(c.message) if c.name in labelled else None
+        if label is not None:
+            line, message = label
+            located[c.name] = labelled[c.name][1](line) + (f" ({message})" if message else "")
+    return located
+
+
+def _test_cells(notebook: Path) -> dict[str, tuple[int, list[str], list[int]]]:
+    """{grade_id: (cell number, the cell's lines, the cell's line number of each line of the check's source)}
+    for the notebook's test cells: the check runs the cell with its HIDDEN TESTS marker lines taken out."""
+    cells = {}
+    for index, cell in enumerate(_read_source_notebook(notebook).cells):
+        if cell.get("cell_type") == "code" and is_test_cell(cell):
+            lines = cell_source(cell).split("\n")
+            markers = {i for r in find_regions(lines, str(notebook)) for i in (r.begin, r.end)}
+            kept = [i + 1 for i in range(len(lines)) if i not in markers]
+            cells[str(nbgrader_meta(cell).get("grade_id"))] = (index + 1, lines, kept)
+    return cells
+
+
+def _labelled(spec, cells: dict) -> tuple | None:
+    """(the check with its assertions labelled, its _Place), or None for a check that is not a test cell."""
+    if spec.fn is None and spec.name in cells:  # the notebook's own test cell
+        number, lines, kept = cells[spec.name]
+        source = label_assertions(spec.source)
+        if source is None:
+            return None
+        return dataclasses.replace(spec, source=source), _Place(f"cell {number}", lines, kept)
+    return None  # a hidden test file's check, or an imported cell: its own message says what failed
+
+
+@dataclass
+class _Place:
+    """A test cell in words: `cell`, its lines, and the cell's line number of each line of the source it runs."""
+    cell: str
+    lines: list[str]
+    numbers: list[int]
+
+    def __call__(self, line: int) -> str:
+        """`cell N, line L: <the line>` for line `line` of the source run."""
+        if not 0 < line <= len(self.numbers):
+            return self.cell
+        number = self.numbers[line - 1]
+        return f"{self.cell}, line {number}: {self.lines[number - 1].strip()}"
 
 
 def untouched_problems(stub_result) -> list[str]:

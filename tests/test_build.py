@@ -3,8 +3,10 @@ import json
 import shutil
 
 import nbformat
+import pytest
 
-from autograder.build import build
+from autograder.build import BuildError, build
+from autograder.notebook.markers import MarkerError
 from autograder.verify import find_leaks, secret_lines
 from tests.conftest import EXAMPLE_SOURCE
 
@@ -108,3 +110,78 @@ def test_helper_modules_are_shared_by_test_files_and_never_scanned_for_checks(tm
         assert "uses the helper module" in kernel.specs and "defined in a helper module" not in kernel.specs
         assert kernel.score("uses the helper module", {}) == 2 * fraction
     assert scores[0] == 2.0 and "the reference solution gets 1/2 on this check" in scores[1]
+
+
+@pytest.mark.parametrize("test_file, helper, expected", [
+    ("from autograder.testing import check\n\n\n@check('no points')\ndef f(sub, ref):\n    pass\n", None,
+     "tests/test_broken.py, line 4: check() needs points="),
+    ("x = 1\ny = (\n", None, "tests/test_broken.py, line 2: SyntaxError: "),
+    ("import _shared\n", "a = 1\nraise RuntimeError('no data here')\n",
+     "tests/_shared.py, line 2: RuntimeError: no data here"),
+])
+def test_an_error_loading_a_test_file_is_one_line_naming_file_and_line(tmp_path, monkeypatch, test_file, helper,
+                                                                        expected):
+    """Whatever importing a test file raises (its own line, or a helper module's) is a BuildError naming the
+    file and line: the command prints it as one line, never a traceback."""
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    (source / "tests" / "test_broken.py").write_text(test_file)
+    if helper is not None:
+        (source / "tests" / "_shared.py").write_text(helper)
+    monkeypatch.chdir(source)
+    with pytest.raises(BuildError) as err:
+        build(source)
+    assert str(err.value).startswith(expected), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_build_command_prints_a_test_file_error_as_one_line_and_exits_2(tmp_path, capsys):
+    from autograder.cli import main
+
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    (source / "tests" / "test_broken.py").write_text("def f(:\n")
+    assert main(["build", str(source), "--no-record"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "test_broken.py, line 1: SyntaxError: " in err and "Traceback" not in err
+
+
+def _with_cell(tmp_path, index_of, change):
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    nb = nbformat.read(source / "vectors.ipynb", as_version=4)
+    index = index_of(nb)
+    change(nb.cells[index])
+    nbformat.write(nb, source / "vectors.ipynb")
+    return source, index
+
+
+def test_a_written_answer_without_points_is_refused_like_a_test_cell(tmp_path):
+    """A hand-graded cell whose points were left out is not a silent 0-point check."""
+    def index_of(nb):
+        return next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "q_softmax")
+
+    source, index = _with_cell(tmp_path, index_of, lambda cell: cell.metadata["nbgrader"].pop("points"))
+    with pytest.raises(MarkerError, match=rf"cell {index + 1}: written answer 'q_softmax' needs nbgrader 'points' >= 0"):
+        build(source)
+
+
+def test_stub_text_in_a_source_answer_is_not_a_leak(tmp_path):
+    """An answer cell still holding nbgrader's stub text (YOUR ANSWER HERE, # YOUR CODE HERE): the student
+    notebook holds the same stub, which is what it is meant to hold."""
+    def answer(nb):
+        return next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "q_softmax")
+
+    def set_stub(cell):
+        cell.source = "YOUR ANSWER HERE"
+
+    source, _ = _with_cell(tmp_path, answer, set_stub)
+    nb = nbformat.read(source / "vectors.ipynb", as_version=4)
+    code = nbformat.v4.new_code_cell("# YOUR CODE HERE\nraise NotImplementedError()")
+    code.metadata["nbgrader"] = {"grade": False, "solution": True, "grade_id": "free", "locked": False}
+    nb.cells.append(code)
+    nbformat.write(nb, source / "vectors.ipynb")
+    paths = build(source)
+    secrets = secret_lines(source)
+    assert {"YOUR ANSWER HERE", "# YOUR CODE HERE", "raise NotImplementedError()"}.isdisjoint(secrets)
+    assert find_leaks(paths.assignment, secrets) == []

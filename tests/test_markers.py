@@ -69,3 +69,28 @@ def test_duplicate_grade_id_fails_build(tmp_path):
     nbformat.write(nb, source / "vectors.ipynb")
     with pytest.raises(MarkerError, match="grade_id 'normalize_test' is also used by cell"):
         build(source)
+
+
+def test_labelled_assertions_keep_lines_and_meaning_and_say_their_line():
+    """verify's labels (notebook/assertions.py): each assert's message names its line; nothing else changes."""
+    from autograder.notebook.assertions import label_assertions, read_label
+
+    source = ('x = 1\nassert (x ==\n      1)\nassert x == 1, "é fine"; assert [[x]] == [[1]]\n'
+              'for i in range(3):\n    assert i < 2, f"i is {i} ]]"\n')
+    labelled = label_assertions(source)
+    assert labelled.count("\n") == source.count("\n")
+    with pytest.raises(AssertionError) as err:
+        exec(labelled, {})
+    assert read_label(str(err.value)) == (6, "i is 2 ]]")
+    for failing, line in (("x = 0\nassert x", 2), ("x = 0\nassert (\n  x == 1\n)", 2)):
+        with pytest.raises(AssertionError) as err:
+            exec(label_assertions(failing), {})
+        assert read_label(str(err.value)) == (line, "")
+    assert label_assertions("def f(:\n") is None and read_label("a hidden check failed") is None
+
+
+def test_the_autotest_refusal_says_once_that_it_is_not_implemented():
+    cell = _code("# AUTOTEST f(1)\nassert True", grade=True, grade_id="t", points=1)
+    with pytest.raises(MarkerError) as err:
+        check_cell(cell, "nb.ipynb: cell 2")
+    assert str(err.value).count("not implement") == 1 and "nb.ipynb: cell 2, line 1:" in str(err.value)

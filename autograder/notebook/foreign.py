@@ -39,7 +39,7 @@ class Style:
 
 
 AUTOTEST = Style("nbgrader's AUTOTEST (tests generated when the assignment is released)",
-                 "AUTOTEST is not implemented here: write the test out as assert statements in the test cell "
+                 "write the test out as assert statements in the test cell "
                  "(`nbgrader generate_assignment` shows what it expands to)")
 OTTER = Style("otter-grader's assignment format", IMPORT_OTTER)
 OTTER_OLD = Style("otter-grader's older format (`# SOLUTION` lines, `# TEST` / `## HIDDEN TEST ##` cells)",

@@ -30,6 +30,9 @@ WHOLE_CELL_STUBS = {
     "sas": "/* YOUR CODE HERE */\n %notImplemented;",
     "java": "// YOUR CODE HERE",
 }
+# Every line of every stub above, stripped: text the student notebook is meant to hold, so never a leaked solution
+STUB_LINES = frozenset(line.strip() for stub in (*CODE_STUB, ANSWER_STUB, *WHOLE_CELL_STUBS.values())
+                       for line in stub.split("\n") if line.strip())
 
 
 class MarkerError(ValueError):
