@@ -159,6 +159,100 @@ def test_a_grading_process_that_keeps_dying_leaves_a_not_graded_row(example_rele
     assert "grading process died" in row.checks[0].grader_problem
 
 
+def grading_process_killer(monkeypatch, kills: int):
+    """SIGKILL from outside (as a person's `kill -9` would) the first `kills` grading processes of a pool: the
+    first at once, before it is ready; the others half a second after they said they were ready, while they
+    grade. Returns the list of pids it killed."""
+    from autograder.grading import pool as pool_module
+
+    killed: list[int] = []
+    marked: set[int] = set()
+    original_start, original_answer = pool_module.Pool._start_one, pool_module.Pool._answer
+
+    def kill(pid: int, delay: float) -> None:
+        marked.add(pid)
+        threading.Timer(delay, lambda: (killed.append(pid), os.kill(pid, signal.SIGKILL))).start()
+
+    def start_one(self):
+        original_start(self)
+        if not marked:
+            kill(self.procs[-1].proc.pid, 0)
+
+    def answer(self, gp, line):
+        original_answer(self, gp, line)
+        if gp.ready and gp.proc.pid not in marked and len(marked) < kills:
+            kill(gp.proc.pid, 0.5)
+
+    monkeypatch.setattr(pool_module.Pool, "_start_one", start_one)
+    monkeypatch.setattr(pool_module.Pool, "_answer", answer)
+    return killed
+
+
+def test_grading_processes_killed_from_outside_cost_nothing(example_release, submission, tmp_path, monkeypatch):
+    """`kill -9` to each grading process once, one before it was ready: every submission is graded again on a
+    fresh process and gets its score; nothing says a process could not start."""
+    killed = grading_process_killer(monkeypatch, kills=3)
+    paths = [submission(f"slow{n}.ipynb", SLOW_NORMALIZE) for n in range(3)] + [submission("good.ipynb")]
+    results = grade(example_release, paths, GradeOptions(tmp_path / "out", quiet=True, jobs=2))
+    assert len(killed) == 3
+    assert [(r.score, r.error) for r in results] == [(11, "")] * 4, [r.error for r in results]
+
+
+def test_a_submission_whose_grading_process_is_always_killed_is_not_graded(example_release, submission, tmp_path,
+                                                                          monkeypatch):
+    """Every grading process killed: each submission dies POOL_ATTEMPTS times, and its row says so, never that
+    the grading process could not start."""
+    from autograder.grading.pool import GRADING_PROCESS_DIED, POOL_ATTEMPTS
+
+    killed = grading_process_killer(monkeypatch, kills=100)
+    paths = [submission(f"slow{n}.ipynb", SLOW_NORMALIZE) for n in range(2)]
+    results = grade(example_release, paths, GradeOptions(tmp_path / "out", quiet=True, jobs=2))
+    assert len(killed) == 2 * POOL_ATTEMPTS
+    for row in results:
+        assert row.error == f"not graded: {GRADING_PROCESS_DIED} ({POOL_ATTEMPTS} times)"
+        assert all(c.status == UNGRADED for c in row.checks)
+
+
+def test_grading_processes_that_cannot_start_say_why(example_release, tmp_path):
+    """Grading processes that exit with an error before they are ready: after POOL_ATTEMPTS the run gives up on
+    the queue, and each row quotes the error."""
+    from autograder.grading.pool import COULD_NOT_START, Pool
+
+    rows: dict[int, object] = {}
+    pool = Pool(example_release, GradeOptions(tmp_path, jobs=2), "", rows.__setitem__)
+    pool.setup["release"] = str(tmp_path / "no-such-release")
+    pool.run([(i, tmp_path / f"{i}.ipynb", str(i)) for i in range(3)])
+    assert sorted(rows) == [0, 1, 2]
+    for row in rows.values():
+        assert row.error.startswith(f"not graded: {COULD_NOT_START}: ") and "no-such-release" in row.error, row.error
+        assert all(c.status == UNGRADED for c in row.checks)
+
+
+def test_a_grading_process_whose_run_is_gone_stops_quietly(example_release, submission, tmp_path):
+    """The run killed while its grading process grades (its end of the pipe closed): the process finishes,
+    cannot answer, and says so in one line, without a traceback."""
+    import json
+    import subprocess
+
+    from autograder.sandbox.environment import python_command, start_environment
+
+    setup = {"release": str(example_release.dir), "out_dir": str(tmp_path / "out"), "cuda": False,
+             "trusted": False, "confinement": "", "use_recording": False, "memory_cgroup": None,
+             "handshake": True, "env": {**os.environ, "PYTHONHASHSEED": "0"}}
+    task = {"path": str(submission("good.ipynb")), "id": "good", "more": False}
+    proc = subprocess.Popen(python_command("pool"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**start_environment(), "PYTHONHASHSEED": "0"}, text=True)
+    proc.stdin.write(json.dumps(setup) + "\n" + json.dumps(task) + "\n")
+    proc.stdin.close()
+    assert json.loads(proc.stdout.readline()) == {"ready": True}
+    proc.stdout.close()  # the run is gone before the answer
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert [line for line in err.splitlines() if "grading process" in line] == \
+        [f"autograder: grading process {proc.pid}: the run that started it is gone; stopping"], err
+
+
 # -- big but legal notebooks --------------------------------------------------------------------------------
 
 def test_the_load_request_carries_sources_as_bytes():

@@ -77,6 +77,46 @@ def test_grades_csv_and_summary_list_every_result_in_the_folder(tmp_path, exampl
     assert "2 submission" in (out / "summary.md").read_text()
 
 
+def not_final_class():
+    """Two final grades (11, 7), one not final (9 decided, 2 ungraded) and one not graded at all (every check
+    ungraded: its grading process kept dying)."""
+    from autograder.judge import CheckResult
+    from autograder.reports.results import SubmissionResult
+
+    def row(sub: str, statuses: list[tuple[str, float]], error: str = "") -> SubmissionResult:
+        checks = [CheckResult(name, "1. Part", points, score if status != "ungraded" else 0.0, status,
+                              "not graded: a grader problem" if status == "ungraded" else "", "visible",
+                              grader_problem="a grader problem" if status == "ungraded" else "")
+                  for (name, points), (status, score) in zip((("a", 9.0), ("b", 2.0)), statuses)]
+        return SubmissionResult(sub, f"{sub}.ipynb", checks, error=error)
+
+    return [row("ann", [("passed", 9), ("passed", 2)]), row("ben", [("partial", 5), ("passed", 2)]),
+            row("cat", [("passed", 9), ("ungraded", 0)]),
+            row("dan", [("ungraded", 0), ("ungraded", 0)], error="not graded: a grader problem")]
+
+
+def test_a_grade_that_is_not_final_has_no_total_and_is_in_no_class_figure(tmp_path):
+    """Uploading the total column never uploads a grade too low: a row with ungraded checks has an empty total
+    (its checks and its reason stay); the class figures are over the final grades and say how many were left
+    out."""
+    from autograder.reports.class_statistics import class_statistics
+    from autograder.reports.summary import summary_markdown
+    from autograder.reports.table import grades_csv
+
+    results = not_final_class()
+    rows = {r["submission"]: r for r in csv.DictReader(grades_csv(results, ["a", "b"]).splitlines())}
+    assert {sub: r["total"] for sub, r in rows.items()} == {"ann": "11", "ben": "7", "cat": "", "dan": ""}
+    assert (rows["cat"]["a"], rows["cat"]["b"]) == ("9", "ungraded")
+    assert rows["cat"]["error"] == "not final: 1 check(s) ungraded (grader problem)"
+    assert rows["dan"]["error"].startswith("not graded")
+    stats = class_statistics(results)
+    assert (stats.scores, stats.graded, stats.not_final, stats.errors) == ([7, 11], 2, 1, 1)
+    md = summary_markdown(results)
+    assert "4 submission(s): 2 graded, 1 could not be graded, 1 not final (left out of the class figures)." in md
+    assert "Score: mean 9.00, median 9, min 7, max 11" in md
+    assert "**Grades not final**: 2 submission(s)" in md and "left out of the class figures" in md
+
+
 def test_an_interrupted_run_leaves_grades_csv_listing_every_result_it_wrote(tmp_path, example_release, submission,
                                                                             monkeypatch):
     from autograder.grading import run as run_module
@@ -211,3 +251,23 @@ def test_the_rubric_command_stops_on_a_folder_another_command_grades_into(tmp_pa
     with held_by_another_process(tmp_path / "out"):
         code = command_line(["rubric", str(example_build.release), str(nb), "--out", str(tmp_path / "out"), "--quiet"])
         assert code == 2 and "being graded into by another autograder command" in capsys.readouterr().err
+
+
+def test_a_notebook_this_machine_may_not_read_is_not_graded_never_zero(tmp_path, example_release, submission,
+                                                                       monkeypatch):
+    from pathlib import Path
+
+    from autograder.status import UNGRADED
+
+    locked = submission("locked.ipynb")
+    read_bytes = Path.read_bytes
+
+    def as_mode_000(path):  # what an unprivileged grader meets with chmod 000 (root reads anything)
+        if path.name == "locked.ipynb":
+            raise PermissionError(13, "Permission denied")
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", as_mode_000)
+    [result] = grade(example_release, [locked], GradeOptions(tmp_path / "out", quiet=True, jobs=1))
+    assert result.ungraded and all(c.status == UNGRADED for c in result.checks)
+    assert "cannot read locked.ipynb: Permission denied" in result.error

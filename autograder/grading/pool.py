@@ -1,10 +1,18 @@
 """Grading with `jobs` grading processes side by side (`--jobs N`).
 
 Each grading process (`python -m autograder.entrypoints pool`) holds one Grader: its own judge, reference and
-fork server. It takes one submission at a time over a pipe (JSON lines) and answers with its result, so a
-process that dies costs only the submission it held: that submission is tried again in a new process, and gets
-an error row after POOL_ATTEMPTS deaths. Plain subprocesses rather than multiprocessing: nothing of the
-caller's __main__ is imported again, nothing is pickled.
+fork server. It takes one submission at a time over a pipe (JSON lines) and answers with its result. Guarantees:
+
+- A grading process that dies, however (a crash, a SIGKILL from outside such as the OOM killer's, before or after
+  it said it was ready), costs only the submission it held: that submission is tried again in a new process, and
+  gets an error row after POOL_ATTEMPTS deaths. Submissions still queued are graded by new processes.
+- The run gives up on what is queued only when grading processes cannot start: POOL_ATTEMPTS in a row exit on
+  their own before they are ready. The rows then quote the error the last one reported, or say that it reported
+  none.
+- A grading process whose run is gone (its channel's reader died) stops with one line on stderr, no traceback.
+
+Plain subprocesses rather than multiprocessing: nothing of the caller's __main__ is imported again, nothing is
+pickled.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, cast
 
 import torch
 
@@ -28,13 +37,16 @@ from autograder.sandbox.forkserver import fork_zygote
 
 POOL_ATTEMPTS = 3  # grading processes that die (the machine's OOM killer...) are replaced this often
 GRADING_PROCESS_DIED = "the grading process died while grading this submission"
+COULD_NOT_START = "the grading process could not start"
+ERROR_TAIL_LINES = 5  # lines of its traceback a grading process that cannot start reports
 Task = tuple[int, Path, str]  # (index in the run, notebook, submission id)
 
 
 def serve() -> None:
     """A grading process: first line {"release", "out_dir", "cuda", "trusted", "confinement", "use_recording",
-    "env"}, then one {"path", "id", "more"} per submission; answers one line per submission:
-    {"result", "status"}."""
+    "env", "handshake"}; with "handshake", answers {"ready": true} once it can grade (or {"error": its
+    traceback's tail} and exits 1); then one {"result", "status"} line per {"path", "id", "more"} line. Without
+    it (the cluster's actors, which read answers one by one) only result lines are written."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; a terminal's Ctrl-C is its business
@@ -42,24 +54,65 @@ def serve() -> None:
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever checks print goes to stderr, never into the channel
     torch.set_num_threads(1)
-    setup = json.loads(sys.stdin.readline())
-    adopt_environment(setup["env"])
-    cgroups.use(cgroups.joined(setup.get("memory_cgroup")))  # its workers' memory groups go under the run's
-    options = GradeOptions(Path(setup["out_dir"]), quiet=True, cuda=setup["cuda"], trusted=setup["trusted"],
-                           use_recording=setup["use_recording"])
-    grader = Grader(load_release(Path(setup["release"])), options, setup["confinement"])
+    line = sys.stdin.readline()
+    if not line:  # the run ended before it sent the setup
+        return
+    setup = json.loads(line)
+    handshake = bool(setup.get("handshake"))
     try:
-        for line in sys.stdin:
-            task = json.loads(line)
-            result = grader.grade_one(Path(task["path"]), task["id"], more=bool(task.get("more")))
-            channel.write(json.dumps({"result": result.to_dict(), "status": grader.isolation_status}) + "\n")
-            channel.flush()
+        grader = _start(setup)
+    except Exception:
+        if handshake:
+            _say(channel, {"error": _traceback_tail()})
+        raise
+    try:
+        if not handshake or _say(channel, {"ready": True}):
+            _grade_lines(grader, channel)
     finally:
         grader.close()
 
 
+def _start(setup: dict) -> Grader:
+    adopt_environment(setup["env"])
+    cgroups.use(cgroups.joined(setup.get("memory_cgroup")))  # its workers' memory groups go under the run's
+    options = GradeOptions(Path(setup["out_dir"]), quiet=True, cuda=setup["cuda"], trusted=setup["trusted"],
+                           use_recording=setup["use_recording"])
+    return Grader(load_release(Path(setup["release"])), options, setup["confinement"])
+
+
+def _grade_lines(grader: Grader, channel) -> None:
+    for line in sys.stdin:  # its end: the run has nothing more, or is gone
+        task = json.loads(line)
+        result = grader.grade_one(Path(task["path"]), task["id"], more=bool(task.get("more")))
+        if not _say(channel, {"result": result.to_dict(), "status": grader.isolation_status}):
+            return
+
+
+def _say(channel, message: dict) -> bool:
+    """Write one line to the run; False when the run is gone (its end of the pipe closed)."""
+    try:
+        channel.write(json.dumps(message) + "\n")
+        channel.flush()
+        return True
+    except OSError:  # BrokenPipeError: nobody reads the other end
+        # What is still buffered would fail again when the channel is closed at exit: it goes nowhere instead.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, channel.fileno())
+        os.close(devnull)
+        print(f"autograder: grading process {os.getpid()}: the run that started it is gone; stopping",
+              file=sys.stderr, flush=True)
+        return False
+
+
+def _traceback_tail() -> str:
+    import traceback
+
+    lines = traceback.format_exc().strip().splitlines()
+    return " | ".join(line.strip() for line in lines[-ERROR_TAIL_LINES:])
+
+
 class GradingProcess:
-    """One grading process, seen from the run: give it a task, read its answer line."""
+    """One grading process, seen from the run: give it a task, read its answer lines."""
 
     def __init__(self, setup: dict):
         # It starts with nothing of this process's environment (its fork server is forked from it first thing,
@@ -68,28 +121,69 @@ class GradingProcess:
         env = {**start_environment(), "PYTHONHASHSEED": "0"}
         self.proc = subprocess.Popen(python_command("pool"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=env, text=True, encoding="utf-8")
-        self.proc.stdin.write(json.dumps({**setup, "env": {**os.environ, "PYTHONHASHSEED": "0"}}) + "\n")
-        self.proc.stdin.flush()
+        self.stdin, self.stdout = cast(IO[str], self.proc.stdin), cast(IO[str], self.proc.stdout)  # both piped
         self.task: Task | None = None
-        self.graded = 0
+        self.ready = False  # it said it can grade
+        self.error = ""  # what it reported when it could not start
+        self.pending = b""  # the start of a line not yet complete
+        self._send({**setup, "env": {**os.environ, "PYTHONHASHSEED": "0"}})
+
+    def _send(self, message: dict) -> bool:
+        try:
+            self.stdin.write(json.dumps(message) + "\n")
+            self.stdin.flush()
+            return True
+        except OSError:  # it is dead: its end of file tells the pool
+            return False
+
+    def give(self, task: Task, more: bool) -> bool:
+        """Send it a submission to grade; `more`: another will probably follow (its worker is started early)."""
+        self.task = task
+        return self._send({"path": str(task[1]), "id": task[2], "more": more})
+
+    def read_lines(self) -> list[str] | None:
+        """The complete lines it has written since the last call; None at its end of file. Read from the file
+        descriptor, not through a buffered reader: a buffer could hold a second line the selector never
+        announces."""
+        data = os.read(self.stdout.fileno(), 1 << 16)
+        if not data:
+            return None
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        return [line.decode("utf-8", "replace") for line in lines]
+
+    def exit_status(self) -> int:
+        """Its exit status once its output ended (negative: the signal that killed it); killed if it lingers."""
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+
+    def could_not_start(self, status: int) -> bool:
+        """It ended on its own before it was ready. A signal is not its doing (the OOM killer, a person's kill):
+        that counts as a death, like one while grading."""
+        return not self.ready and status >= 0
+
+    def start_failure(self, status: int) -> str:
+        said = f": {self.error}" if self.error else \
+            f" (it exited with status {status} before it was ready and reported no error; anything it printed is " \
+            "on stderr)"
+        return COULD_NOT_START + said
 
     def kill(self) -> None:
         self.proc.kill()  # its fork server and workers follow (parent-death signals)
         self.proc.wait()
 
-    def give(self, task: Task, more: bool) -> bool:
-        """Send it a submission to grade; `more`: another will probably follow (its worker is started early)."""
-        self.task = task
-        try:
-            self.proc.stdin.write(json.dumps({"path": str(task[1]), "id": task[2], "more": more}) + "\n")
-            self.proc.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError):
-            return False
+    def close_pipes(self) -> None:
+        for pipe in (self.stdin, self.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
 
     def stop(self) -> None:
         try:
-            self.proc.stdin.close()
+            self.stdin.close()
         except OSError:
             pass
         try:
@@ -113,11 +207,12 @@ class Pool:
         self.release, self.jobs, self.finish = release, options.jobs, finish
         self.setup = {"release": str(release.dir), "out_dir": str(options.out_dir), "cuda": options.cuda,
                       "trusted": options.trusted, "confinement": confinement_status,
-                      "use_recording": options.use_recording, "memory_cgroup": _run_group_wire()}
+                      "use_recording": options.use_recording, "memory_cgroup": _run_group_wire(),
+                      "handshake": True}  # it says when it is ready, or why it cannot start
         self.status = ""
         self.todo: list[Task] = []
         self.deaths: dict[int, int] = {}  # task index -> grading processes that died on it
-        self.failed_starts = 0  # grading processes in a row that died before grading anything
+        self.failed_starts = 0  # grading processes in a row that exited on their own before they were ready
         self.selector = selectors.DefaultSelector()
         self.procs: list[GradingProcess] = []
 
@@ -136,7 +231,7 @@ class Pool:
     def _start_one(self) -> None:
         gp = GradingProcess(self.setup)
         self.procs.append(gp)
-        self.selector.register(gp.proc.stdout, selectors.EVENT_READ, gp)
+        self.selector.register(gp.stdout, selectors.EVENT_READ, gp)
         self._feed(gp)
 
     def _feed(self, gp: GradingProcess) -> None:
@@ -145,34 +240,60 @@ class Pool:
             gp.give(self.todo.pop(0), more=len(self.todo) >= self.jobs)
 
     def _read(self, gp: GradingProcess) -> None:
-        line = gp.proc.stdout.readline()
-        try:
-            reply = json.loads(line)
-            result = SubmissionResult.from_dict(reply["result"])
-        except (ValueError, KeyError, TypeError):  # end of file included: it died
+        lines = gp.read_lines()
+        if lines is None:
             self._died(gp)
             return
+        for line in lines:
+            if gp not in self.procs:  # retired after its last answer, or dead: nothing more to read
+                return
+            self._answer(gp, line)
+
+    def _answer(self, gp: GradingProcess, line: str) -> None:
+        try:
+            reply = json.loads(line)
+            if reply.get("ready"):
+                gp.ready = True
+                self.failed_starts = 0  # grading processes can start: the earlier failures were passing
+                return
+            if "error" in reply:
+                gp.error = str(reply["error"])
+                return
+            result = SubmissionResult.from_dict(reply["result"])
+        except (ValueError, KeyError, TypeError, AttributeError):  # not one of its lines: it is broken
+            self._retire(gp)
+            gp.kill()
+            self._replace(gp)
+            return
         self.status = self.status or reply.get("status", "")
-        gp.graded += 1
-        self.finish(gp.task[0], result)
+        if gp.task is not None:  # an answer comes only to a task
+            self.finish(gp.task[0], result)
         self._feed(gp)
         if gp.task is None:
             self._retire(gp)
             gp.stop()
 
     def _retire(self, gp: GradingProcess) -> None:
-        self.selector.unregister(gp.proc.stdout)
+        self.selector.unregister(gp.stdout)
         self.procs.remove(gp)
 
     def _died(self, gp: GradingProcess) -> None:
         self._retire(gp)
-        gp.kill()
-        self.failed_starts = 0 if gp.graded else self.failed_starts + 1
-        if gp.task is not None:
+        self._replace(gp)
+
+    def _replace(self, gp: GradingProcess) -> None:
+        """After `gp` ended: its submission back in the queue (or given up on), a new process for the queue."""
+        status = gp.exit_status()
+        gp.close_pipes()
+        if gp.could_not_start(status):
+            self.failed_starts += 1
+            if gp.task is not None:
+                self.todo.insert(0, gp.task)  # never graded: not the submission's death
+        elif gp.task is not None:
             self._retry_or_give_up(gp.task)
-        if self.failed_starts >= POOL_ATTEMPTS:  # it cannot even start: no point in trying each submission
+        if self.failed_starts >= POOL_ATTEMPTS:  # it cannot start: no point in trying each submission
             while self.todo:
-                self._give_up(self.todo.pop(0), "the grading process could not start (its error is on stderr)")
+                self._give_up(self.todo.pop(0), gp.start_failure(status))
         if self.todo and len(self.procs) < self.jobs:
             self._start_one()
 

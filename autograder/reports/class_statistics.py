@@ -11,10 +11,12 @@ Which submissions count:
   reason. It counts in nothing else: its checks are placeholders ("failed", 0 points), not the
   student's answers, so they are in no per-check count, and its 0 is in no mean, median, minimum,
   maximum or histogram.
-- Every other submission is **graded**: its score (pending and ungraded checks are not in it) is in
-  the class figures. A graded submission with ungraded checks (a problem of the grader's setup) still
-  counts with the points decided so far, and is counted in `not_final` so that readers know its
-  grade may change.
+- A submission with checks the grader could not decide (ungraded: a problem of the grader's setup)
+  is **not final**: its total would be too low, so it is in no mean, median, minimum, maximum,
+  full-marks or zero count, nor in the histogram; `not_final` says how many were left out. Its
+  decided checks are final and count per check like any other; its ungraded ones are counted as such.
+- Every other submission is **graded**: its score (pending checks are not in it) is in the class
+  figures.
 - Per check, the counts use the statuses of autograder/status.py: passed, partial, failed, pending,
   ungraded. The submissions **scored** on a check are the passed, partial and failed ones; the check's
   mean score and pass rate are over those. Pending and ungraded checks have no score yet: they are
@@ -85,13 +87,14 @@ class ClassStatistics:
     """The class: totals of the graded submissions, and each check in the assignment's order."""
     submissions: int
     errors: int  # could not be graded
-    not_final: int  # graded, with checks the grader could not decide here
+    not_final: int  # with checks the grader could not decide here: left out of the class figures
     max_score: float  # the assignment's total (every result lists every check, error rows too)
-    scores: list[float]  # the graded submissions' totals, ascending
+    scores: list[float]  # the final totals of the graded submissions, ascending
     checks: list[CheckStatistics]
 
     @property
     def graded(self) -> int:
+        """Graded submissions with a final total (not-final ones are counted in `not_final` instead)."""
         return len(self.scores)
 
     @property
@@ -119,12 +122,19 @@ class ClassStatistics:
         return sum(1 for s in self.scores if s == 0)
 
     def counts_sentence(self) -> str:
+        left_out = f", {self.not_final} not final (left out of the class figures)" if self.not_final else ""
         return (f"{self.submissions} submission(s): {self.graded} graded, "
-                f"{self.errors} could not be graded.")
+                f"{self.errors} could not be graded{left_out}.")
 
 
 def graded_results(results: list[SubmissionResult]) -> list[SubmissionResult]:
+    """The submissions whose checks are the student's answers (final or not): what per-check figures count."""
     return [r for r in results if not r.error]
+
+
+def final_results(results: list[SubmissionResult]) -> list[SubmissionResult]:
+    """The graded submissions whose every check is decided: the only totals the class figures take."""
+    return [r for r in graded_results(results) if not r.ungraded]
 
 
 def error_results(results: list[SubmissionResult]) -> list[SubmissionResult]:
@@ -181,12 +191,13 @@ def _count(s: CheckStatistics, c: CheckResult, messages: Counter) -> None:
 
 def class_statistics(results: list[SubmissionResult]) -> ClassStatistics:
     graded = graded_results(results)
+    final = final_results(results)
     return ClassStatistics(
         submissions=len(results),
         errors=len(results) - len(graded),
-        not_final=sum(1 for r in graded if r.ungraded),
+        not_final=len(graded) - len(final),
         max_score=max((r.max_score for r in results), default=0.0),
-        scores=sorted(r.score for r in graded),
+        scores=sorted(r.score for r in final),
         checks=check_statistics(results),
     )
 

@@ -279,6 +279,8 @@ def _submission_row(r: SubmissionResult) -> str:
     link = f"<a href='{_e(r.submission)}/feedback.html'>{_e(r.submission)}</a>"
     if r.error:  # its 0 is no score: see class_statistics
         return f"<tr><td>{link}</td><td class='num'>could not be graded</td><td></td></tr>"
+    if r.ungraded:  # some checks NOT GRADED: what it has so far is no grade (grades.csv leaves its total empty)
+        return f"<tr><td>{link}</td><td class='num'>not final</td><td></td></tr>"
     bar = _bar(r.score / r.max_score if r.max_score else 0)
     return f"<tr><td>{link}</td><td class='num'>{_fmt(r.score)} / {_fmt(r.max_score)}</td><td>{bar}</td></tr>"
 

@@ -4,7 +4,8 @@ odd message, is usually a broken test or an unclear instruction: it shows up her
 
 Writes DIR/summary.md (to read) and DIR/summary.csv (one row per check, to sort or plot). Every
 figure comes from reports/class_statistics.py (which submissions count is defined there), so the
-HTML class report shows the same ones.
+HTML class report shows the same ones. A submission whose grade is not final (checks the grader could
+not decide) is in no class figure; the summary says how many were left out, and why.
 """
 from __future__ import annotations
 
@@ -34,11 +35,7 @@ def summary_markdown(results: list[SubmissionResult], title: str = "", extra: Se
         lines.append(f"Score: mean {format_mean(stats.mean)}, median {format_score(stats.median)}, "
                      f"min {format_score(stats.minimum)}, max {format_score(stats.maximum)}, "
                      f"full marks {stats.full_marks}, zero {stats.zero} (out of {format_score(stats.max_score)}).")
-    not_final = sorted({c.grader_problem for r in results for c in r.ungraded})
-    if not_final:
-        lines += ["", f"**Grades not final**: {stats.not_final} submission(s) have checks the "
-                  "grader could not decide here (shown as ungraded, never as 0). Causes:", ""]
-        lines += [f"- {_cell(p)}" for p in not_final]
+    lines += _not_final_markdown(results)
     confinements = Counter(r.confinement for r in results if r.confinement)
     if len(confinements) > 1:
         lines += ["", "Confinement of the submissions' workers:", ""]
@@ -60,6 +57,17 @@ def summary_markdown(results: list[SubmissionResult], title: str = "", extra: Se
         lines.append("")
     lines += _errors_markdown(error_results(results))
     return "\n".join(lines)
+
+
+def _not_final_markdown(results: list[SubmissionResult]) -> list[str]:
+    """Why some grades are not final, and that their totals are in no class figure."""
+    causes = sorted({c.grader_problem for r in results for c in r.ungraded})
+    if not causes:
+        return []
+    affected = sum(1 for r in results if r.ungraded)
+    return ["", f"**Grades not final**: {affected} submission(s) have checks the grader could not decide here "
+            "(shown as ungraded, never as 0). Their total in grades.csv is empty and they are left out of the "
+            "class figures above. Causes:", "", *(f"- {_cell(p)}" for p in causes)]
 
 
 def _errors_markdown(errors: list[SubmissionResult]) -> list[str]:

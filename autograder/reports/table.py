@@ -1,4 +1,9 @@
-"""The instructor's grade table: one row per submission, one column per check, and the total."""
+"""The instructor's grade table: one row per submission, one column per check, and the total.
+
+The `total` column holds final grades only: a row with checks the grader could not decide (ungraded: a problem
+of the grader, not of the notebook) has an empty total, and its `error` cell says why, so that uploading the
+column never uploads a grade that is too low. Its per-check cells stay, the ungraded ones reading `ungraded`.
+"""
 from __future__ import annotations
 
 import csv
@@ -21,7 +26,8 @@ def grades_csv(results: list[SubmissionResult], check_names: list[str]) -> str:
             c = by_name.get(name)
             cells.append("" if c is None else c.status if c.status in UNSCORED else f"{c.score:g}")
         error = r.error or (f"not final: {len(r.ungraded)} check(s) ungraded (grader problem)" if r.ungraded else "")
-        writer.writerow([r.submission, *cells, f"{r.score:g}", f"{r.max_score:g}",
+        total = "" if r.ungraded else f"{r.score:g}"
+        writer.writerow([r.submission, *cells, total, f"{r.max_score:g}",
                          f"{sum(c.max_score for c in r.pending):g}", error])
     return buf.getvalue()
 
