@@ -25,7 +25,7 @@ from autograder.sandbox.client import (
 )
 from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
-from autograder.sandbox.remote import Remote
+from autograder.sandbox.remote import HELPERS_LABEL, Remote
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED
 from autograder.testing import CheckSpec, Fail, Pending, take_notes
@@ -196,7 +196,7 @@ class ProgramProxy:
         report = program.start()
         worker = program.worker
         if name == "helpers":
-            return Remote(worker, Handle(1, "helpers"), "grader helpers", program.helper_callables)
+            return Remote(worker, Handle(1, "helpers"), HELPERS_LABEL, program.helper_callables)
         if name.startswith("__") or name not in report.defined:
             raise MissingName(program.explain_missing(name))
         if report.defined[name] in ("callable", "module"):  # a handle in any case: looked up where it is used
@@ -315,6 +315,10 @@ def complex_casts_raise():
             yield
     finally:
         torch.set_warn_always(always)
+
+
+def _noted(message: str, note: str) -> str:
+    return f"{message}\n{note}" if message else note
 
 
 def _instructors_mistake(exc: BaseException) -> bool:
@@ -509,18 +513,17 @@ class Judge:
     @staticmethod
     def _better(spec: CheckSpec, own: tuple[float, str, bool], again: tuple[float, str, bool]) -> tuple[float, str, bool]:
         """The better of the run with the student's own parts and the run with the reference's in their place, with
-        a message that says only what is true. Better with the reference's: graded so, and only this part counts.
+        a message that says only what is true. Better with the reference's (full marks included): graded so, and
+        only this part counts, which the message says.
         A tie: the second run's message (it is about this part, with the reference's parts), saying so and that
         the student's own parts gave the same score; it claims nothing about where the points were lost."""
         names = ", ".join(spec.depends_on)
-        if again[0] >= 1:
-            return again
         if again[0] > own[0]:
-            return again[0], again[1] + (f"\n(graded with the reference's {names} in place of yours, so that only this "
-                                         "part counts here)"), again[2]
+            return again[0], _noted(again[1], f"(graded with the reference's {names} in place of yours, so that only "
+                                              "this part counts here)"), again[2]
         if again[0] == own[0]:
-            return again[0], again[1] + (f"\n(this is the run with the reference's {names} in place of yours; yours "
-                                         "gave the same score)"), again[2]
+            return again[0], _noted(again[1], f"(this is the run with the reference's {names} in place of yours; yours "
+                                              "gave the same score)"), again[2]
         return own
 
     def _substitute(self, spec: CheckSpec, submission: Program) -> None:

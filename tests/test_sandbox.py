@@ -85,7 +85,8 @@ def test_remote_objects_stay_in_the_worker():
         loss = keep(m, torch.tensor([1.0, 2.0, 3.0]))
         loss.backward()
         assert torch.equal(remote_attr(m, "w.grad"), torch.tensor([1.0, 2.0, 3.0]))
-        assert m.w.grad is None  # `m.w` is a copy in the judge: no gradient travels with it
+        copy = m.w  # a copy in the judge that reads as the student's tensor: requiring grad, its .grad copied too
+        assert copy.requires_grad and copy.is_leaf and torch.equal(copy.grad, torch.tensor([1.0, 2.0, 3.0]))
         assert list(m.state_dict()) == ["w"]
         with pytest.raises(StudentError, match="raised RuntimeError"):
             m(torch.ones(4))

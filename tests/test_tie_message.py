@@ -28,5 +28,7 @@ def test_a_worse_run_with_the_references_parts_leaves_the_students_own():
     assert Judge._better(SPEC, own, (0.0, "the reference could not answer", False)) == own
 
 
-def test_full_marks_with_the_references_parts_need_no_note():
-    assert Judge._better(SPEC, (0.0, "your scaled_dot_product raised", False), (1.0, "", False)) == (1.0, "", False)
+def test_full_marks_with_the_references_parts_say_how_they_were_graded():
+    assert Judge._better(SPEC, (0.0, "your scaled_dot_product raised", False), (1.0, "", False)) == \
+        (1.0, "(graded with the reference's scaled_dot_product in place of yours, so that only this part counts here)",
+         False)

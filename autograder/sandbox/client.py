@@ -140,14 +140,17 @@ class StudentError(Exception):
         self.message = self.hung or self.message  # what checks quote of an error
         super().__init__(self.describe())
 
-    def describe(self) -> str:
+    def describe(self, what: str = "") -> str:
+        """The student-facing message; `what` names the code that raised in the check's words ("your train_epoch
+        (on a small stand-in model)") where the request was a worker helper's."""
+        what = what or self.what
         if self.hung:
             return self.hung
         if self.stub:
-            return f"{self.what} is not implemented yet (it raised NotImplementedError)"
+            return f"{what} is not implemented yet (it raised NotImplementedError)"
         if self.unsent:
-            return f"{self.what} returned a value the grader cannot take: {self.message}"
-        text = f"{self.what} raised {self.type}: {self.message}".rstrip(": ")
+            return f"{what} returned a value the grader cannot take: {self.message}"
+        text = f"{what} raised {self.type}: {self.message}".rstrip(": ")
         if self.hint:
             text += f" ({self.hint})"
         if self.trace:

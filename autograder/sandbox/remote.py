@@ -13,6 +13,18 @@ class Requester(Protocol):
     def request(self, op: str, *args: Any, what: str = ..., child_label: str | None = ...) -> Any: ...
 
 
+HELPERS_LABEL = "grader helpers"  # the label of the assignment's worker helpers (judge.Program)
+
+
+def described(owner: str, label: str) -> str:
+    """How messages name what a proxy stands for: "your scaled_dot_product"; a worker helper is the grader's own
+    code run on the student's, never "your grader helpers.f"."""
+    if label == HELPERS_LABEL or label.startswith(HELPERS_LABEL + "."):
+        helper = label[len(HELPERS_LABEL) + 1:] or "code"
+        return f"the grader's helper {helper} (run on {owner} code)"
+    return f"{owner} {label}"
+
+
 class Remote:
     """A proxy for an object in a worker. Attribute access, calls, indexing and iteration are remote
     requests; what comes back is plain data or another Remote."""
@@ -34,7 +46,7 @@ class Remote:
     @property
     def _ag_what(self) -> str:
         w = object.__getattribute__(self, "_worker")
-        return f"{w.spec.owner} {object.__getattribute__(self, '_label')}"
+        return described(w.spec.owner, object.__getattribute__(self, "_label"))
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
@@ -44,7 +56,7 @@ class Remote:
         w = object.__getattribute__(self, "_worker")
         if name in object.__getattribute__(self, "_callables"):
             return Remote(w, object.__getattribute__(self, "_handle").child(name), child)
-        return w.request("getattr", self, name, what=f"{w.spec.owner} {child}", child_label=child)
+        return w.request("getattr", self, name, what=described(w.spec.owner, child), child_label=child)
 
     def __setattr__(self, name, value):
         self._req("setattr", name, value)

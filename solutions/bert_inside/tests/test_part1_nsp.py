@@ -62,7 +62,7 @@ def nsp_pairs(sub, reviews, seed):
     try:
         pairs = sub.make_nsp_pairs(reviews, generator=keep(sub.helpers.bi_generator, seed))
     except StudentError as exc:
-        raise Fail(exc.describe().replace("grader helpers", "make_nsp_pairs")) from None
+        raise Fail(exc.describe()) from None
     if not isinstance(pairs, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 3 for p in pairs):
         raise Fail("make_nsp_pairs must return a list of (sentence_a, sentence_b, next_sentence_label) tuples")
     out = []

@@ -29,10 +29,19 @@ def tb_block_grads(block, x, mask, weight):
     return grads, None if x.grad is None else x.grad.detach().clone()
 
 
+def tb_input(args, kwargs):
+    """The sub-layer's input however the block passes it: first positional, or by the documented name
+    (`self.attn(embedding=x, mask=mask)`) or any other keyword but the mask."""
+    if args:
+        return args[0]
+    named = [v for k, v in kwargs.items() if k != "mask"]
+    return kwargs.get("embedding", kwargs.get("x", named[0] if named else None))
+
+
 class TbZero(nn.Module):
     """Stands in for a sub-layer: returns zeros of the input's shape."""
-    def forward(self, x, *args, **kwargs):
-        return torch.zeros_like(x)
+    def forward(self, *args, **kwargs):
+        return torch.zeros_like(tb_input(args, kwargs))
 
 
 class TbFixed(nn.Module):
@@ -41,15 +50,16 @@ class TbFixed(nn.Module):
         super().__init__()
         self.register_buffer("weight", weight)
 
-    def forward(self, x, *args, **kwargs):
-        return torch.tanh(x @ self.weight)
+    def forward(self, *args, **kwargs):
+        return torch.tanh(tb_input(args, kwargs) @ self.weight)
 
 
 def tb_probe_block(block, attn_weight=None, ffn_weight=None, identity_norms=True):
-    """Swap the block's sub-layers for stand-ins (None: zeros); keep or drop its LayerNorms."""
+    """Swap the block's sub-layers for stand-ins (None: zeros); keep or drop its LayerNorms. The feed-forward
+    stand-in is an nn.Sequential, as the notebook's ffn is (a block may iterate over it)."""
     block.attn = TbZero() if attn_weight is None else TbFixed(attn_weight)
     if ffn_weight != "keep":
-        block.ffn = TbZero() if ffn_weight is None else TbFixed(ffn_weight)
+        block.ffn = nn.Sequential(TbZero() if ffn_weight is None else TbFixed(ffn_weight))
     if identity_norms:
         block.norm1 = nn.Identity()
         block.norm2 = nn.Identity()

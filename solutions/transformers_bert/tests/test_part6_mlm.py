@@ -50,8 +50,10 @@ class TbToyMLM(nn.Module):
         self.bias = nn.Parameter(bias.clone())
         self.calls = []
 
-    def forward(self, ids, mask=None, *args, **kwargs):
-        mask = kwargs.get("padding_mask", mask)
+    def forward(self, *args, **kwargs):
+        # SmallBERT.forward(token_ids, mask=None), called positionally or by those names
+        ids = args[0] if args else kwargs.get("token_ids", kwargs.get("ids"))
+        mask = args[1] if len(args) > 1 else kwargs.get("mask", kwargs.get("padding_mask"))
         self.calls.append({"ids": ids.detach().clone(), "mask": None if mask is None else mask.detach().clone(),
                            "training": self.training})
         return torch.tanh(self.emb[ids]) @ self.weight.T + self.bias
@@ -149,8 +151,27 @@ def corrupt(sub, ids, mask_rate, mask_id, V, pad_id, only_mask=False, seed=1):
     return masked.long(), labels.long()
 
 
-def _invariants(ids, masked, labels, what):
-    selected = labels != -100
+def unselected_label(labels, real, ids) -> int:
+    """The label the submission gives the positions it did not select: -100 as asked; else (no label is -100) the
+    label most padding positions carry (padding is never selected), or most positions where there is no padding,
+    so that a wrong "ignore" value (0, say) costs only the labels check and the other checks still see which
+    positions were selected. Every id copied as its label: no "ignore" label to find, -100."""
+    if (labels == -100).any() or torch.equal(labels[real], ids[real]):
+        return -100
+    pool = labels[~real] if (~real).any() else labels
+    values, counts = pool.unique(return_counts=True)
+    return int(values[counts.argmax()])
+
+
+def selected_positions(ids, real, masked, labels):
+    """The positions the submission selected: labelled other than with its "ignore" label, or changed."""
+    return (labels != unselected_label(labels, real, ids)) | (masked != ids)
+
+
+def _invariants(ids, masked, labels, what, real=None):
+    """The labels' and the ids' agreement; with `real`, under the submission's own "ignore" label (see
+    unselected_label), without it under -100 (the labels check itself)."""
+    selected = labels != -100 if real is None else selected_positions(ids, real, masked, labels)
     if not torch.equal(labels[selected], ids[selected]):
         raise Fail(f"{what}: at selected positions the label must be the ORIGINAL token id (and -100 elsewhere)")
     if ((masked != ids) & ~selected).any():
@@ -183,14 +204,15 @@ def mlm_padding(sub, ref):
         for rate in (0.15, 0.9):
             masked, labels = corrupt(sub, ids, rate, V, V, pad_id, seed=seed)
             what = f"mask_inputs(ids, {rate}, ..., pad_id={pad_id})"
-            if (labels[~real] != -100).any():
+            selected = selected_positions(ids, real, masked, labels)
+            if selected[~real].any():
                 raise Fail(f"{what}: padding positions got a label: padding is never selected, its label is -100")
             if (masked[~real] != pad_id).any():
                 raise Fail(f"{what}: padding positions were changed: padding is never selected")
-            _invariants(ids, masked, labels, what)
+            _invariants(ids, masked, labels, what, real)
             # selecting nothing at all would keep padding safe trivially. 1,500+ real tokens at rate 0.15:
             # none selected has probability below 1e-100.
-            if not (labels[real] != -100).any():
+            if not selected[real].any():
                 raise Fail(f"{what}: no real token was selected (every label is -100), so the padding rule cannot "
                            "be checked: select each non-padding token with probability mask_rate")
 
@@ -199,7 +221,8 @@ def _big_sample(sub, mask_rate, only_mask=False, V=100):
     """About 150,000 real tokens (lengths 100..200 of 200), pad_id 0, mask id V."""
     ids, real = padded_batch(621, 1000, 200, V, min_len=100)
     masked, labels = corrupt(sub, ids, mask_rate, V, V, 0, only_mask=only_mask, seed=3)
-    _invariants(ids, masked, labels, f"mask_inputs(ids, {mask_rate}, ...{', only_mask=True' if only_mask else ''})")
+    _invariants(ids, masked, labels, f"mask_inputs(ids, {mask_rate}, ...{', only_mask=True' if only_mask else ''})",
+                real)
     return ids, real, masked, labels
 
 
@@ -208,7 +231,7 @@ def mlm_rate(sub, ref):
     for rate in (0.15, 0.3):
         ids, real, masked, labels = _big_sample(sub, rate)
         n = real.sum().item()
-        frac = (labels != -100)[real].double().mean().item()
+        frac = selected_positions(ids, real, masked, labels)[real].double().mean().item()
         # n >= 100,000 real tokens: the selected fraction has sd sqrt(p(1-p)/n) <= 0.00145; the bound
         # 0.01 is >= 6.9 sd (false failure < 1e-11 for each rate).
         if abs(frac - rate) > 0.01:
@@ -220,7 +243,7 @@ def mlm_rate(sub, ref):
 def mlm_proportions(sub, ref):
     V = 100
     ids, real, masked, labels = _big_sample(sub, 0.15, V=V)
-    selected = labels != -100
+    selected = selected_positions(ids, real, masked, labels)
     n_sel = selected.sum().item()
     to_mask = (masked == V)[selected].double().mean().item()
     unchanged = (masked == ids)[selected].double().mean().item()
@@ -246,7 +269,7 @@ def mlm_random_tokens(sub, ref):
     masked, labels = corrupt(sub, ids, 0.15, V, V, 0, seed=4)
     if masked.min() < 0 or masked.max() > V:
         raise Fail("corrupted ids must be regular tokens (0..vocab_size-1) or the mask id")
-    selected = labels != -100
+    selected = selected_positions(ids, real, masked, labels)
     frac = (masked == V)[selected].double().mean().item()
     n_sel = selected.sum().item()
     # n_sel is about 75,000: with replacements from 0..V-1 the mask-id fraction is 0.8 (sd 0.00146); from
@@ -269,7 +292,7 @@ def mlm_random_tokens(sub, ref):
 def mlm_only_mask(sub, ref):
     V = 100
     ids, real, masked, labels = _big_sample(sub, 0.15, only_mask=True, V=V)
-    selected = labels != -100
+    selected = selected_positions(ids, real, masked, labels)
     if not (masked[selected] == V).all():
         share = (masked[selected] == V).double().mean().item()
         raise Fail(f"with only_mask=True every selected token must become the mask id; {share:.1%} did")
@@ -303,8 +326,7 @@ def mlm_step(sub, ref):
         steps = sub.helpers.tb_mlm_steps(params["emb"], params["weight"], params["bias"], ids, lr,
                                          [True, True, False], 0.3, V, V, pad_id)
     except StudentError as exc:
-        raise Fail(exc.describe().replace("grader helpers.tb_mlm_steps", "mlm_train_step (on a small stand-in "
-                                                                       "model)")) from None
+        raise Fail(exc.describe("your mlm_train_step (on a small stand-in model)")) from None
     before = {k: v.double() for k, v in params.items()}
     for i, step in enumerate(steps):
         what = f"mlm_train_step (call {i + 1}, model in {'train' if i < 2 else 'eval'}() mode)"
