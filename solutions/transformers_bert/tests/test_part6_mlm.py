@@ -156,8 +156,8 @@ def unselected_label(labels, real, ids) -> int:
     label most padding positions carry (padding is never selected), or most positions where there is no padding,
     so that a wrong "ignore" value (0, say) costs only the labels check and the other checks still see which
     positions were selected. Every id copied as its label: no "ignore" label to find, -100."""
-    if (labels == -100).any() or torch.equal(labels[real], ids[real]):
-        return -100
+    if (labels == -100).any() or torch.equal(labels[real], ids[real]) or bool((labels == labels.flatten()[0]).all()):
+        return -100  # -100 used, every id its own label, or one label everywhere: no other "ignore" label to find
     pool = labels[~real] if (~real).any() else labels
     values, counts = pool.unique(return_counts=True)
     return int(values[counts.argmax()])
@@ -171,11 +171,12 @@ def selected_positions(ids, real, masked, labels):
 def _invariants(ids, masked, labels, what, real=None):
     """The labels' and the ids' agreement; with `real`, under the submission's own "ignore" label (see
     unselected_label), without it under -100 (the labels check itself)."""
-    selected = labels != -100 if real is None else selected_positions(ids, real, masked, labels)
-    if not torch.equal(labels[selected], ids[selected]):
+    ignore = -100 if real is None else unselected_label(labels, real, ids)
+    labelled = labels != ignore
+    if not torch.equal(labels[labelled], ids[labelled]):
         raise Fail(f"{what}: at selected positions the label must be the ORIGINAL token id (and -100 elsewhere)")
-    if ((masked != ids) & ~selected).any():
-        raise Fail(f"{what}: a corrupted position has label -100: every position whose id was changed is "
+    if ((masked != ids) & ~labelled).any():
+        raise Fail(f"{what}: a corrupted position has label {ignore}: every position whose id was changed is "
                    "selected and must be labelled with its original id; unselected tokens stay unchanged")
 
 
