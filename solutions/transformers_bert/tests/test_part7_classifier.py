@@ -72,7 +72,10 @@ def tb_classifier_gradients(clf, token_ids, labels):
 
 
 class TbZeroFeatures(nn.Module):
-    """Stands in for the classifier's dropout: outputs zeros."""
+    """Stands in for the classifier's dropout: outputs zeros. Its rate is 1, so that a classifier calling
+    F.dropout(x, self.dropout.p, self.training) in train() gets zeros from it too."""
+    p = 1.0
+
     def forward(self, x, *args, **kwargs):
         return torch.zeros_like(x)
 
@@ -277,7 +280,8 @@ def classifier_dropout(sub, ref):
     if _close(first, other):
         raise Fail("in eval() the logits are the same for other token ids: out(self.dropout(final hidden state)) "
                    "must be computed from the input")
-    sub.helpers.tb_zero_dropout(clf)  # the grader's stand-in dropout outputs zeros
+    sub.helpers.tb_zero_dropout(clf)  # the grader's stand-in dropout outputs zeros (in train(): rate 1)
+    clf.train()
     got = _logits(clf, _ids(731, 3, 7), 1, "BERTGRUSentiment")
     if not _close(got, remote_attr(clf, "out.bias").double().expand_as(got)):
         raise Fail("the output layer must read self.dropout(final hidden state): out(self.dropout(hidden))")
