@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -119,7 +120,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     corpus = corpus_module.load_corpus(paths.source) if with_corpus else corpus_module.Corpus([], [])
     student = paths.assignment / config.notebook
     key = release.dir / "answer_key.ipynb"
-    part_order = list(dict.fromkeys(c.part for c in release.checks))
+    part_order = parts_in_order(c.part for c in release.checks)
     with tempfile.TemporaryDirectory(prefix="ag-verify-") as tmp:
         folder = Path(tmp) / "corpus"
         submissions = {"answer_key": key, "student_notebook": student,
@@ -199,6 +200,16 @@ def unshipped_problems(notebook: Path, shipped: list[str]) -> list[str]:
     nb = nbformat.read(notebook, as_version=4)
     return [f"{notebook.name}: cell {o.cell}, line {o.line}: reads {o.path!r}, which is not shipped: list it in "
             "`files` of assignment.toml (or read it from where students have it)" for o in unshipped(nb, shipped)]
+
+
+def parts_in_order(parts) -> list[str]:
+    """The parts as the assignment numbers them ("2. ..." before "10. ..."), else in the order first met (the
+    notebook's test cells come before the tests/ files' checks, which need not follow the notebook's order)."""
+    seen = list(dict.fromkeys(parts))
+    numbers = [re.match(r"\s*(\d+)[.)]", p) for p in seen]
+    if all(numbers):
+        return sorted(seen, key=lambda p: (int(re.match(r"\s*(\d+)", p).group(1)), seen.index(p)))
+    return seen
 
 
 def is_manual(check) -> bool:

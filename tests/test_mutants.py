@@ -307,3 +307,94 @@ def test_a_check_made_from_an_imported_test_cell_grades_the_names_the_cell_uses(
     assert _parts_reading("zscore", checks, []) == ["q1"]  # `x.zscore_table` in q2 is another name
     assert _parts_reading("pairwise_sq_dists", checks, []) == ["q2"]
     assert _parts_reading("unused", checks, []) == []
+
+
+HELPER_ONLY_TESTS = '''\
+from autograder.testing import Fail, check, worker_helpers
+
+worker_helpers(\'\'\'
+def scaled(xs, k):
+    return submission.scale(xs, k)
+\'\'\')
+
+
+@check("scale: values", points=2, part="1. Scale")
+def values(sub, ref):
+    if sub.helpers.scaled([1, 2, 3], 2) != ref.helpers.scaled([1, 2, 3], 2):
+        raise Fail("scale is wrong")
+'''
+
+
+def _helper_only_assignment(root):
+    """`scale` (part 1) has no test cell: only a part-1 hidden check grades it, through a worker helper reading
+    `submission.scale`. The next test cell in the notebook is part 2's, which does not use it."""
+    import nbformat
+
+    def code(text, grade_id, **meta):
+        cell = nbformat.v4.new_code_cell(text)
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "locked": False, "schema_version": 3,
+                                     "solution": not meta, "grade": bool(meta), **meta}
+        return cell
+
+    source = root / "solutions" / "helper_only"
+    (source / "tests").mkdir(parents=True)
+    (source / "assignment.toml").write_text('title = "Helper only"\nnotebook = "helper_only.ipynb"\nfiles = []\n')
+    (source / "tests" / "test_scale.py").write_text(HELPER_ONLY_TESTS)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("## 1. Scale"),
+        code("def scale(xs, k):\n    ### BEGIN SOLUTION\n    m = sum(xs) / len(xs)\n    out = []\n    for x in xs:\n"
+             "        out.append(k * (x - m))\n    return out\n    ### END SOLUTION", "scale"),
+        nbformat.v4.new_markdown_cell("## 2. Total"),
+        code("def total(xs):\n    ### BEGIN SOLUTION\n    s = 0\n    for x in xs:\n        s += x\n    return s\n"
+             "    ### END SOLUTION", "total"),
+        code("assert total([1, 2, 3]) == 6\n### BEGIN HIDDEN TESTS\nassert total([4, -1]) == 3\n"
+             "### END HIDDEN TESTS", "total_test", points=1, part="2. Total"),
+    ]
+    nbformat.write(nb, source / "helper_only.ipynb")
+    return source
+
+
+@pytest.mark.slow
+def test_a_definition_only_a_hidden_check_of_an_earlier_part_uses_is_graded_in_that_part(tmp_path):
+    """What uses a definition decides its part over where it stands: `scale` is filed under part 1, whose hidden
+    check reads it, not under part 2, whose test cell comes next; its mutants are killed there."""
+    from autograder.release import load_release
+    from autograder.verify import verify
+
+    source = _helper_only_assignment(tmp_path)
+    report = verify(source, with_corpus=False, mutants=True)
+    assert report.ok, report.problems
+    release = load_release(tmp_path / "release" / "helper_only")
+    definitions, _ = graded_definitions(source / "helper_only.ipynb", release.dir / "answer_key.ipynb",
+                                        release.checks, release.helpers)
+    assert [(d.name, d.part, d.used_in) for d in definitions] == [
+        ("scale", "1. Scale", ("1. Scale",)), ("total", "2. Total", ("2. Total",))]
+    parts = {p.part: p for p in report.mutation.parts}
+    assert set(parts) == {"1. Scale", "2. Total"}
+    assert {o.mutant.definition.name for o in parts["1. Scale"].outcomes} == {"scale"}
+    assert parts["1. Scale"].score == 1.0, [o.note for o in parts["1. Scale"].outcomes]
+    assert not any("other parts only" in o.note for p in report.mutation.parts for o in p.outcomes)
+
+
+def test_a_mutant_losing_points_in_another_part_that_uses_its_definition_is_killed():
+    """A definition the checks of two parts use keeps the part the notebook gives it, but a mutant that loses
+    points only in the other part is still killed there; points lost in a part that does not use it are not."""
+    from types import SimpleNamespace
+
+    from autograder.mutants import classify
+
+    def result(**scores):
+        checks = [SimpleNamespace(name=name, part=part, score=score, max_score=1.0, status="graded", message="wrong")
+                  for name, (part, score) in scores.items()]
+        return SimpleNamespace(error="", checks=checks)
+
+    d = Definition("attention", "2. Block", ATTENTION, set(range(3, 9)), False, "def", ("1. Attention", "2. Block"))
+    used, unused = (Mutant(f"mutant-2-attention-00{n}", d, m) for n, m in enumerate(mutations(ATTENTION)[:2]))
+    key = result(a=("1. Attention", 1.0), b=("2. Block", 1.0), c=("3. Loss", 1.0))
+    results = {used.id: result(a=("1. Attention", 0.0), b=("2. Block", 1.0), c=("3. Loss", 1.0)),
+               unused.id: result(a=("1. Attention", 1.0), b=("2. Block", 1.0), c=("3. Loss", 0.0))}
+    first, second = classify([used, unused], results, key)
+    assert first.verdict == KILLED and first.lost == {"a": "wrong"} and first.elsewhere == []
+    assert second.verdict == SURVIVED and second.elsewhere == ["c"] and "other parts only" in second.note

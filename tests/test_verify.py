@@ -127,3 +127,11 @@ def test_verify_names_the_cell_and_line_of_a_hidden_assertion_the_reference_fail
     problem = next(p for p in report.problems if p.startswith("normalize_test:"))
     assert "a hidden check failed (failing assertion: " in problem
     assert problem.endswith(f"(failing assertion: cell {index + 1}, line 6: assert torch.allclose(normalize(x), 2 * x))")
+
+
+def test_the_mutation_report_lists_parts_as_the_assignment_numbers_them():
+    from autograder.verify import parts_in_order
+
+    # a tests/ file's checks come after the notebook's test cells in the release: part 3 is met last
+    assert parts_in_order(["1. A", "2. B", "4. D", "3. C", "10. X", "2. B"]) == ["1. A", "2. B", "3. C", "4. D", "10. X"]
+    assert parts_in_order(["Intro", "1. A"]) == ["Intro", "1. A"]  # not all numbered: as met

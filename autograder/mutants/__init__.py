@@ -4,13 +4,16 @@
 corpus, in the same batch and the same confined workers as any submission:
 
 1. What is graded (analysis.graded_definitions): every top-level def and class of a solution cell with lines
-   inside its solution regions; its part is the part of the first test cell after it in the source notebook
-   (else the part whose hidden checks read its name). Only the lines a student writes are mutated.
+   inside its solution regions; its part is the part of the checks that use it (a test cell naming it, a
+   hidden check reading `sub.NAME` or calling a worker helper that reads it) when they are all in one part,
+   else the part of the first test cell after it in the source notebook (else the first part whose checks use
+   it). Only the lines a student writes are mutated.
 2. Mutants (operators.py, which says why `ast` and which operators): one mistake each, in one definition;
    the mutant is the answer key with that definition replaced (corpus.make_notebook). Ids are stable and the
    order is the text's; `--mutants-limit N` grades a seeded sample of N per part that takes every operator in
    turn.
-3. Killed: the mutant loses points on a check of its part that the answer key passes. Survived: it does not.
+3. Killed: the mutant loses points on a check that the answer key passes, of its part or of another part
+   whose checks use its definition. Survived: it does not.
    A mutant the grader could not grade at all is "not graded" and not counted.
 4. Survivors get two probes:
    - the equivalence probe (probe.py), graded in a second batch: the mutant and the reference, the reference

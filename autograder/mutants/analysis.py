@@ -32,6 +32,14 @@ class Definition:
     lines: set[int]  # 1-based lines of `source` inside solution regions: the lines a student writes
     forward: bool  # a class with a forward method (the probe compares instances with a reference twin)
     kind: str  # "def" or "class"
+    # the parts whose checks use it (name it, or call a worker helper that reads it); a mutant losing points on
+    # a check of any of them is killed, since those checks grade it as much as its own part's do
+    used_in: tuple[str, ...] = ()
+
+    def grades(self, part: str) -> bool:
+        """Whether a check of `part` losing points kills a mutant of this definition: its own part, or a part
+        whose checks use it."""
+        return part == self.part or part in self.used_in
 
 
 @dataclass
@@ -59,7 +67,8 @@ class Mutant:
 class Outcome:
     mutant: Mutant
     verdict: str
-    lost: dict[str, str] = field(default_factory=dict)  # checks of its part that it loses points on -> message
+    # checks of its part (or of a part whose checks use its definition) that it loses points on -> message
+    lost: dict[str, str] = field(default_factory=dict)
     elsewhere: list[str] = field(default_factory=list)  # checks of other parts it loses points on
     note: str = ""  # how a survivor fared in the probes; why a mutant was not graded
 
@@ -176,33 +185,50 @@ def _cell_sources(fn) -> str:
     return "\n".join(cells)
 
 
+def _names(name: str, cell_source: str) -> bool:
+    """Whether test-cell code names `name` as a plain name (`x.name` is another name)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}\b", cell_source) is not None
+
+
 def _parts_reading(name: str, checks, helpers: list[str]) -> list[str]:
-    """Parts of the hidden checks whose code reads `sub.name`, calls a worker helper that reads it, or whose test
-    cell (an imported otter or nbgrader test) names it."""
+    """Parts of the checks that use `name`, in the checks' order, each once: a notebook test cell naming it, a
+    hidden check whose code reads `sub.name` or calls a worker helper that reads it, or whose test cell (an
+    imported otter or nbgrader test) names it."""
     readers = {helper for helper, names in _helper_reads(helpers).items() if name in names}
     found = []
     for c in checks:
         if c.fn is None:
-            continue
-        try:
-            text = inspect.getsource(c.fn)
-        except (OSError, TypeError):
-            text = ""
-        reads = re.search(rf"\.{re.escape(name)}\b", text) or any(
-            re.search(rf"\.helpers\.{re.escape(h)}\b", text) for h in readers) or re.search(
-            rf"(?<![\w.]){re.escape(name)}\b", _cell_sources(c.fn))
+            reads = _names(name, c.source or "")
+        else:
+            try:
+                text = inspect.getsource(c.fn)
+            except (OSError, TypeError):
+                text = ""
+            reads = re.search(rf"\.{re.escape(name)}\b", text) or any(
+                re.search(rf"\.helpers\.{re.escape(h)}\b", text) for h in readers) or _names(
+                name, _cell_sources(c.fn))
         if reads and c.part not in found:
             found.append(c.part)
     return found
+
+
+def _part_of(position: str | None, reading: list[str], parts: set[str]) -> str | None:
+    """The part a definition is graded in: the one part whose checks use it when they all are in one part (what
+    grades it wins over where it stands); else the part of the first test cell after it; else the first part
+    whose checks use it; None when no check grades it."""
+    if len(reading) == 1:
+        return reading[0]
+    return position if position in parts else (reading[0] if reading else None)
 
 
 def graded_definitions(source_notebook: Path, answer_key: Path, checks,
                        helpers: list[str] = ()) -> tuple[list[Definition], list[str]]:
     """The definitions with solution code, each with its part, and a note for each one left out.
 
-    A solution cell belongs to the part of the first test cell after it in the source notebook (nbgrader's
-    order: a part's solution, then its tests); without one, to the first part whose hidden checks read its name
-    (`sub.NAME`, or a worker helper reading it)."""
+    A definition belongs to the part of the checks that use it (a test cell naming it, a hidden check reading
+    `sub.NAME` or calling a worker helper that reads it) when they are all in one part. Otherwise it belongs to
+    the part of the first test cell after it in the source notebook (nbgrader's order: a part's solution, then
+    its tests), else to the first part whose checks use it; `used_in` lists every part whose checks use it."""
     source = nbformat.read(source_notebook, as_version=4)
     key = {nbgrader_meta(c).get("grade_id"): cell_source(c) for c in nbformat.read(answer_key, as_version=4).cells
            if nbgrader_meta(c).get("grade_id")}
@@ -236,17 +262,15 @@ def graded_definitions(source_notebook: Path, answer_key: Path, checks,
             lines = {i - start + 1 for i in range(start, end) if inside[i]}
             if not lines:
                 continue
-            own = part if part in parts else None
-            if own is None:
-                reading = [p for p in _parts_reading(node.name, checks, list(helpers)) if p]
-                own = reading[0] if reading else None
+            reading = [p for p in _parts_reading(node.name, checks, list(helpers)) if p]
+            own = _part_of(part, reading, parts)
             if own is None:
                 skipped.append(f"{node.name}: no check of any part grades it")
                 continue
             forward = isinstance(node, ast.ClassDef) and any(
                 isinstance(n, ast.FunctionDef) and n.name == "forward" for n in node.body)
             out.append(Definition(node.name, own, "\n".join(kept[start:end]), lines, forward,
-                                  "class" if isinstance(node, ast.ClassDef) else "def"))
+                                  "class" if isinstance(node, ast.ClassDef) else "def", tuple(reading)))
     return out, skipped
 
 
@@ -362,7 +386,8 @@ def _counted(check, key_scores: dict[str, float]) -> bool:
 
 
 def classify(mutants: list[Mutant], results: dict, key_result) -> list[Outcome]:
-    """Killed (it loses points on a check of its part) or survived, from the results of the first batch."""
+    """Killed (it loses points on a check of its part, or of a part whose checks use its definition) or survived,
+    from the results of the first batch."""
     key_scores = {c.name: c.score for c in key_result.checks if c.status not in (PENDING, UNGRADED)}
     out = []
     for m in mutants:
@@ -372,8 +397,8 @@ def classify(mutants: list[Mutant], results: dict, key_result) -> list[Outcome]:
             continue
         lost = {c.name: c.message for c in result.checks if _counted(c, key_scores) and c.score < c.max_score}
         parts = {c.name: c.part for c in result.checks}
-        mine = {name: msg for name, msg in lost.items() if parts[name] == m.part}
-        elsewhere = sorted(name for name in lost if parts[name] != m.part)
+        mine = {name: msg for name, msg in lost.items() if m.definition.grades(parts[name])}
+        elsewhere = sorted(name for name in lost if not m.definition.grades(parts[name]))
         out.append(Outcome(m, KILLED if mine else SURVIVED, mine, elsewhere,
                            "" if mine or not elsewhere else "it loses points in other parts only"))
     return out
