@@ -507,8 +507,9 @@ class WorkerProcess:
             raise self._death(doing)
         if isinstance(item, OverBudget):
             self.kill()
-            over = WorkerDied(f"{doing} sent the grader more than {MAX_CHECK_BYTES >> 20} MB of results during one "
-                              "check (the most a check may receive)")
+            over = WorkerDied(f"{doing} sent the grader more results during one check than it takes ({MAX_CHECK_BYTES >> 20} "
+                              f"MB of tensors, structured values such as lists and dicts counted {HEADER_WEIGHT} times "
+                              "their size): return less")
             self._not_run_again(doing, over)
             raise over
         if isinstance(item, Exception):

@@ -189,11 +189,13 @@ def mlm_random(sub, ref):
         raise Fail(f"the random replacements take only {distinct} different ids: draw them uniformly from 0 to "
                    "len(tokenizer) - 1")
     small_ids, small_mask = pair_batch(231, 100, 30)
+    # seeds 9, 10, then 9 again: the same seed apart, not back to back (a result replayed for a repeated input
+    # is no reproducibility)
     first = corrupt(sub, small_ids, small_mask, 0.15, seed=9)
+    other_seed = corrupt(sub, small_ids, small_mask, 0.15, seed=10)
     again = corrupt(sub, small_ids, small_mask, 0.15, seed=9)
     if not (torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])):
         raise Fail("mask_tokens with two generators seeded alike gave different results: draw every random number "
                    "with generator=generator")
-    other_seed = corrupt(sub, small_ids, small_mask, 0.15, seed=10)
     if torch.equal(first[1], other_seed[1]):
         raise Fail("mask_tokens gave the same selection for generators with different seeds: use the generator")

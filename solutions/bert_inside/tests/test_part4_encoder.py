@@ -249,6 +249,13 @@ def layer_config(sub, ref):
     if not torch.equal(exact, run_layer(layer, hidden, bias_)):
         raise Fail("in eval() mode two calls with the same input must give identical outputs: use the nn.Dropout "
                    "modules (they are off in eval()), not F.dropout(..., training=True)")
+    # and the same as with dropout rates 0 (the same weights), computed on the batch in reverse order (each example
+    # on its own, the same values): two calls alike could be one result replayed for the same input
+    without, _ = layer_pair(sub, ref, layer_state(cfg, 431), intermediate_size=24, num_attention_heads=2,
+                            layer_norm_eps=1e-7)
+    if not close(exact, run_layer(without, hidden.flip(0), bias_.flip(0)).flip(0)):
+        raise Fail("in eval() mode the output depends on the dropout rates: dropout must be off in eval() (use the "
+                   "nn.Dropout modules, not F.dropout(..., training=True))")
     layer.train()
     # 18 outputs of 16 features each go through dropout with p = 0.2 (and 0.3 on the weights): that none of them
     # changes has probability below 0.8^288 < 1e-27
@@ -344,7 +351,10 @@ def encoder(sub, ref):
                          hidden.shape).double()
         try:
             records = sub.helpers.bi_probe_records(model)
-        except StudentError:
+        except StudentError as exc:
+            if exc.unsent:  # what the layers were given (the bias, the hidden states) cannot be sent back
+                raise Fail(f"what your Encoder passes to its layers {what} is no plain tensor the grader can take: "
+                           f"{exc.message}") from None
             raise Fail("Encoder must keep its layers in `layers` (an nn.ModuleList of EncoderLayer(config))") from None
         if len(records) != cfg["num_hidden_layers"]:
             raise Fail(f"Encoder must hold config.num_hidden_layers EncoderLayers in `layers`; for a config with 3 it "
