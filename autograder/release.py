@@ -85,7 +85,21 @@ def load_release(release_dir: Path) -> Release:
     if not manifest_path.is_file():
         raise ReleaseError(f"{release_dir}: no {MANIFEST}; build the assignment first (autograder build)")
     manifest_bytes = manifest_path.read_bytes()
+    try:
+        return _release(release_dir, manifest_bytes)
+    except ReleaseError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # (json's errors are ValueErrors)
+        what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, KeyError) else f"no {exc} in it"
+        raise ReleaseError(f"{release_dir}: its {MANIFEST} cannot be read ({what}); build the assignment again "
+                           "(autograder build)") from None
+
+
+def _release(release_dir: Path, manifest_bytes: bytes) -> Release:
     manifest = json.loads(manifest_bytes)
+    if manifest.get("format") != BUILD_FORMAT:
+        raise ReleaseError(f"{release_dir}: built in release format {manifest.get('format')!r}, this version reads "
+                           f"format {BUILD_FORMAT}; build the assignment again with this version (autograder build)")
     config = AssignmentConfig.from_dict(manifest["config"])
     file_checks: dict[tuple[str, str], CheckSpec] = {}
     for file in sorted({c["file"] for c in manifest["checks"] if c["file"]}):

@@ -185,3 +185,25 @@ def test_stub_text_in_a_source_answer_is_not_a_leak(tmp_path):
     secrets = secret_lines(source)
     assert {"YOUR ANSWER HERE", "# YOUR CODE HERE", "raise NotImplementedError()"}.isdisjoint(secrets)
     assert find_leaks(paths.assignment, secrets) == []
+
+
+@pytest.mark.parametrize("edit", ["format=5", "format=None", "no checks", "not json"])
+def test_a_release_of_another_format_or_a_broken_manifest_is_one_clear_error(example_build, tmp_path, edit):
+    import json
+    import shutil
+
+    from autograder.release import MANIFEST, ReleaseError, load_release
+
+    release = tmp_path / "release"
+    shutil.copytree(example_build.release, release)
+    manifest = json.loads((release / MANIFEST).read_text())
+    if edit == "format=5":
+        manifest["format"] = 5
+    elif edit == "format=None":
+        del manifest["format"]
+    elif edit == "no checks":
+        del manifest["checks"]
+    text = "{ not json" if edit == "not json" else json.dumps(manifest)
+    (release / MANIFEST).write_text(text)
+    with pytest.raises(ReleaseError, match="build the assignment again"):
+        load_release(release)

@@ -310,3 +310,14 @@ def test_setup_sh_installs_in_a_fresh_venv(exported, tmp_root):
     assert version.startswith("2.13.0")
     make_submission(root / "submission" / "hw.ipynb", paths.release / "answer_key.ipynb")
     assert run_autograder(root)["score"] == 11
+
+
+@pytest.mark.parametrize("requirement", ["evil; rm -rf /", "notinstalledpkg123"])
+def test_a_pip_requirement_that_cannot_be_pinned_is_one_line_and_exit_2(example_build, tmp_path, capsys, requirement):
+    from autograder.cli import main
+
+    code = main(["export", "gradescope", str(example_build.release), "--out", str(tmp_path / "a.zip"),
+                 "--pip", requirement])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "a.zip").exists()

@@ -246,3 +246,15 @@ def test_the_next_submissions_worker_is_started_early_and_nothing_outlives_the_r
     finally:
         alone.close()
     assert first.score < second.score == example_release.max_score - 2  # all but the written answer's (pending)
+
+
+def test_more_jobs_than_cpus_run_one_grading_process_per_cpu(capsys):
+    import os
+
+    from autograder.commands.grade import jobs_for_this_machine
+
+    cpus = len(os.sched_getaffinity(0))
+    assert jobs_for_this_machine(cpus, cluster=False) == cpus
+    assert jobs_for_this_machine(cpus + 62, cluster=False) == cpus
+    assert f"--jobs {cpus + 62} on {cpus} CPU(s)" in capsys.readouterr().err
+    assert jobs_for_this_machine(cpus + 62, cluster=True) == cpus + 62  # a cluster's processes are elsewhere

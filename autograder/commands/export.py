@@ -28,7 +28,14 @@ class ExportCommand(Command):
         from autograder.grading import resolve_release
 
         release = resolve_release(args.assignment)
-        out, warnings = export_gradescope(release, Path(args.out) if args.out else None, args.pip or [])
+        try:
+            out, warnings = export_gradescope(release, Path(args.out) if args.out else None, args.pip or [])
+        except ValueError as exc:  # a --pip requirement that is not one, or not installed here (packaging's errors too)
+            said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if type(exc).__name__ == "InvalidRequirement":
+                said = f"--pip {' '.join(args.pip or [])}: not a requirement pip understands ({said})"
+            print(f"error: {said}", file=sys.stderr)
+            return 2
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
         print(f"Gradescope autograder: {out} ({out.stat().st_size / 1024:.0f} KiB); upload it under "

@@ -55,7 +55,8 @@ class GradeCommand(Command):
             print(line, file=sys.stderr)
         for problem in inputs.problems:
             print(f"warning: {problem}", file=sys.stderr)
-        options = GradeOptions(out, quiet=args.quiet, jobs=args.jobs, regrade=args.regrade,
+        jobs = jobs_for_this_machine(args.jobs, args.cluster)
+        options = GradeOptions(out, quiet=args.quiet, jobs=jobs, regrade=args.regrade,
                                trusted=args.trusted_submissions, cluster=args.cluster)
         results = grade(release, inputs.submissions, options)
         print(f"graded {len(results)} submission(s): results in {out}/<submission>/results.json, "
@@ -65,6 +66,20 @@ class GradeCommand(Command):
         if any(r.ungraded for r in results):
             return 3  # the grader could not decide some checks here: see GRADER PROBLEM on stderr
         return 0 if inputs.submissions and len(results) == len(inputs.submissions) else 1
+
+
+def jobs_for_this_machine(jobs: int, cluster: bool) -> int:
+    """At most one grading process per CPU this process may use: each holds a judge, a reference worker and a fork
+    server (about 1 GB), and more of them than CPUs only wait on each other (64 jobs on 2 CPUs: 16x slower, 12 GB).
+    A cluster's jobs are its own."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cluster or jobs <= cpus:
+        return jobs
+    print(f"note: --jobs {jobs} on {cpus} CPU(s): {cpus} grading process(es) (more would only wait on each other "
+          "and hold memory)", file=sys.stderr)
+    return cpus
 
 
 def pending_advice(release, results, submissions: list[str], out: str) -> list[str]:
