@@ -96,6 +96,7 @@ def changed_cells(path: Path, released: frozenset[str] = frozenset()) -> int | N
     """How many of the notebook's code cells are not as handed out (None: it cannot be read). `released`: the
     digests of the student notebook's code cells (Release.student_code); without them (a release built by an
     older version) the solution cells that no longer hold the stub are counted."""
+    from autograder.notebook.extract import is_test_cell
     from autograder.notebook.load import NotebookError, code_digests, read_notebook
     from autograder.notebook.markers import CODE_STUB
 
@@ -103,8 +104,9 @@ def changed_cells(path: Path, released: frozenset[str] = frozenset()) -> int | N
         nb, _ = read_notebook(path)
     except NotebookError:
         return None
-    if released:
-        return sum(d not in released for d in code_digests(nb))
+    if released:  # test cells are the handout's, whoever added them (nbgrader's export adds its own): no work
+        mine = {"cells": [c for c in nb.get("cells", []) if not is_test_cell(c)]}
+        return sum(d not in released for d in code_digests(mine))
     solutions = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"
                  and isinstance(c.get("metadata", {}).get("nbgrader"), dict) and c.metadata["nbgrader"].get("solution")]
     return sum(CODE_STUB[-1] not in c.get("source", "") for c in solutions) if solutions else None

@@ -134,6 +134,14 @@ def test_generate_autograde_and_gradebook(course, tmp_path):
     csv = (course_dir / "grades.csv").read_text()
     assert ",alice," in csv and ",bob," in csv and "11.0" in csv and "9.0" in csv
 
+    # the work in "Untitled.ipynb" beside the handout as nbgrader released it (untouched) is what is graded, by the
+    # rule of every other path; a student asked for with nothing submitted is named, not graded
+    gina = course_dir / "submitted" / "gina" / "vectors"
+    gina.mkdir(parents=True)
+    nbformat.write(release_nb, gina / "vectors.ipynb")
+    nbformat.write(filled(release_nb, source_nb, {}), gina / "Untitled.ipynb")
+    assert grade_into_gradebook(str(source), course_dir, ["gina", "carol"], quiet=True) == {"gina": 11}
+
 
 def test_the_course_lands_outside_the_project_by_default(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

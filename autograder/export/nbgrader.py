@@ -354,8 +354,8 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
         raise FileNotFoundError(f"{exported}: export the assignment first (autograder export nbgrader {assignment} "
                                 f"--course {course})")
     ids = check_grade_ids(nbformat.read(exported, as_version=4))
-    submitted = sorted(p for p in (course / "submitted").glob(f"*/{name}/{notebook}")
-                       if students is None or p.parent.parent.name in students)
+    picked = _picked_notebooks(course / "submitted", name, notebook, students, release.student_code)
+    submitted = [path for _, _, path, _ in picked]
     config = nbgrader_config(course)
     coursedir = CourseDirectory(config=config, root=str(course))
     db, course_id = coursedir.db_url, coursedir.course_id
@@ -365,20 +365,20 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
         except MissingEntry:
             raise FileNotFoundError(f"{db} has no assignment {name!r}: run `nbgrader generate_assignment {name}` "
                                     f"in {course} first") from None
-    students_ids = unique_ids([p.parent.parent.name for p in submitted])  # the progress lines name the students
+    students_ids = unique_ids([student for student, _, _, _ in picked])  # the progress lines name the students
+    notes = {i: note for i, (_, _, _, note) in zip(students_ids, picked) if note}
     with tempfile.TemporaryDirectory(prefix="ag-nbgrader-") as tmp:  # results go to the gradebook, not here
-        options = GradeOptions(Path(tmp), quiet=quiet, trusted=trusted, ids=students_ids, summary=False)
+        options = GradeOptions(Path(tmp), quiet=quiet, trusted=trusted, ids=students_ids, summary=False, notes=notes)
         results = grade(release, submitted, options) if submitted else []
     scores = _Scores()
     nb_id = Path(notebook).stem
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes nbgrader's own autograde shows too
         warnings.filterwarnings("ignore", module="sqlalchemy")
-        for path, result in zip(submitted, results):
-            student = path.parent.parent.name
+        for (student, folder, path, _), result in zip(picked, results):
             with Gradebook(db, course_id) as gb:
                 gb.update_or_create_student(student)
-                timestamp = coursedir.get_existing_timestamp(str(path.parent))  # as nbgrader autograde reads it
+                timestamp = coursedir.get_existing_timestamp(str(folder))  # as nbgrader autograde reads it
                 if timestamp:
                     gb.update_or_create_submission(name, student, timestamp=timestamp)
                 else:
@@ -407,12 +407,34 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
             _replace_copy(path, autograded)  # formgrader shows this copy when grading written answers
             write_atomic(feedback, submission_html(result, release.config.title))
             for carried in CARRIED:  # release_feedback finds the student's exchange folder by these
-                if (path.parent / carried).is_file():
-                    for folder in (autograded.parent, feedback.parent):
-                        _replace_copy(path.parent / carried, folder / carried)
+                if (folder / carried).is_file():
+                    for target in (autograded.parent, feedback.parent):
+                        _replace_copy(folder / carried, target / carried)
             scores[student] = result.score
             scores.not_final |= bool(result.ungraded)
     return scores
+
+
+def _picked_notebooks(submitted: Path, name: str, notebook: str, students: list[str] | None,
+                      released: frozenset[str]) -> list[tuple[str, Path, Path, str]]:
+    """(student, their submitted/<student>/<name>/ folder, the notebook to grade, a note) for each student, the
+    notebook picked by the rule every other path uses (submissions.pick_notebook: "Untitled.ipynb" with the work
+    in it beats the untouched handout). A student asked for without a submission, or whose folder holds no
+    notebook, is named on stderr: nothing of theirs goes into the gradebook."""
+    from autograder.submissions import pick_notebook
+
+    folders = sorted(p for p in submitted.glob(f"*/{name}") if p.is_dir() and not p.parent.name.startswith(".")
+                     and (students is None or p.parent.name in students))
+    for student in sorted(set(students or ()) - {f.parent.name for f in folders}):
+        print(f"warning: {student} has no submission of {name} in {submitted}", file=sys.stderr)
+    picked = []
+    for folder in folders:
+        path, note = pick_notebook(folder, notebook, released)
+        if path is None:
+            print(f"warning: {folder.parent.name} submitted no notebook for {name} ({folder})", file=sys.stderr)
+        else:
+            picked.append((folder.parent.name, folder, path, note))
+    return picked
 
 
 def _replace_copy(src: Path, dst: Path) -> None:
