@@ -391,7 +391,8 @@ def test_missing_unreadable_and_pickled_checkpoints(world, trained, tmp_path, ru
     assert c.status == "failed" and "no saved model" in c.message
     (nb.parent / CONFIG.checkpoint).write_bytes(b"not a checkpoint")
     c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
-    assert c.status == "failed" and "weights_only=True" in c.message
+    assert c.status == "failed" and "not a file written by torch.save (16 bytes)" in c.message
+    assert "weights_only" not in c.message
     nb = _submission(tmp_path / "judy2", raw_checkpoint={"epoch": 3, "note": "no tensors"})
     c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
     assert c.status == "failed" and "not a state_dict" in c.message
@@ -534,3 +535,60 @@ def test_grade_reports_the_declared_rubric_pending(tmp_path, rubric_release):
     feedback = (tmp_path / "out" / "student_sample" / "feedback.md").read_text()
     assert f"/ {result.max_score:g}** (10 of them pending, added later)" in feedback  # the rubric and q_softmax
     assert "- [PENDING] 7. validation accuracy (rubric) (pending)" in feedback
+
+
+class _Payload:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("true",))
+
+
+@pytest.mark.parametrize("blob, expected", [
+    (None, "holds Python objects other than tensors (e.g. posix.system): it is refused, nothing in it was run"),
+    (bytes(range(10)), "not a file written by torch.save (10 bytes)"),
+    (b"", "not a file written by torch.save (0 bytes)"),
+    (b"PK\x03\x04garbage", "not a file written by torch.save"),
+])
+def test_unreadable_checkpoint_messages(blob, expected):
+    """One line for the student, never torch's advice to load with weights_only=False."""
+    from autograder.rubric.worker_side import inspect_checkpoint
+
+    if blob is None:
+        buf = io.BytesIO()
+        torch.save({"x": _Payload()}, buf)
+        blob = buf.getvalue()
+    error = inspect_checkpoint(torch.frombuffer(bytearray(blob), dtype=torch.uint8) if blob
+                               else torch.zeros(0, dtype=torch.uint8))["error"]
+    assert expected in error and "weights_only" not in error and "\n" not in error
+    assert error.endswith("torch.save(model.state_dict(), path)")
+
+
+def test_grade_keeps_the_rubric_measured_from_the_same_files(tmp_path, rubric_release):
+    """`autograder grade` (again, or after `autograder rubric`) keeps the rubric recorded in rubric.json while
+    the notebook and checkpoint are those it measured; otherwise it stays pending with a note."""
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+    from autograder.rubric.check import RUBRIC_FILE, measured_from
+
+    nb = tmp_path / "subs" / "ann" / "transformers_bert.ipynb"
+    nb.parent.mkdir(parents=True)
+    shutil.copy(Path(__file__).parent / "example_course" / "submissions" / "student_sample.ipynb", nb)
+    ckpt = nb.parent / CONFIG.checkpoint
+    ckpt.write_bytes(b"weights")
+    out, release = tmp_path / "out", load_release(rubric_release)
+    options = GradeOptions(out, quiet=True, cuda=False, summary=False, regrade=True)
+    measured = CheckResult(CONFIG.name, "", 8, 6, "partial", "validation accuracy 80%")
+    (out / "transformers_bert").mkdir(parents=True)  # the id: the notebook's name
+    (out / "transformers_bert" / RUBRIC_FILE).write_text(json.dumps({"notebook": str(nb), "checkpoint": str(ckpt),
+                                                        "check": measured.to_dict(), **measured_from(nb, ckpt)}))
+    for _ in range(2):  # rubric first, then grade; then grade again
+        (result,) = grade(release, [nb], options)
+        rubric = next(c for c in result.checks if c.name == CONFIG.name)
+        assert rubric.status == "partial" and rubric.score == 6 and rubric.part == CONFIG.part
+        rows = list(csv.reader(io.StringIO((out / "grades.csv").read_text())))
+        assert dict(zip(rows[0], rows[1]))[CONFIG.name] == "6"
+    ckpt.write_bytes(b"other weights")
+    (result,) = grade(release, [nb], options)
+    assert next(c for c in result.checks if c.name == CONFIG.name).status == "pending"
+    assert any("earlier rubric result (rubric.json) was measured from other files" in n for n in result.notes)

@@ -33,6 +33,7 @@ from autograder.reports.class_statistics import class_statistics, format_mean
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
+from autograder.rubric.check import put_check, recorded_rubric
 from autograder.sandbox.cgroups import run_memory_groups
 from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.isolation import level_of
@@ -115,12 +116,23 @@ class Run:
         note = self.notes.get(result.submission)
         if note and note not in result.notes:
             result.notes.insert(0, note)
+        self._keep_rubric(i, result)
         write_submission(self.out, result, self.release.config.title)
         write_atomic(self.out / result.submission / MARKER, json.dumps(self.prints[i], indent=1, sort_keys=True))
         self.results[i] = result
         if time.monotonic() - self.grades_written >= GRADES_EVERY_SECONDS:
             self.write_table()
         self.progress.update(result)
+
+    def _keep_rubric(self, i: int, result: SubmissionResult) -> None:
+        """The rubric result `autograder rubric` recorded in the submission's folder goes into `result` (merged as
+        that command merges it) while it was measured from the same notebook and checkpoint; otherwise the rubric
+        stays pending and the notes say that the earlier result was for other files."""
+        check, note = recorded_rubric(self.out / result.submission, self.given[i])
+        if check is not None and check.name in self.names:
+            put_check(result.checks, check)
+        elif note and note not in result.notes:
+            result.notes.append(note)
 
     def write_table(self) -> None:
         """grades.csv: every result the folder holds (OutDirLost where the folder is no longer this run's)."""

@@ -9,15 +9,23 @@ In solutions/<name>/tests/test_*.py:
 instructor runs and where; it never fails it and never counts it as 0. `autograder rubric` measures
 it (on a GPU) and merges the points into the results. Do not also list it under [gpu] checks:
 the message would then be the generic one.
+
+`autograder rubric` records its result in DIR/<submission>/rubric.json with digests of the notebook and
+the checkpoint it measured; `autograder grade` carries that result into the results it writes while the
+digests still match (`recorded_rubric`, `put_check`: the same merge as `autograder rubric`'s).
 """
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from autograder import files
+from autograder.judge import CheckResult
+from autograder.status import PENDING
 from autograder.testing import Pending
 from autograder.rubric.config import RubricConfig, pending_message
 from autograder.testing import CheckSpec
@@ -54,3 +62,57 @@ def rubric_configs(checks: list[CheckSpec]) -> list[RubricConfig]:
         if isinstance(config, RubricConfig):
             out.append(replace(config, name=spec.name, points=spec.points, part=spec.part or config.part))
     return out
+
+
+RUBRIC_FILE = "rubric.json"  # in DIR/<submission>/: the rubric's result and details (autograder rubric)
+OTHER_FILES = ("the earlier rubric result ({file}) was measured from other files (the notebook or the checkpoint "
+               "changed since): the rubric stays pending until `autograder rubric` runs again")
+
+
+def file_digest(path: Path) -> str | None:
+    """sha256 of the file's bytes, read in blocks (a checkpoint may be gigabytes); None when it cannot be read."""
+    digest = files.file_digest(Path(path))
+    return None if digest.startswith("unreadable") else digest
+
+
+def measured_from(notebook: Path, checkpoint: Path) -> dict:
+    """What a rubric result records of the files it measured (compared by `recorded_rubric`)."""
+    return {"notebook_sha256": file_digest(notebook), "checkpoint_sha256": file_digest(checkpoint)}
+
+
+def put_check(checks: list[CheckResult], check: CheckResult) -> None:
+    """Put `check` in place of the check of the same name (keeping that one's part, when it has one, and its
+    visibility), or at the end when there is none. Both `autograder rubric` and `autograder grade` merge so."""
+    for i, old in enumerate(checks):
+        if old.name == check.name:
+            check.part = old.part or check.part
+            check.visibility = old.visibility
+            checks[i] = check
+            return
+    checks.append(check)
+
+
+def _still_matches(recorded: dict, notebook: Path) -> bool:
+    """Whether the notebook (and the checkpoint the result names) are the bytes the result was measured from;
+    a result without digests matches when the notebook it names has the same bytes as `notebook`."""
+    if "notebook_sha256" not in recorded:
+        return file_digest(Path(recorded.get("notebook", ""))) == file_digest(notebook) is not None
+    return (recorded["notebook_sha256"] == file_digest(notebook) is not None
+            and recorded.get("checkpoint_sha256") == file_digest(Path(recorded.get("checkpoint", ""))))
+
+
+def recorded_rubric(folder: Path, notebook: Path) -> tuple[CheckResult | None, str | None]:
+    """The rubric result recorded in `folder` (DIR/<submission>) for `notebook`: (check, None) when it was
+    measured from these files; (None, note for the student) when it was measured from others; (None, None)
+    when there is none, or none that names its check (the rubric then stays as grading left it)."""
+    path = Path(folder) / RUBRIC_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        check = CheckResult(**recorded["check"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None
+    if check.status == PENDING:  # nothing measured: grading's own pending check stands
+        return None, None
+    if not _still_matches(recorded, Path(notebook)):
+        return None, OTHER_FILES.format(file=RUBRIC_FILE)
+    return check, None

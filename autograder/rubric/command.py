@@ -173,12 +173,17 @@ def _on_cluster(args, config, options, out: Path, jobs: list[tuple[str, str]], l
 
 
 def _record(out: Path, sub_id: str, notebook: Path, item, title: str | None) -> None:
-    """Merge one submission's rubric into its results, with the details beside them (rubric.json)."""
+    """Merge one submission's rubric into its results, with the details beside them (rubric.json), the check and
+    the digests of the files measured included: a later `autograder grade` keeps it while they still match."""
     from autograder.rubric.merge import merge_check
 
+    from autograder.rubric.check import RUBRIC_FILE, measured_from
+
     merge_check(out, sub_id, item.outcome.check, title, str(notebook))
-    details = {**item.outcome.details, "encoder": item.encoder, "timings": item.timings}
-    write_atomic(out / sub_id / "rubric.json", json.dumps(details, indent=1, sort_keys=True, default=str))
+    checkpoint = Path(item.outcome.details.get("checkpoint", ""))
+    details = {**item.outcome.details, "encoder": item.encoder, "timings": item.timings,
+               "check": item.outcome.check.to_dict(), **measured_from(notebook, checkpoint)}
+    write_atomic(out / sub_id / RUBRIC_FILE, json.dumps(details, indent=1, sort_keys=True, default=str))
 
 
 def _progress(done: int, total: int, sub_id: str, outcome) -> None:

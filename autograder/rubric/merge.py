@@ -16,6 +16,7 @@ from autograder.judge import CheckResult
 from autograder.files import write_atomic
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.table import grades_csv
+from autograder.rubric.check import put_check
 
 TABLE = "grades.csv"
 
@@ -42,14 +43,7 @@ def merge_check(out_dir: Path, sub_id: str, check: CheckResult, title: str | Non
     result = load_result(out_dir, sub_id)
     if result is None:
         result = SubmissionResult(sub_id, file, [], ["graded by `autograder rubric` only: no earlier results were found"])
-    for i, old in enumerate(result.checks):
-        if old.name == check.name:
-            check.part = old.part or check.part
-            check.visibility = old.visibility
-            result.checks[i] = check
-            break
-    else:
-        result.checks.append(check)
+    put_check(result.checks, check)
     title = title or _title(out_dir / sub_id) or "Grades"
     write_submission(out_dir, result, title)
     update_table(out_dir, result, check.name)

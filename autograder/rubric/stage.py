@@ -291,9 +291,7 @@ class RubricRun:
             phases["read_checkpoint"] = round(time.monotonic() - t, 3)
             t = time.monotonic()
             if "error" in info:
-                raise Refused(f"your `{c.checkpoint}` could not be read as a state_dict with "
-                              f"torch.load(..., weights_only=True): {info['error']}. Save it with "
-                              f"torch.save(model.state_dict(), CHECKPOINT).")
+                raise Refused(f"your `{c.checkpoint}` could not be read as a state_dict: {info['error']}.")
             notes = list(info.get("notes", []))
             if self.kind.student_code:
                 built, args, arg_note = self._build(sub, helpers, info["keys"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 
 import torch
 
@@ -146,12 +147,34 @@ def _strip(key: str) -> str:
     return key
 
 
+SAVE_ADVICE = "save the state_dict with torch.save(model.state_dict(), path)"
+_NOT_TORCH_SAVE = ("unsupported operand", "invalid load key", "zip archive", "invalid magic number",
+                   "pickle data was truncated", "ran out of input", "pytorchstreamreader")
+
+
+def unreadable_checkpoint(exc: BaseException, size: int) -> str:
+    """One line for the student on why `torch.load(..., weights_only=True)` refused their checkpoint.
+    Guarantees: never quotes torch's own advice (to load with weights_only=False), never cut mid-sentence."""
+    text = str(exc)
+    found = re.search(r"GLOBAL ([\w.]+)", text)
+    if found or "unsupported global" in text.lower():
+        example = f" (e.g. {found.group(1)})" if found else ""
+        return (f"the checkpoint holds Python objects other than tensors{example}: it is refused, nothing in it "
+                f"was run; {SAVE_ADVICE}")
+    if isinstance(exc, EOFError) or any(m in text.lower() for m in _NOT_TORCH_SAVE):
+        return f"not a file written by torch.save ({size} bytes); {SAVE_ADVICE}"
+    if "weights only load failed" in text.lower():
+        return f"the checkpoint holds something other than tensors: it is refused, nothing in it was run; {SAVE_ADVICE}"
+    first = next((line for line in text.splitlines() if line.strip() and "weights_only" not in line), "")
+    return f"it could not be read ({type(exc).__name__}{': ' + first[:200] if first else ''}); {SAVE_ADVICE}"
+
+
 def inspect_checkpoint(blob: torch.Tensor) -> dict:
     """Read the student's checkpoint (bytes) with weights_only=True; return its keys and shapes."""
     try:
         data = torch.load(io.BytesIO(blob.numpy().tobytes()), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is the student's, reported with its cause
-        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
+        return {"error": unreadable_checkpoint(exc, blob.numel())}
     notes = []
     if isinstance(data, dict) and not all(isinstance(v, torch.Tensor) for v in data.values()):
         for name in ("state_dict", "model_state_dict", "model"):
@@ -161,7 +184,7 @@ def inspect_checkpoint(blob: torch.Tensor) -> dict:
                 data = inner
                 break
     if not isinstance(data, dict) or not data or not all(isinstance(v, torch.Tensor) for v in data.values()):
-        return {"error": f"it holds a {type(data).__name__}, not a state_dict (a dict of tensors)"}
+        return {"error": f"it holds a {type(data).__name__}, not a state_dict (a dict of tensors); {SAVE_ADVICE}"}
     state = {}
     for key, value in data.items():
         state[_strip(str(key))] = value
