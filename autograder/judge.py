@@ -7,6 +7,7 @@ comparison and every score is computed here, with the judge's own, unpatched lib
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
 import time
 import types
@@ -89,7 +90,7 @@ class Program:
         self.worker.explain_hang = self.hang_message
         self._hints: dict[str, str] | None = None
         self.helpers = list(helpers)
-        self.helper_callables = _defined_callables(self.helpers)
+        self.helper_callables = _defined_callables(tuple(self.helpers))
         self._helpers_loaded_in: subprocess.Popen | Child | None = None  # the worker process they were loaded in
         self.hangs: list[RememberedHang] = []  # definitions that hung a check: they raise at once in later ones
         self._tripwires_in: tuple = (None, 0)  # (worker process, hangs) the tripwires were last installed for
@@ -167,7 +168,8 @@ class Program:
         self.worker.kill()
 
 
-def _defined_callables(sources: list[str]) -> frozenset:
+@functools.lru_cache(maxsize=8)  # the release's helpers: the same for every submission of a run
+def _defined_callables(sources: tuple[str, ...]) -> frozenset:
     """Names the grader's helper code binds with `def`, `class` or `import` (a module) at its top level."""
     import ast
 

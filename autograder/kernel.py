@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import sys
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -242,18 +244,44 @@ class KernelNamespace(dict):
 
 # -- running cells ------------------------------------------------------------------------------------------
 
+CACHED_CELL_CHARS = 100_000  # a test cell is parsed and compiled once per process; a longer source every time
+
+
+@functools.lru_cache(maxsize=1024)  # the same test cells run for every submission of a run
+def _parsed(source: str) -> ast.Module:
+    return ast.parse(source)
+
+
+def _tree(source: str) -> ast.Module:
+    """The cell's syntax tree (SyntaxError as ast.parse raises it); shared: callers only read it."""
+    return ast.parse(source) if len(source) > CACHED_CELL_CHARS else _parsed(source)
+
+
+@dataclass(frozen=True)
+class _CompiledCell:
+    tree: ast.Module  # read only: the names it uses
+    body: types.CodeType  # every statement but a last expression
+    last: types.CodeType | None  # the last statement when it is an expression: the value the cell shows
+
+
+def _compile_cell(source: str, filename: str) -> _CompiledCell:
+    tree = ast.parse(source, filename)
+    last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    body = ast.Module(body=tree.body[:-1] if last is not None else list(tree.body), type_ignores=[])
+    shown = compile(ast.Expression(last.value), filename, "eval") if last is not None else None
+    return _CompiledCell(tree, compile(body, filename, "exec"), shown)
+
+
+_compiled_cell = functools.lru_cache(maxsize=1024)(_compile_cell)
+
+
 def run_cell(source: str, filename: str, namespace: dict):
     """Run the cell; the value of its last statement when that is an expression (None otherwise)."""
-    tree = ast.parse(source, filename)
+    cell = (_compile_cell if len(source) > CACHED_CELL_CHARS else _compiled_cell)(source, filename)
     if isinstance(namespace, KernelNamespace):
-        namespace.import_used(tree)
-    last = tree.body[-1] if tree.body else None
-    if isinstance(last, ast.Expr):
-        tree.body.pop()
-    exec(compile(tree, filename, "exec"), namespace)
-    if not isinstance(last, ast.Expr):
-        return None
-    return eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+        namespace.import_used(cell.tree)
+    exec(cell.body, namespace)
+    return None if cell.last is None else eval(cell.last, namespace)
 
 
 def run_earlier(cells: list[tuple[str, str]], namespace: KernelNamespace) -> None:
@@ -273,7 +301,7 @@ def run_earlier(cells: list[tuple[str, str]], namespace: KernelNamespace) -> Non
 def bound_at_top(source: str) -> set[str]:
     """The names a cell binds at its top level (assignments, imports, def, class, for, with)."""
     try:
-        tree = ast.parse(source)
+        tree = _tree(source)
     except SyntaxError:
         return set()
     names: set[str] = set()
@@ -299,7 +327,7 @@ def deleted_at_top(source: str) -> set[str]:
     """The names a cell deletes at its top level (`del squares`) and binds nowhere in it: `del squares` with a
     `squares = saved` in its `finally` leaves the name as it found it."""
     try:
-        tree = ast.parse(source)
+        tree = _tree(source)
     except SyntaxError:
         return set()
     deleted = {t.id for node in tree.body if isinstance(node, ast.Delete) for t in node.targets if isinstance(t, ast.Name)}
@@ -309,7 +337,7 @@ def deleted_at_top(source: str) -> set[str]:
 def defined_at_top(source: str) -> set[str]:
     """The functions and classes a cell defines at its top level."""
     try:
-        tree = ast.parse(source)
+        tree = _tree(source)
     except SyntaxError:
         return set()
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -317,7 +345,7 @@ def defined_at_top(source: str) -> set[str]:
 
 def names_read(source: str) -> set[str]:
     try:
-        tree = ast.parse(source)
+        tree = _tree(source)
     except SyntaxError:
         return set()
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

@@ -29,11 +29,12 @@ import torch
 
 from autograder.grading.grader import Grader, ungraded_result
 from autograder.grading.options import GradeOptions
+from autograder.recording import modules_hint
 from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult
 from autograder.sandbox import cgroups
 from autograder.sandbox.environment import adopt_environment, python_command, start_environment
-from autograder.sandbox.forkserver import fork_zygote
+from autograder.sandbox.forkserver import fork_zygote, preload_modules
 
 POOL_ATTEMPTS = 3  # grading processes that die (the machine's OOM killer...) are replaced this often
 GRADING_PROCESS_DIED = "the grading process died while grading this submission"
@@ -58,6 +59,9 @@ def serve() -> None:
     if not line:  # the run ended before it sent the setup
         return
     setup = json.loads(line)
+    # its fork server imports what the workers will need while this process loads the release: the release's
+    # recording names them, whether or not it was made in this environment
+    preload_modules(modules_hint(setup["release"]), wait=False)
     handshake = bool(setup.get("handshake"))
     try:
         grader = _start(setup)

@@ -29,6 +29,7 @@ from autograder.sandbox.protocol import (
     pack_sources, write_message,
 )
 from autograder.sandbox.remote import Remote, proxy_class
+from autograder.sandbox.scratch import Scratch
 from autograder.sandbox.worker import MODULE_NAME
 
 
@@ -282,7 +283,7 @@ class WorkerProcess:
         self._replies: _Replies | None = None
         self._stdin: BinaryIO | None = None
         self._log: BinaryIO | None = None
-        self._scratch: tempfile.TemporaryDirectory | None = None
+        self._scratch: Scratch | None = None
         self._stopped_because = ""
         self._stopped_for_system = False  # stopped for the machine's sake, not for what the worker did
         self._isolated = False  # the worker runs in its own PID namespace: killing it ends all it started
@@ -323,8 +324,7 @@ class WorkerProcess:
         return self._await_ready()
 
     def _begin_spawn(self) -> None:
-        scratch_root = "/tmp" if os.path.isdir("/tmp") else None
-        self._scratch = tempfile.TemporaryDirectory(prefix="ag-worker-", dir=scratch_root)
+        self._scratch = Scratch()
         scratch = self._scratch.name
         self._stopped_because = self.last_words = ""
         self._stopped_for_system = False
