@@ -88,9 +88,53 @@ def resumed_command(fd: int) -> None:
         os._exit(code)
 
 
+class _PipeSafe:
+    """A standard stream that outlives its reader: once the pipe it writes into is closed (`... | head -1`, a
+    pager quit), what follows goes to /dev/null and the command goes on. A grading run never stops because nobody
+    reads its progress."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_null()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_null()
+            self._stream.flush()  # what was buffered goes to /dev/null now
+
+    def _to_null(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())
+        os.close(null)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _outlive_closed_pipes() -> None:
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _PipeSafe):
+            try:
+                stream.fileno()
+            except (OSError, ValueError, AttributeError):  # not a file (a notebook's, a test's capture)
+                continue
+            setattr(sys, name, _PipeSafe(stream))
+
+
 def _run_command(command, args, restarted: bool) -> int:
     """Run a parsed command; one that starts workers gets its fork server early and ends it when done."""
     from autograder import cli
+
+    _outlive_closed_pipes()
 
     if not command.starts_workers:
         return cli.run(command, args)

@@ -6,6 +6,7 @@ comparison and every score is computed here, with the judge's own, unpatched lib
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import subprocess
@@ -89,11 +90,30 @@ class Program:
         self.worker.explain_name = self.explain_unbound
         self.worker.explain_hang = self.hang_message
         self._hints: dict[str, str] | None = None
+        self._kinds: dict[str, str] | None = None  # see definition_kinds
         self.helpers = list(helpers)
         self.helper_callables = _defined_callables(tuple(self.helpers))
         self._helpers_loaded_in: subprocess.Popen | Child | None = None  # the worker process they were loaded in
         self.hangs: list[RememberedHang] = []  # definitions that hung a check: they raise at once in later ones
         self._tripwires_in: tuple = (None, 0)  # (worker process, hangs) the tripwires were last installed for
+
+    def definition_kinds(self) -> dict[str, str]:
+        """{name: "class" or "function"} for the classes and functions the notebook defines at its top level."""
+        if self._kinds is None:
+            self._kinds = {}
+            for unit in self.extraction.units:
+                if unit.kind != "definition":
+                    continue
+                try:
+                    tree = ast.parse(unit.source)
+                except SyntaxError:
+                    continue
+                for node in tree.body:
+                    if isinstance(node, ast.ClassDef):
+                        self._kinds[node.name] = "class"
+                    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self._kinds[node.name] = "function"
+        return self._kinds
 
     def start(self):
         report = self.worker.ensure_started()
@@ -171,8 +191,6 @@ class Program:
 @functools.lru_cache(maxsize=8)  # the release's helpers: the same for every submission of a run
 def _defined_callables(sources: tuple[str, ...]) -> frozenset:
     """Names the grader's helper code binds with `def`, `class` or `import` (a module) at its top level."""
-    import ast
-
     names = set()
     for source in sources:
         try:
@@ -532,7 +550,9 @@ class Judge:
         from autograder.substitution import ReferenceAnswers
 
         submission.worker.callbacks = ReferenceAnswers(self.reference, spec.depends_on)
-        submission.worker.request("substitute", list(spec.depends_on), what="preparing the check")
+        kinds = self.reference.definition_kinds()
+        submission.worker.request("substitute", [[name, kinds.get(name, "")] for name in spec.depends_on],
+                                  what="preparing the check")
 
     def _execute(self, spec: CheckSpec, submission: Program, deadline: float, limit: tuple[float, float | None],
                  prepare: Callable[[], None] | None = None) -> tuple[float, str]:

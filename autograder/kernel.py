@@ -54,12 +54,16 @@ _TRANSLATED: dict[type, type[StudentError]] = {}
 
 
 def judge_exception_class(dotted: str) -> type | None:
-    """The judge's exception class of that dotted name, if its module is loaded here (never imported for it)."""
+    """The judge's exception class of that dotted name, if its module is loaded here (never imported for it).
+    Never one of the grader's own (a check's Fail or Pending, a worker error): a student's exception named so is
+    only the student's."""
     module, _, name = dotted.rpartition(".")
     target = sys.modules.get(module)
     for part in name.split("."):
         target = getattr(target, part, None)
-    return target if isinstance(target, type) and issubclass(target, BaseException) else None
+    if not (isinstance(target, type) and issubclass(target, BaseException)):
+        return None
+    return None if str(getattr(target, "__module__", "")).partition(".")[0] == "autograder" else target
 
 
 def _translated(base: type) -> type[StudentError] | None:

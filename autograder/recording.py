@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autograder.files import write_atomic
+from autograder.files import package_digest, write_atomic
 from autograder.sandbox.environment import worker_environment
 
 if TYPE_CHECKING:
@@ -44,14 +44,6 @@ BOOKKEEPING = ("seed", "end_check", "helpers")  # requests that are not part of 
 
 
 # -- the fingerprint ------------------------------------------------------------------------------------
-
-def _package_digest() -> str:
-    root = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
-
 
 def _distributions() -> list[str]:
     """Installed distributions as their metadata folders name them (name and version), found by listing the
@@ -72,7 +64,7 @@ def fingerprint(manifest_digest: str, confinement_status: str, cuda: bool) -> st
     import torch
 
     parts = {
-        "format": FORMAT, "manifest": manifest_digest, "package": _package_digest(),
+        "format": FORMAT, "manifest": manifest_digest, "package": package_digest(),
         "python": sys.version, "executable": os.path.realpath(sys.executable), "prefix": sys.prefix,
         "machine": platform.machine(), "distributions": _distributions(), "torch": torch.__version__,
         "environment": {k: v for k, v in worker_environment().items() if k != "PATH"},  # PATH: how it was started

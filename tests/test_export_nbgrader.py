@@ -4,6 +4,7 @@ commands (release, fetch, submit, collect, `autograder nbgrader-grade`, release_
 with a late submission."""
 from __future__ import annotations
 
+import base64
 import copy
 import csv
 import datetime
@@ -13,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import nbformat
@@ -77,7 +79,10 @@ def test_export_tree(course):
     assert ids["tiny layer: forward with given weights"] == "ag_tiny_layer_forward_with_given_weights"
     assert len(ids) == 6
     setup = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == SETUP_ID)
-    assert "### BEGIN HIDDEN TESTS" in setup.source and "v.norm(dim=-1, keepdim=True)" in setup.source
+    assert "### BEGIN HIDDEN TESTS" in setup.source
+    packed = re.search(r"unpack\('([^']+)'\)", setup.source).group(1)
+    reference_source, tests, _ = json.loads(zlib.decompress(base64.b64decode(packed)))
+    assert "v.norm(dim=-1, keepdim=True)" in reference_source and tests
 
 
 @pytest.mark.slow
@@ -228,3 +233,30 @@ def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, 
     with Gradebook(db, "vectors101") as gb:
         bob = gb.find_submission("vectors", "bob")
         assert (bob.score, bob.late_submission_penalty) == (11.0, 11.0)
+
+
+@pytest.mark.parametrize("kind", ["nbgrader", "otter"])
+def test_an_imported_course_exports_as_a_course_nbgrader_accepts(kind, tmp_path):
+    """Imported material keeps its hand-graded points in its tests and its metadata as its own tool wrote it: the
+    export still gives nbgrader complete metadata (written answers as graded cells with their points), a setup
+    cell before the first hidden check, and no marker of the imported tests inside the setup cell."""
+    from autograder.importers import nbgrader as nbgrader_importer
+    from autograder.importers import otter as otter_importer
+
+    here = Path(__file__).parent
+    if kind == "nbgrader":
+        (report, *_) = nbgrader_importer.import_assignment(here / "nbgrader_ps1" / "source" / "ps1", "ps1",
+                                                            tmp_path / "solutions")
+    else:
+        (report,) = otter_importer.import_assignment(here / "otter_demo" / "source" / "demo.ipynb", "demo",
+                                                      tmp_path / "solutions")
+    course = export_nbgrader(str(report.target), tmp_path / "course")
+    name = report.target.name
+    for path in (course / "source" / name).glob("*.ipynb"):
+        nb = nbformat.read(path, as_version=4)
+        ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+        hidden = [i for i, g in enumerate(ids) if g and g.startswith("ag_")]
+        assert not hidden or ids.index(SETUP_ID) < hidden[0]
+        setup = nb.cells[ids.index(SETUP_ID)].source if SETUP_ID in ids else ""
+        assert setup.count("BEGIN HIDDEN TESTS") == 1
+    nbgrader(course, "generate_assignment", name, "--force")

@@ -323,3 +323,29 @@ def test_what_does_not_hold_is_said_at_build_time_with_file_cell_and_line(tmp_pa
         "kernel.ipynb: cell 6, line 1: test cell reads `value`, which test cell 'sets' of part '2. Shared' sets: test "
         "cells share variables within their part only"]
     assert transform(nbformat.read(_notebook(tmp_path / "all.ipynb"), as_version=4), "all.ipynb").notes == []
+
+
+def test_a_students_exception_named_after_the_graders_own_is_only_the_students():
+    """A class a student names autograder.testing.Fail (or Pending) must not become the judge's Fail or Pending:
+    a check would read it as its own verdict (NOT GRADED, or pending for a test that failed)."""
+    import autograder.testing  # noqa: F401 - loaded in the judge, as it always is
+    from autograder.kernel import as_kernel_exception
+    from autograder.sandbox.client import StudentError
+    from autograder.testing import Fail, Pending
+
+    for name in ("Fail", "Pending"):
+        exc = StudentError("your f", {"type": name, "message": "x",
+                                      "mro": [f"autograder.testing.{name}", "builtins.Exception"]})
+        out = as_kernel_exception(exc)
+        assert isinstance(out, StudentError) and not isinstance(out, (Fail, Pending))
+    plain = as_kernel_exception(StudentError("your f", {"type": "ValueError", "message": "x",
+                                                        "mro": ["builtins.ValueError", "builtins.Exception"]}))
+    assert isinstance(plain, ValueError)
+
+
+def test_proxy_type_names_of_one_submission_never_crowd_out_the_next_ones():
+    from autograder.sandbox.remote import Remote, proxy_class
+
+    for i in range(2000):  # a notebook returning objects of 2,000 classes
+        proxy_class(Remote, f"Thing{i}")
+    assert proxy_class(Remote, "AccuracyThing").__name__ == "AccuracyThing"

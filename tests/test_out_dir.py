@@ -175,6 +175,23 @@ def test_a_result_whose_results_json_is_missing_or_cut_is_graded_again(tmp_path,
     assert json.loads((out / "s" / "results.json").read_text())["score"] == example_release.max_score - 2
 
 
+def test_a_result_of_another_version_of_the_grader_is_graded_again_and_the_run_says_so(tmp_path, example_release,
+                                                                                        submission, capsys):
+    from autograder.grading.resume import MARKER
+
+    out, nb = tmp_path / "out", submission("s.ipynb")
+    grade(example_release, [nb], GradeOptions(out, quiet=True))
+    marker = json.loads((out / "s" / MARKER).read_text())
+    (out / "s" / "results.json").write_text(json.dumps({"score": 0.0, "tests": []}))  # what an older grader gave
+    (out / "s" / MARKER).write_text(json.dumps({**marker, "grader": "an older version"}))
+    capsys.readouterr()
+    grade(example_release, [nb], GradeOptions(out, quiet=True))
+    assert "1 submission(s) in" in capsys.readouterr().err
+    assert json.loads((out / "s" / "results.json").read_text())["score"] == example_release.max_score - 2
+    grade(example_release, [nb], GradeOptions(out, quiet=True))  # the same version: kept, no word
+    assert "another version" not in capsys.readouterr().err
+
+
 def test_a_full_disk_leaves_no_partial_file_and_the_command_says_so(tmp_path, monkeypatch, capsys):
     import errno
     import os
@@ -271,3 +288,20 @@ def test_a_notebook_this_machine_may_not_read_is_not_graded_never_zero(tmp_path,
     [result] = grade(example_release, [locked], GradeOptions(tmp_path / "out", quiet=True, jobs=1))
     assert result.ungraded and all(c.status == UNGRADED for c in result.checks)
     assert "cannot read locked.ipynb: Permission denied" in result.error
+
+
+def test_a_run_whose_output_nobody_reads_any_more_goes_on(tmp_path, example_build, submission):
+    """`autograder grade ... 2>&1 | head -1`: the reader closes the pipe after one line; the run grades everything
+    and writes its tables all the same."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for i in range(3):
+        submission(f"subs/s{i}.ipynb")
+    command = [sys.executable, "-m", "autograder", "grade", str(example_build.release), str(subs), "--out",
+               str(tmp_path / "out")]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    assert proc.wait(timeout=300) == 0
+    assert len((tmp_path / "out" / "grades.csv").read_text().splitlines()) == 4
+    assert (tmp_path / "out" / "summary.md").exists()

@@ -63,3 +63,23 @@ def test_a_malformed_description_gives_plain_modules():
     assert type(standins._empty_module("Linear")) is nn.Module
     made = standins._empty_module({"class": "Identity2", "native": True})  # not a torch.nn class
     assert type(made).__name__ == "Identity2" and isinstance(made, nn.Module)
+
+
+def test_a_name_the_submission_lacks_gets_a_stand_in_of_the_references_kind_and_is_removed_after():
+    import types
+
+    module = types.ModuleType("submission")
+    module.broken = None  # bound to something that cannot be called
+    calls = []
+
+    def ask(kind, payload):
+        calls.append(kind)
+        return {"token": 0, **standins.describe_module(Encoder())} if kind == "construct" else {"output": 42}
+
+    replaced = standins.substitute(module, [("Encoder", "class"), ("helper", "function"), ("broken", "function"),
+                                            ("unknown", "")], ask)
+    assert isinstance(module.Encoder(), nn.Module) and module.helper(1) == 42 and module.broken() == 42
+    assert "unknown" not in vars(module)  # the reference defines nothing under it: nothing to stand in
+    assert calls == ["construct", "forward", "forward"]
+    standins.restore(module, replaced)
+    assert "Encoder" not in vars(module) and "helper" not in vars(module) and module.broken is None

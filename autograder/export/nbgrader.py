@@ -25,11 +25,15 @@ grades CSV) go on as usual. It also writes feedback/<student>/<name>/<notebook>.
 """
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
+import json
 import re
 import shutil
 import sys
 import warnings
+import zlib
 from pathlib import Path
 from autograder.files import write_atomic
 from autograder.status import PENDING, UNGRADED
@@ -74,6 +78,42 @@ def _cell(source: str, grade_id: str, points: float, check: str | None = None):
     return cell
 
 
+def _mark_hand_graded(nb, release) -> None:
+    """A check graded by hand (`manual(...)`) makes the answer cell it names nbgrader's manually graded answer, with
+    the check's points: the cell whose grade_id is the check's name, else the first answer cell whose grade_id
+    starts with it (otter's `q3_solution_3` for question q3). An imported course keeps those points in its tests."""
+    manual = {c.name: c.points for c in release.checks if c.fn is not None and hasattr(c.fn, "_ag_manual")}
+    answers = [(c, m) for c in nb.cells for m in [c.get("metadata", {}).get("nbgrader")]
+               if isinstance(m, dict) and m.get("solution") and not m.get("task")]
+    for name, points in manual.items():
+        named = [m for _, m in answers if m.get("grade_id") == name] or \
+            [m for _, m in answers if str(m.get("grade_id", "")).startswith(f"{name}_") and not m.get("grade")]
+        if named:
+            named[0].update(grade=True, points=points)
+    for cell, meta in answers:  # nbgrader refuses a markdown answer that is not graded
+        if cell.get("cell_type") == "markdown" and not meta.get("grade"):
+            meta.update(grade=True, points=meta.get("points", 0))
+
+
+def _complete_metadata(cell) -> None:
+    """Every key nbgrader's metadata schema (version 3) requires, defaulted where the source left it out."""
+    meta = cell.get("metadata", {}).get("nbgrader")
+    if not isinstance(meta, dict) or not meta:
+        return
+    meta["schema_version"] = 3
+    grade_id = meta.get("grade_id")
+    if isinstance(grade_id, str) and re.search(r"[^A-Za-z0-9_\-]", grade_id):  # nbgrader's pattern for ids
+        cell.metadata.setdefault(META_KEY, {}).setdefault("check", grade_id)  # the check keeps its name
+        meta["grade_id"] = re.sub(r"[^A-Za-z0-9_\-]", "_", grade_id)
+    for key in ("grade", "solution", "locked", "task"):
+        meta.setdefault(key, False)
+    if meta["grade"]:
+        meta.setdefault("points", 0)
+    if (meta["grade"] or meta["solution"] or meta["task"]) and not meta.get("grade_id"):
+        source = str(cell.get("source", "")).encode("utf-8", "surrogatepass")
+        meta["grade_id"] = "cell-" + hashlib.sha256(source).hexdigest()[:12]
+
+
 def nbgrader_notebook(source_nb, release, reference_source: str):
     """The source notebook as an nbgrader source notebook (see the module docstring)."""
     nb = copy.deepcopy(source_nb)
@@ -84,12 +124,18 @@ def nbgrader_notebook(source_nb, release, reference_source: str):
             ours = {k: meta.pop(k) for k in sorted(set(meta) - NBGRADER_KEYS)}
             if ours:
                 cell.metadata.setdefault(META_KEY, {}).update(ours)
+    _mark_hand_graded(nb, release)
+    for cell in nb.cells:
+        _complete_metadata(cell)
     by_hand = {nbgrader_meta(c).get("grade_id") for c in nb.cells if hand_graded(c)}  # nbgrader grades them itself
     file_checks = [c for c in release.checks if c.fn is not None and c.name not in by_hand]
     tests = {p.name: p.read_text(encoding="utf-8") for p in sorted((release.dir / "tests").glob("*.py"))}
+    # packed: a marker nbgrader reads (hidden tests, solutions) inside the reference or a test file must not
+    # count as one of this cell's
+    packed = base64.b64encode(zlib.compress(json.dumps([reference_source, tests, release.helpers]).encode())).decode()
     setup = ("# Grading setup: nothing to do here.\n### BEGIN HIDDEN TESTS\n"
              "from autograder.export.nbgrader import KernelChecks as _AgKernelChecks\n"
-             f"_ag_checks = _AgKernelChecks({reference_source!r}, {tests!r}, {release.helpers!r})\n"
+             f"_ag_checks = _AgKernelChecks.unpack({packed!r})\n"
              "reference = _ag_checks.reference\n### END HIDDEN TESTS")
     cells = list(nb.cells)
     test_positions = [i for i, c in enumerate(cells) if c.get("cell_type") == "code"
@@ -107,9 +153,10 @@ def nbgrader_notebook(source_nb, release, reference_source: str):
                   f"### BEGIN HIDDEN TESTS\n_ag_checks.score({spec.name!r}, globals())\n### END HIDDEN TESTS")
         inserts.setdefault(where, []).append(_cell(source, _slug(spec.name), spec.points, spec.name))
     out = []
-    first_test = test_positions[0] if test_positions else len(cells)
+    # before the first cell that grades: a test cell, or the cell the first hidden checks follow
+    first_test = min([*test_positions[:1], *inserts, len(cells)])
     for i, cell in enumerate(cells + [None]):
-        if i == first_test or (cell is None and first_test == len(cells)):
+        if i == first_test:
             out.append(_cell(setup, SETUP_ID, 0))
         if cell is not None:
             out.append(cell)
@@ -139,7 +186,6 @@ PROJECT_FILE = "autograder.json"  # in the course folder: where each exported as
 def _source_dir(assignment: str, course: Path | None = None) -> Path:
     """solutions/<name> (or the folder given), from here or, for a course exported before, where it was
     exported from (the course's autograder.json): `nbgrader-grade` runs from the course folder too."""
-    import json
 
     p = Path(assignment)
     if (p / "assignment.toml").is_file():
@@ -272,6 +318,12 @@ class KernelChecks:
                 for obj in vars(module).values():
                     if hasattr(obj, "_ag_check"):
                         self.specs[obj._ag_check.name] = obj._ag_check
+
+    @classmethod
+    def unpack(cls, packed: str) -> "KernelChecks":
+        """From what the exported notebook's setup cell holds: [reference source, test files, helpers], packed."""
+        reference_source, test_files, helpers = json.loads(zlib.decompress(base64.b64decode(packed)))
+        return cls(reference_source, test_files, helpers)
 
     def score(self, name: str, namespace: dict) -> float:
         """Points for one check (shown as the cell's result: nbgrader's partial credit); says why when short."""

@@ -1,33 +1,46 @@
-"""Resuming a grading run: DIR/<id>/.graded.json says from which notebook and which release the result in
-DIR/<id>/ was graded (the notebook as the checksum of the bytes graded: grading/staging.py); a later run with the
-same --out skips a submission whose fingerprints match (a changed notebook or a rebuilt release is graded again),
-unless its result is not final for a cause of the grader's (NOT GRADED checks: a system fault, a reference that
-failed here), which is graded again."""
+"""Resuming a grading run: DIR/<id>/.graded.json says from which notebook, which release and which version of the
+grader the result in DIR/<id>/ was graded (the notebook as the checksum of the bytes graded: grading/staging.py); a
+later run with the same --out skips a submission whose fingerprints match (a changed notebook, a rebuilt release or
+another version of this package is graded again: a grader's fix reaches every result), unless its result is not
+final for a cause of the grader's (NOT GRADED checks: a system fault, a reference that failed here), which is graded
+again."""
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
 
-from autograder.files import file_digest
+from autograder.files import file_digest, package_digest
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
 
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
 # what must match for a result to stand: the bytes and the release (not the path they were given by: the same
 # folder given as an absolute path, moved, or an export downloaded again under another name)
-SAME = ("notebook", "release")
+SAME = ("notebook", "release", "grader")
 
 
 def fingerprint(path: Path, release_id: str, digest: str | None = None) -> dict:
-    """What a result was graded from: the notebook's bytes (`digest`, else read now), the release, the path as given."""
-    return {"notebook": digest or file_digest(path), "release": release_id, "file": str(path)}
+    """What a result was graded from: the notebook's bytes (`digest`, else read now), the release, this package's
+    code, the path as given."""
+    return {"notebook": digest or file_digest(path), "release": release_id, "grader": package_digest(),
+            "file": str(path)}
 
 
 def release_fingerprint(release: Release) -> str:
     manifest = release.dir / "manifest.json"
     data = manifest.read_bytes() if manifest.is_file() else json.dumps(release.config.to_dict()).encode()
     return hashlib.sha256(data).hexdigest()
+
+
+def graded_by_another_version(out_dir: Path, sub_id: str, fingerprint: dict) -> bool:
+    """Whether the result in DIR for this id was graded from the same notebook and release by other code."""
+    try:
+        marker = json.loads((out_dir / sub_id / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and all(marker.get(k) == fingerprint[k] for k in ("notebook", "release")) \
+        and marker.get("grader") != fingerprint["grader"]
 
 
 def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult | None:

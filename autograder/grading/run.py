@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from autograder.files import write_atomic
-from autograder.grading.resume import MARKER, fingerprint, previous, release_fingerprint
+from autograder.grading.resume import MARKER, fingerprint, graded_by_another_version, previous, release_fingerprint
 from autograder.grading.grader import Grader, error_result, imported_modules, recorded_modules
 from autograder.grading.options import GradeOptions
 from autograder.grading.outdir import OutDirLost, claim, ensure_held, results_in
@@ -94,11 +94,13 @@ class Run:
         this_run = set(ids)
         self.earlier = {k: v for k, v in results_in(self.out).items() if k not in this_run}
         self.todo = []
+        self.other_version = 0  # results of another version of the grader, graded again (resume.py)
         for i, (path, sub_id) in enumerate(zip(paths, ids)):
             earlier = None if options.regrade else previous(self.out, sub_id, self.prints[i])
             if earlier is not None:
                 self.results[i] = earlier
                 continue
+            self.other_version += not options.regrade and graded_by_another_version(self.out, sub_id, self.prints[i])
             # graded from a copy, whatever the original does meanwhile (only those graded: a disk that filled up
             # is not filled again by copies of what an earlier command graded)
             staged, digest = self.staging.stage(path)
@@ -227,6 +229,9 @@ def _grade_run(run: Run, release: Release, submissions: list, options: GradeOpti
     if run.todo and run.jobs == 1 and not options.cluster:  # the fork server imports what the workers will need while this process goes on
         preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
     run.status = preflight(release, options) if run.todo else ""
+    if run.other_version:  # whatever `quiet` says: grades that change under the same notebooks are news
+        print(f"{run.other_version} submission(s) in {options.out_dir} were graded by another version of autograder: "
+              "graded again", file=sys.stderr, flush=True)
     if run.progress.skipped and not options.quiet:
         print(f"{run.progress.skipped} submission(s) already graded in {options.out_dir}: skipped (--regrade grades "
               "them again)", file=sys.stderr, flush=True)

@@ -26,7 +26,7 @@ from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.processes import MONITORED, MemoryMonitor, kill_tree, process_table, process_tree
 from autograder.sandbox.protocol import (
     MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, ProtocolError, decode_message,
-    pack_sources, write_message,
+    message_parts, pack_sources,
 )
 from autograder.sandbox.remote import Remote, proxy_class
 from autograder.sandbox.scratch import Scratch
@@ -352,6 +352,7 @@ class WorkerProcess:
             os.close(r_in)
             os.close(w_out)
         self.ready_for_check = False
+        os.set_blocking(w_in, False)  # written by _send, by the request's deadline
         self._stdin = os.fdopen(w_in, "wb")
         self._replies = _Replies(r_out)
         MemoryMonitor.watch(self)
@@ -687,11 +688,29 @@ class WorkerProcess:
             raise WorkerDied(f"{what} returned data the grader cannot read: {exc}") from None
 
     def _send(self, header: dict, tensors: dict, doing: str) -> None:
+        """Write one message by the request's deadline: a worker that stops reading its requests (its code
+        replaced the worker's loop) times out like one that never answers, never blocks the judge."""
         assert self._stdin is not None  # set with the process it writes to (_begin_spawn); started before any send
+        fd = self._stdin.fileno()
         try:
-            write_message(self._stdin, header, tensors)
-        except (BrokenPipeError, OSError):
+            for part in message_parts(header, tensors):
+                with memoryview(part) as view:
+                    self._write_all(fd, view.cast("B"), doing)
+        except OSError:  # BrokenPipeError: it is gone
             raise self._death(doing) from None
+
+    def _write_all(self, fd: int, view: memoryview, doing: str) -> None:
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+                continue
+            except BlockingIOError:
+                pass
+            left = self.deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], None if left == float("inf") else left)[1]:
+                self.hangs.append(self._hang(doing))
+                self.kill()
+                raise WorkerTimeout(f"{doing} did not finish in time (the worker stopped reading its requests)")
 
     def _answer(self, callback, tensors: dict, doing: str) -> None:
         """Answer a stand-in's call with `self.callbacks`; what goes wrong goes back as an error, which the

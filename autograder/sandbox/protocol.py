@@ -337,12 +337,16 @@ def unpack_sources(units: list, tensors: dict[str, torch.Tensor]) -> list[dict]:
     return out
 
 
-def write_message(stream: BinaryIO, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+def message_parts(header: dict, tensors: dict[str, torch.Tensor] | None = None) -> list:
+    """A message as the buffers to write in order (everything is ready before the first byte is written)."""
     head = json.dumps(header, allow_nan=False).encode()
-    blob = _pack_tensors(tensors) if tensors else []  # everything is ready before the first byte is written
+    blob = _pack_tensors(tensors) if tensors else []
     size = sum(len(part) for part in blob)
-    stream.write(_LEN.pack(len(head)) + head + _LEN.pack(size))
-    for part in blob:
+    return [_LEN.pack(len(head)) + head + _LEN.pack(size), *blob]
+
+
+def write_message(stream: BinaryIO, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+    for part in message_parts(header, tensors):
         stream.write(part)
     stream.flush()
 

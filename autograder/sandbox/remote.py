@@ -81,8 +81,8 @@ class Remote:
         return f"<remote {h.type_name}: {object.__getattribute__(self, '_label')}>"
 
 
-_NAMED: dict[tuple[type, str], type] = {}
-_MOST_NAMED = 512  # distinct type names given a class of their own (beyond: the base class)
+_NAMED: dict[tuple[type, str], type] = {}  # in order of last use: the least recently used name goes first
+_MOST_NAMED = 512  # type names whose classes are kept (one submission's many names never crowd out the next's)
 
 
 def proxy_class(base: type, type_name: str) -> type:
@@ -93,11 +93,11 @@ def proxy_class(base: type, type_name: str) -> type:
     if not name.isidentifier():
         return base
     key = (base, name)
-    if key not in _NAMED:
-        if len(_NAMED) >= _MOST_NAMED:
-            return base
-        _NAMED[key] = type(name, (base,), {"__slots__": (), "__module__": "student", "__qualname__": name})
-    return _NAMED[key]
+    cls = _NAMED.pop(key, None) or type(name, (base,), {"__slots__": (), "__module__": "student", "__qualname__": name})
+    _NAMED[key] = cls  # the most recently used, last
+    while len(_NAMED) > _MOST_NAMED:
+        del _NAMED[next(iter(_NAMED))]
+    return cls
 
 
 def keep(fn: Remote, *args, **kwargs) -> Remote:

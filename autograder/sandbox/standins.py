@@ -234,18 +234,27 @@ def class_standin(ask: AskJudge, name: str, original) -> type:
                                          "__qualname__": name, "__doc__": getattr(original, "__doc__", None)})
 
 
-def substitute(module: types.ModuleType, names: list[str], ask: AskJudge) -> dict[str, object]:
+ABSENT = object()  # what `substitute` records for a name the submission does not define: `restore` removes it
+
+
+def substitute(module: types.ModuleType, names: list[tuple[str, str]], ask: AskJudge) -> dict[str, object]:
     """Replace each named definition of `module` (and every global bound to the same object) by a stand-in.
-    Returns {global name: original} for `restore`."""
+    `names`: (name, what the reference defines under it: "class", "function" or ""). A name the submission does
+    not define, or binds to something that cannot be called (its cell was skipped: a syntax error), gets a stand-in
+    of the reference's kind. Returns {global name: original, or ABSENT} for `restore`."""
     replaced: dict[str, object] = {}
-    for name in names:
+    for name, kind in names:
         original = module.__dict__.get(name)
         if original is None or not callable(original):
+            standin = _standin_of_kind(ask, name, kind)
+            if standin is not None:
+                replaced.setdefault(name, ABSENT if name not in module.__dict__ else original)
+                module.__dict__[name] = standin
             continue
         if isinstance(original, type):
             if not issubclass(original, nn.Module):
                 continue  # only modules can be stood in for: their state lives here, their computation there
-            standin: Callable = class_standin(ask, name, original)
+            standin = class_standin(ask, name, original)
         else:
             standin = function_standin(ask, name, original)
         for key, value in list(module.__dict__.items()):
@@ -255,8 +264,18 @@ def substitute(module: types.ModuleType, names: list[str], ask: AskJudge) -> dic
     return replaced
 
 
+def _standin_of_kind(ask: AskJudge, name: str, kind: str) -> Callable | None:
+    if kind == "class":  # an nn.Module in the reference, or its construction fails there and says so
+        return class_standin(ask, name, None)
+    return function_standin(ask, name, None) if kind == "function" else None
+
+
 def restore(module: types.ModuleType, replaced: dict[str, object]) -> None:
-    module.__dict__.update(replaced)
+    for name, original in replaced.items():
+        if original is ABSENT:
+            module.__dict__.pop(name, None)
+        else:
+            module.__dict__[name] = original
 
 
 class NotRunAgain(BaseException):

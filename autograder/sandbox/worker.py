@@ -244,7 +244,8 @@ class Worker:
     # -- parts answered by the reference (checks with depends_on; see standins.py) -------------------------
     def op_substitute(self, names):
         """Replace these definitions of the submission by stand-ins answered through the judge."""
-        replaced = standins.substitute(self.module, [str(n) for n in names], self.ask_judge)
+        pairs = [(str(n[0]), str(n[1])) if isinstance(n, list) and len(n) == 2 else (str(n), "") for n in names]
+        replaced = standins.substitute(self.module, pairs, self.ask_judge)
         for name, original in replaced.items():
             self.substituted.setdefault(name, original)
         return sorted(replaced), False

@@ -72,7 +72,7 @@ def diagnose(got, state, ids, types, eps):
     return "the output differs from LayerNorm(word[ids] + position[0..T-1] + segment[token_type_ids])"
 
 
-@check("embeddings: sizes, LayerNorm eps and dropout rate come from the config", points=1, part=PART)
+@check("embeddings: sizes, padding index, LayerNorm eps and dropout rate come from the config", points=1, part=PART)
 def sizes(sub, ref):
     cfg = config(layer_norm_eps=1e-7, hidden_dropout_prob=0.3)
     emb, _ = embeddings(sub, layer_norm_eps=1e-7, hidden_dropout_prob=0.3)
@@ -87,6 +87,13 @@ def sizes(sub, ref):
         if got != shape:
             raise Fail(f"{name} must be nn.Embedding({source}, config.hidden_size): its weight has shape {got} for a "
                        f"config with {source.split('.')[1]} = {shape[0]}")
+    try:
+        padding = remote_attr(emb, "word.padding_idx")
+    except Exception:  # noqa: BLE001 - not an nn.Embedding
+        padding = None
+    if padding != cfg["pad_token_id"]:
+        raise Fail("word must be nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id): its padding "
+                   "row starts at 0 and gets no gradient")
     try:
         eps, normalized = remote_attr(emb, "norm.eps"), tuple(remote_attr(emb, "norm.normalized_shape"))
         p = remote_attr(emb, "dropout.p")

@@ -35,6 +35,12 @@ def bi_init_report(std):
     return bi_state(model)
 
 
+def bi_weight_spread(model):
+    """The standard deviation of every nn.Linear and nn.Embedding weight of the model, taken together."""
+    weights = [m.weight.detach().reshape(-1) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
+    return float(torch.cat(weights).double().std()) if weights else None
+
+
 def bi_mlm_head(config, word_weight):
     """The student's MLMHead around an nn.Embedding holding word_weight."""
     embedding = nn.Embedding(word_weight.shape[0], word_weight.shape[1])
@@ -334,7 +340,7 @@ def step(sub, ref):
         before = after
 
 
-@check("pre-training model: the first loss of a fresh model is about ln(V) + ln(2)", points=0.5, part=PART,
+@check("pre-training model: weights drawn with std config.initializer_range, the first loss about ln(V) + ln(2)", points=0.5, part=PART,
        depends_on=["Bert"])
 def first_loss(sub, ref):
     cfg = config(vocab_size=200, hidden_size=32, num_attention_heads=4)
@@ -357,6 +363,13 @@ def first_loss(sub, ref):
         raise Fail(f"the first loss of a fresh BertForPretraining(config) with vocab_size 200 is {total:.2f}; it should be "
                    f"about ln(200) + ln(2) = {target:.2f}: initialise every module with init_bert_weights(std="
                    "config.initializer_range) (self.apply(...)), the tied word embeddings included")
+    # 0.02 above is init_bert_weights' default too: another range tells whether the config's is passed on
+    spread = sub.helpers.bi_weight_spread(pretraining_model(sub, vocab_size=200, hidden_size=32, num_attention_heads=4,
+                                                            initializer_range=0.2))
+    if not (isinstance(spread, float) and 0.1 <= spread <= 0.3):
+        raise Fail("with config.initializer_range = 0.2 the weights of the model's nn.Linear and nn.Embedding modules do "
+                   f"not have a standard deviation near 0.2 (got {spread}): initialise with "
+                   "init_bert_weights(module, std=config.initializer_range), not its default std")
 
 
 @check("pre-training model: gradients reach the MLM head, the NSP head and the word embeddings through both",

@@ -103,6 +103,11 @@ BUGS: list[Bug] = [
     Bug("dropout_ignores_rate",
         {"attention = F.dropout(attention, p=attn_drop_rate)": "attention = attention"},
         {P1_DROPOUT: "should be dropped"}, "attn_drop_rate accepted but never used"),
+    Bug("sdp_syntax_error",
+        {"def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):":
+         "def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None)"},
+        {P1_WEIGHTS: "SyntaxError"}, "a missing colon: the cell is skipped, the name never defined; the parts "
+        "that call it are graded with the reference's in its place", confined_to="1."),
     # -- part 2 ---------------------------------------------------------------------------------
     Bug("mha_scaled_by_sqrt_E",
         {"        values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)\n":
