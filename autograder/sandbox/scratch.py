@@ -48,7 +48,7 @@ class Scratch:
 def sweep(root: str, stale_seconds: float = STALE_SECONDS) -> list[str]:
     """Remove the scratch folders under `root` that no living process holds and that are older than
     `stale_seconds`; returns their paths."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(root))
     except OSError:
