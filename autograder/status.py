@@ -2,7 +2,8 @@
 feedback and the class statistics all use these values.
 
 - PASSED / PARTIAL / FAILED: scored (full points, some, none or some).
-- PENDING: decided later, elsewhere (the GPU accuracy rubric): no score yet, neither failed nor 0.
+- PENDING: decided later, elsewhere (by hand: its message starts with MANUAL; or measured on a GPU, the accuracy
+  rubric): no score yet, neither failed nor 0.
 - UNGRADED: the grader could not decide the check in its environment (the reference does not pass it here):
   no score, never 0; the grade is not final until it is graded again.
 """
@@ -15,3 +16,9 @@ PENDING = "pending"
 UNGRADED = "ungraded"
 UNSCORED = (PENDING, UNGRADED)  # statuses without a score: neither failed nor 0
 STATUSES = (PASSED, PARTIAL, FAILED, PENDING, UNGRADED)
+MANUAL = "graded by hand"  # how the message of a check graded by hand starts (testing.manual)
+
+
+def by_hand(status: str, message: str) -> bool:
+    """Whether a check's result is pending because a person grades it."""
+    return status == PENDING and message.startswith(MANUAL)

@@ -41,7 +41,7 @@ from autograder.notebook.opened import unshipped
 from autograder.release import Release, load_release
 from autograder.status import PENDING, UNGRADED
 from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG
-from autograder.testing import MANUAL
+from autograder.status import MANUAL
 
 
 @dataclass

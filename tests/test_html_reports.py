@@ -69,7 +69,7 @@ def test_class_report_numbers_and_pictures():
     stats = {s.name: s for s in check_statistics(CLASS)}
     assert stats["norm"].pass_rate == 2 / 3 and stats["soft"].partial == 1 and stats["norm"].failed == 1
     assert stats["acc"].pass_rate is None and stats["acc"].pending == 3
-    assert "pending (needs a GPU)" in rates and ">67%<" in rates
+    assert "pending (graded by hand or on a GPU)" in rates and ">67%<" in rates
     assert "Could not be graded" in page and "invalid JSON" in page
     assert "<td class='num'>3.00</td>" in page  # mean of 6, 3, 0
     assert page.count("<svg") == 2

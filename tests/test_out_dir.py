@@ -305,3 +305,12 @@ def test_a_run_whose_output_nobody_reads_any_more_goes_on(tmp_path, example_buil
     assert proc.wait(timeout=300) == 0
     assert len((tmp_path / "out" / "grades.csv").read_text().splitlines()) == 4
     assert (tmp_path / "out" / "summary.md").exists()
+
+
+def test_a_submissions_folder_that_is_not_there_or_an_empty_out_is_an_error_not_a_row(tmp_path, example_build):
+    from autograder.entrypoints import command_line
+
+    release = str(example_build.release)
+    assert command_line(["grade", release, str(tmp_path / "nonexist"), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert not (tmp_path / "out").exists()
+    assert command_line(["grade", release, str(tmp_path), "--out", "", "--quiet"]) == 2

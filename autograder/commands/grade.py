@@ -1,6 +1,7 @@
 """`autograder grade <name> SUBMISSIONS... --out DIR`: grade notebooks into DIR (autograder/grading/run.py)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -37,6 +38,13 @@ class GradeCommand(Command):
         from autograder.grading import resolve_release
         from autograder.grading.outdir import claim
 
+        if not args.out.strip():  # `--out "$OUT"` with OUT unset: never the current folder by accident
+            print("error: --out is empty: give the folder to write the results into", file=sys.stderr)
+            return 2
+        typos = [p for p in args.submissions if not os.path.lexists(p) and not p.endswith(".ipynb")]
+        if typos:  # a folder or a zip that is not there is a typo, never a student's row
+            print(f"error: no such folder or file: {', '.join(typos)} (nothing graded)", file=sys.stderr)
+            return 2
         release = resolve_release(args.assignment)
         with claim(Path(args.out)):  # before .inputs/ is unpacked: a second command on DIR stops here
             return self._grade(args, release)
@@ -45,7 +53,7 @@ class GradeCommand(Command):
         from autograder.grading import GradeOptions, grade
         from autograder.submissions import discover
 
-        missing = [p for p in args.submissions if not Path(p).exists()]
+        missing = [p for p in args.submissions if not os.path.lexists(p)]
         if missing:
             print(f"warning: not found, graded as missing: {', '.join(missing)}", file=sys.stderr)
         out = Path(args.out)

@@ -24,7 +24,7 @@ from autograder.reports.class_statistics import (
     CheckStatistics, ClassStatistics, class_statistics, error_results, format_mean, format_rate, format_score,
 )
 from autograder.reports.results import SubmissionResult, by_part
-from autograder.status import UNSCORED
+from autograder.status import UNSCORED, by_hand
 
 COLORS = {"passed": "#1a7f37", "partial": "#b7791f", "failed": "#c62828", "pending": "#5b6b7f", "ungraded": "#6f42c1"}
 LABELS = {"passed": "passed", "partial": "partial credit", "failed": "failed", "pending": "pending",
@@ -84,8 +84,12 @@ def submission_html(result: SubmissionResult, title: str, audience: str = "stude
     pending_pts = sum(c.max_score for c in result.pending)
     body.append(f'<div class="total">{_fmt(result.score)} / {_fmt(result.max_score)}</div>')
     if pending_pts:
-        body.append(f'<div class="note">{_fmt(pending_pts)} point(s) are pending: those checks need a GPU and '
-                    "are graded later, so they are not in the score yet.</div>")
+        hand = sum(c.max_score for c in result.pending if by_hand(c.status, c.message))
+        why = ", ".join(text for points, text in ((hand, f"{_fmt(hand)} graded by hand"),
+                                                   (pending_pts - hand, f"{_fmt(pending_pts - hand)} measured later on a "
+                                                                        "GPU")) if points)
+        body.append(f'<div class="note">{_fmt(pending_pts)} point(s) are pending ({why}), so they are not in the '
+                    "score yet.</div>")
     if result.error:
         body.append(f'<div class="note error">{_e(result.error)}</div>')
     if result.ungraded:
@@ -224,7 +228,7 @@ def pass_rates_svg(checks: list[CheckStatistics], width: int = 640) -> str:
 
 def _unscored_reason(s: CheckStatistics) -> str:
     if s.pending:
-        return "pending (needs a GPU)"
+        return "pending (graded by hand or on a GPU)"
     if s.ungraded:
         return "not graded (a problem of the grader)"
     return "no graded submission"
@@ -263,7 +267,7 @@ def class_report_html(results: list[SubmissionResult], title: str) -> tuple[str,
     if stats.graded:
         body.append(_class_figures_html(stats))
     body.append(f"<h2>Total scores</h2><figure>{hist}<figcaption>Histogram of the total scores of the "
-                f"{stats.graded} graded submission(s) (pending GPU points are not included; a submission that "
+                f"{stats.graded} graded submission(s) (pending points, graded by hand or on a GPU, are not included; a submission that "
                 "could not be graded is not in it).</figcaption></figure>")
     body.append(f"<h2>Pass rate per check</h2><figure>{rates}</figure>")
     body.append("<h2>Checks</h2>" + _checks_table_html(stats.checks))
