@@ -87,7 +87,7 @@ def gradescope_json(result: SubmissionResult) -> dict:
     return {"score": result.score, "execution_time": round(result.execution_time, 3), "output": "\n".join(summary),
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
             "extra_data": {"submission": result.submission, "pending_points": sum(c.max_score for c in result.pending),
-                           "final": not result.ungraded and not result.error, "confinement": result.confinement,
+                           "final": not result.ungraded, "confinement": result.confinement,
                            "confinement_level": level_of(result.confinement) if result.confinement else "",
                            "memory": result.memory,
                            "grader_problems": sorted({c.grader_problem for c in result.ungraded})}}
