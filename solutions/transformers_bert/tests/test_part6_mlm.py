@@ -400,3 +400,12 @@ def mlm_first_loss(sub, ref):
     if not math.isfinite(loss) or not (math.log(V) - 0.5 < loss < math.log(V) + 1.0):
         raise Fail(f"the first MLM loss of a fresh SmallBERT(2, 100, 32, 4, 0.1, 0.1) is {loss:.3f}; it should be "
                    f"about ln(100) = {math.log(V):.2f} (a uniform guess over the vocabulary)")
+    # another seed (other initial weights, other masked positions) gives another loss: a number that does not come
+    # from the model's logits (a constant near ln V) does not
+    try:
+        other = _as_float(sub.helpers.tb_first_mlm_loss(2, V, 32, 4, ids, 1)["loss"], "mlm_train_step")
+    except StudentError:
+        other = float("nan")
+    if other == loss:
+        raise Fail("mlm_train_step returns the same loss for a model with other weights and other masked positions: "
+                   "return the cross-entropy of the model's logits at the selected positions")
