@@ -533,7 +533,7 @@ def test_grade_reports_the_declared_rubric_pending(tmp_path, rubric_release):
     rows = list(csv.reader(io.StringIO((tmp_path / "out" / "grades.csv").read_text())))
     assert dict(zip(rows[0], rows[1]))[CONFIG.name] == "pending"
     feedback = (tmp_path / "out" / "student_sample" / "feedback.md").read_text()
-    assert f"/ {result.max_score:g}** (10 of them pending, added later)" in feedback  # the rubric and q_softmax
+    assert f"/ {result.max_score:g}** (10 of the {result.max_score:g} points are pending, added later)" in feedback  # the rubric and q_softmax
     assert "- [PENDING] 7. validation accuracy (rubric) (pending)" in feedback
 
 

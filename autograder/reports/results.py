@@ -112,7 +112,7 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
     """What a student reads: score per part, each check with its message. Hidden checks are left out."""
     headline = f"**Score: {result.score:g} / {result.max_score:g}**"
     if result.pending:  # not lost: to be measured (the accuracy rubric on a GPU)
-        headline += f" ({sum(c.max_score for c in result.pending):g} of them pending, added later)"
+        headline += f" ({sum(c.max_score for c in result.pending):g} of the {result.max_score:g} points are pending, added later)"
     lines = [f"# {title}", "", headline, ""]
     if result.ungraded:
         lines += [f"> {result.not_final_note()}", ""]
