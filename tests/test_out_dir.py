@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -314,3 +315,14 @@ def test_a_submissions_folder_that_is_not_there_or_an_empty_out_is_an_error_not_
     assert command_line(["grade", release, str(tmp_path / "nonexist"), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     assert not (tmp_path / "out").exists()
     assert command_line(["grade", release, str(tmp_path), "--out", "", "--quiet"]) == 2
+
+
+def test_a_submission_not_graded_at_all_is_one_line_not_one_per_check(example_release, capsys):
+    from autograder.grading.grader import ungraded_result
+    from autograder.grading.run import report_grader_problems
+
+    whole = ungraded_result(example_release, Path("alice.ipynb"), "alice", "cannot read alice.ipynb: Permission denied")
+    report_grader_problems([whole])
+    err = capsys.readouterr().err
+    assert "1 submission(s) not graded at all" in err and "  - alice: cannot read alice.ipynb" in err
+    assert "check(s) could not be graded here" not in err and len(err.splitlines()) == 3

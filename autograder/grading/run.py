@@ -41,21 +41,27 @@ from autograder.submissions import Submission, submission_ids
 
 
 def report_grader_problems(results: list[SubmissionResult]) -> None:
-    """On stderr, whatever `quiet` says: checks that no submission could be graded on here, and why."""
+    """On stderr, whatever `quiet` says: submissions the grader could not grade at all (a grading process that
+    died, a notebook this machine may not read), then checks that no submission could be graded on here, and why."""
+    whole = [r for r in results if r.ungraded and len(r.ungraded) == len(r.checks)]
+    lines = [f"GRADER PROBLEM: {len(whole)} submission(s) not graded at all (marked NOT GRADED, never 0; their grades "
+             "are not final):"] if whole else []
+    lines += [f"  - {r.submission}: {r.error.removeprefix('not graded: ')}" for r in whole]
     causes: dict[str, set[str]] = {}
     for r in results:
-        for c in r.ungraded:
+        for c in r.ungraded if r not in whole else []:
             causes.setdefault(c.name, set()).add(c.grader_problem)
-    if not causes:
+    if causes:
+        affected = sum(1 for r in results if r.ungraded and r not in whole)
+        lines.append(f"GRADER PROBLEM: {len(causes)} check(s) could not be graded here (the reference does not pass "
+                     f"them in this environment, or the machine failed the worker running them), so {affected} "
+                     "submission(s) were not graded on them (marked NOT GRADED, never 0; their grades are not final):")
+        lines += [f"  - {name}: {'; '.join(sorted(why))}" for name, why in sorted(causes.items())]
+    if not lines:
         return
-    affected = sum(1 for r in results if r.ungraded)
-    lines = [f"GRADER PROBLEM: {len(causes)} check(s) could not be graded here (the reference does not pass them in "
-             f"this environment, or the machine failed the worker running them), so {affected} submission(s) were "
-             "not graded on them (marked NOT GRADED, never 0; their grades are not final):"]
-    for name, why in sorted(causes.items()):
-        lines.append(f"  - {name}: {'; '.join(sorted(why))}")
     lines.append("Fix the cause (a module missing, a broken install, a file the reference needs, a machine short of "
-                 "memory), then run the same command again: it grades again only the submissions NOT GRADED.")
+                 "memory, a file this user may not read), then run the same command again: it grades again only the "
+                 "submissions NOT GRADED.")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
