@@ -35,6 +35,7 @@ class Submission:
     path: Path  # the notebook (may not exist: graded as unreadable, with a result row)
     note: str = ""  # how the notebook was chosen, when there was a choice
     refused: str = ""  # why it is not graded at all (a link leaving the submissions folder): its row says so
+    named_by_file: bool = False  # its id is its file's name, not a student the layout names
 
 
 @dataclass
@@ -272,7 +273,7 @@ def _folder_of_notebooks(folder: Path) -> list[Submission]:
     """Every *.ipynb entry of `folder` gets a row, whatever it is: a dangling link or a FIFO is graded as
     unreadable."""
     entries = sorted(p for p in folder.iterdir() if p.suffix == ".ipynb" and not p.is_dir())
-    return [Submission(i, p) for i, p in zip(submission_ids(entries), entries)]
+    return [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(entries), entries)]
 
 
 def _folders_of_submissions(folder: Path, wanted: str | None, released: frozenset[str]) -> list[Submission]:
@@ -338,15 +339,15 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
                 raise ValueError(f"{arg}: zip files need a folder to extract into")
             folder = extract_zip(arg, unpack_dir)
             found = _gradescope(folder, notebook, released) if (folder / GRADESCOPE_METADATA).is_file() else \
-                [Submission(i, p) for i, p in zip(submission_ids(sorted(folder.rglob("*.ipynb"))),
-                                                  sorted(folder.rglob("*.ipynb")))]
+                [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(sorted(folder.rglob("*.ipynb"))),
+                                                                      sorted(folder.rglob("*.ipynb")))]
             inputs.roots.append(folder.resolve())
             inputs.layouts.append(f"{arg}: zip export, {len(found)} submission(s)")
             inputs.submissions += found
         else:
             loose.append(arg)
     if loose:
-        inputs.submissions += [Submission(i, p) for i, p in zip(submission_ids(loose), loose)]
+        inputs.submissions += [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(loose), loose)]
         inputs.layouts.append(f"{len(loose)} notebook file(s)")
     ids = unique_ids([s.student for s in inputs.submissions])
     for s, i in zip(inputs.submissions, ids):

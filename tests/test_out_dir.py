@@ -326,3 +326,26 @@ def test_a_submission_not_graded_at_all_is_one_line_not_one_per_check(example_re
     err = capsys.readouterr().err
     assert "1 submission(s) not graded at all" in err and "  - alice: cannot read alice.ipynb" in err
     assert "check(s) could not be graded here" not in err and len(err.splitlines()) == 3
+
+
+def test_another_file_of_the_same_name_never_replaces_an_earlier_students_result(tmp_path, example_build, submission,
+                                                                                   capsys):
+    """sec1/alice.ipynb graded, then sec2/alice.ipynb (another student, other bytes) into the same folder: both
+    rows stay. The same file edited is graded again in place; the same bytes from elsewhere are resumed."""
+    from autograder.entrypoints import command_line
+
+    out = tmp_path / "out"
+    (tmp_path / "sec1").mkdir()
+    (tmp_path / "sec2").mkdir()
+    first = submission("sec1/alice.ipynb")
+    second = submission("sec2/alice.ipynb", replace={"return e / e.sum(dim=dim, keepdim=True)": "return e"})
+    run = ["grade", str(example_build.release), "--out", str(out), "--quiet"]
+    assert command_line(run[:2] + [str(first)] + run[2:]) == 0
+    assert command_line(run[:2] + [str(second)] + run[2:]) == 0
+    assert "graded as alice-2" in capsys.readouterr().err
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert set(rows) == {"alice", "alice-2"} and rows["alice"]["total"] != rows["alice-2"]["total"]
+    first.write_text(second.read_text())  # the same file, edited: graded again under its own id
+    assert command_line(run[:2] + [str(first)] + run[2:]) == 0
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert set(rows) == {"alice", "alice-2"} and rows["alice"]["total"] == rows["alice-2"]["total"]

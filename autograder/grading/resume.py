@@ -24,7 +24,42 @@ def fingerprint(path: Path, release_id: str, digest: str | None = None) -> dict:
     """What a result was graded from: the notebook's bytes (`digest`, else read now), the release, this package's
     code, the path as given."""
     return {"notebook": digest or file_digest(path), "release": release_id, "grader": package_digest(),
-            "file": str(path)}
+            "file": str(path), "origin": _origin(path)}
+
+
+def _origin(path: Path) -> str:
+    """The file's absolute path, links resolved: where the bytes graded came from."""
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):
+        return str(path)
+
+
+def apart_from_earlier(out_dir: Path, paths: list[Path], ids: list[str], named_by_file: list[bool]) -> list[str]:
+    """Ids taken from file names, each kept apart from a result DIR holds for another file with other bytes
+    (sec2/alice.ipynb graded into a folder that holds sec1/alice.ipynb's result becomes alice-2): a file's name
+    does not say which student it is, and an earlier student's result is never replaced by another's. The same
+    file (edited: graded again in place) and the same bytes from elsewhere (resumed) keep their id."""
+    taken, out = set(ids), []
+    for path, sub_id, by_file in zip(paths, ids, named_by_file):
+        new, n = sub_id, 2
+        while by_file and _someone_else(out_dir / new, path):
+            while f"{sub_id}-{n}" in taken:
+                n += 1
+            new = f"{sub_id}-{n}"
+            taken.add(new)
+        out.append(new)
+    return out
+
+
+def _someone_else(folder: Path, path: Path) -> bool:
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(marker, dict) or not marker.get("origin") or marker["origin"] == _origin(path):
+        return False  # a result from before origins were recorded, or the same file
+    return marker.get("notebook") != file_digest(path)
 
 
 def release_fingerprint(release: Release) -> str:

@@ -20,7 +20,9 @@ from pathlib import Path
 import torch
 
 from autograder.files import write_atomic
-from autograder.grading.resume import MARKER, fingerprint, graded_by_another_version, previous, release_fingerprint
+from autograder.grading.resume import (
+    MARKER, apart_from_earlier, fingerprint, graded_by_another_version, previous, release_fingerprint,
+)
 from autograder.grading.grader import Grader, error_result, imported_modules, recorded_modules
 from autograder.grading.options import GradeOptions
 from autograder.grading.outdir import OutDirLost, claim, ensure_held, results_in
@@ -69,16 +71,22 @@ def _ids_and_notes(submissions: list, paths: list[Path], options: GradeOptions) 
     """One id per submission (given, the students' of `Submission`s, or from the file names), and the notes."""
     if options.ids is not None:
         ids = list(options.ids)
-    elif submissions and all(isinstance(s, Submission) for s in submissions):
-        ids = [s.student for s in submissions]
     else:
-        ids = submission_ids(paths)
+        if submissions and all(isinstance(s, Submission) for s in submissions):
+            named, by_file = [s.student for s in submissions], [s.named_by_file for s in submissions]
+        else:
+            named, by_file = submission_ids(paths), [True] * len(paths)
+        ids = apart_from_earlier(options.out_dir, paths, named, by_file)
+        for path, before, after in zip(paths, named, ids):
+            if before != after:  # whatever `quiet` says: a row under another name than the file's is news
+                print(f"{path}: graded as {after}: {before} in {options.out_dir} holds the result of another file",
+                      file=sys.stderr, flush=True)
     if len(set(ids)) != len(ids):
         raise ValueError("submission ids must be unique")
     notes = dict(options.notes)
-    for s in submissions:
+    for s, sub_id in zip(submissions, ids):
         if isinstance(s, Submission) and s.note:
-            notes.setdefault(s.student, s.note)
+            notes.setdefault(sub_id, s.note)
     return ids, notes
 
 
