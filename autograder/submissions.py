@@ -46,6 +46,9 @@ class Inputs:
     problems: list[str] = field(default_factory=list)  # arguments that held nothing to grade
 
 
+NO_NOTEBOOK = "no notebook was submitted"  # the note and the row of a student whose layout holds no notebook
+
+
 # What a grading run writes at the top of --out besides one folder per submission: a submission never gets
 # one of these names as its id (a notebook named grades.csv.ipynb is graded as "grades.csv_submission").
 RUN_FILES = frozenset({"grades.csv", "summary.md", "summary.csv", "class-report.html", "histogram.svg",
@@ -202,7 +205,8 @@ def _gradescope(folder: Path, wanted: str | None, released: frozenset[str] = fro
         student = "+".join(sorted(n for n in names if n)) or sub_dir.name
         path, note = pick_notebook(sub_dir, wanted, released)
         if path is None:
-            subs.append(Submission(student, sub_dir / (wanted or "notebook.ipynb"), "no notebook was submitted"))
+            subs.append(Submission(student, sub_dir / (wanted or "notebook.ipynb"), NO_NOTEBOOK,
+                                   refused=NO_NOTEBOOK))
         else:
             subs.append(Submission(student, path, note))
     return subs
@@ -253,7 +257,8 @@ def _nbgrader(submitted: Path, assignment: str | None, wanted: str | None,
             continue  # this student submitted other assignments only
         path, note = pick_notebook(folder, wanted, released)
         if path is None:
-            subs.append(Submission(student.name, folder / (wanted or "notebook.ipynb"), "no notebook was submitted"))
+            subs.append(Submission(student.name, folder / (wanted or "notebook.ipynb"), NO_NOTEBOOK,
+                                   refused=NO_NOTEBOOK))
         else:
             subs.append(Submission(student.name, path, note))
     return subs
@@ -285,7 +290,8 @@ def _folders_of_submissions(folder: Path, wanted: str | None, released: frozense
                           and not is_output_folder(p) and p.name != "__pycache__"):
         path, note = pick_notebook(student, wanted, released)
         if path is None:
-            subs.append(Submission(student.name, student / (wanted or "notebook.ipynb"), "no notebook was submitted"))
+            subs.append(Submission(student.name, student / (wanted or "notebook.ipynb"), NO_NOTEBOOK,
+                                   refused=NO_NOTEBOOK))
         else:
             subs.append(Submission(student.name, path, note))
     return subs

@@ -207,7 +207,7 @@ def test_end_to_end_layouts_resume_and_regrade(example_build, tmp_path, capsys):
     rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert {k: rows[k]["total"] for k in rows} == \
         {"1815": "11", "1906+alan@example.edu": "0", "submission_333": "0", "zoe": "11"}
-    assert "cannot read" in rows["submission_333"]["error"]  # in the metadata, but no notebook uploaded
+    assert rows["submission_333"]["error"] == "no notebook was submitted"  # in the metadata, but none uploaded
     err = capsys.readouterr().err
     assert "done 4, failed 1, pending 0" in err and "graded 4 submission(s)" in err
     summary = (out / "summary.md").read_text()

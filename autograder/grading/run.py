@@ -130,7 +130,7 @@ class Run:
         ensure_held(self.out)  # DIR removed or replaced under this command: stop, write nothing into another's folder
         result.file = str(self.given[i])  # not the staged copy it was graded from
         note = self.notes.get(result.submission)
-        if note and note not in result.notes:
+        if note and note not in result.notes and note != result.error:
             result.notes.insert(0, note)
         self._keep_rubric(i, result)
         write_submission(self.out, result, self.release.config.title)

@@ -50,7 +50,7 @@ def summary_markdown(results: list[SubmissionResult], title: str = "", extra: Se
     for s in stats.checks:
         if not s.messages:
             continue
-        lines.append(f"### {s.name} ({s.lost} lost points)")
+        lines.append(f"### {s.name} ({s.lost} submission(s) lost points)")
         lines.append("")
         for text, n in s.messages:
             lines.append(f"- {n} x `{text.replace('`', chr(39))}`")
