@@ -20,7 +20,7 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
-from autograder.kernel import KernelNamespace, run_test_cell
+from autograder.kernel import KernelNamespace, definitions_at_top, run_test_cell
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
     Hang, MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
@@ -102,17 +102,8 @@ class Program:
         if self._kinds is None:
             self._kinds = {}
             for unit in self.extraction.units:
-                if unit.kind != "definition":
-                    continue
-                try:
-                    tree = ast.parse(unit.source)
-                except SyntaxError:
-                    continue
-                for node in tree.body:
-                    if isinstance(node, ast.ClassDef):
-                        self._kinds[node.name] = "class"
-                    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self._kinds[node.name] = "function"
+                if unit.kind == "definition":
+                    self._kinds.update(definitions_at_top(unit.source))
         return self._kinds
 
     def start(self):

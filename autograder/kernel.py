@@ -340,11 +340,17 @@ def deleted_at_top(source: str) -> set[str]:
 
 def defined_at_top(source: str) -> set[str]:
     """The functions and classes a cell defines at its top level."""
+    return set(definitions_at_top(source))
+
+
+def definitions_at_top(source: str) -> dict[str, str]:
+    """{name: "class" or "function"} for the classes and functions a cell defines at its top level."""
     try:
         tree = _tree(source)
     except SyntaxError:
-        return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        return {}
+    return {n.name: "class" if isinstance(n, ast.ClassDef) else "function" for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
 def names_read(source: str) -> set[str]:

@@ -83,8 +83,8 @@ def _mark_hand_graded(nb, release) -> None:
     the check's points: the cell whose grade_id is the check's name, else the first answer cell whose grade_id
     starts with it (otter's `q3_solution_3` for question q3). An imported course keeps those points in its tests."""
     manual = {c.name: c.points for c in release.checks if c.fn is not None and hasattr(c.fn, "_ag_manual")}
-    answers = [(c, m) for c in nb.cells for m in [c.get("metadata", {}).get("nbgrader")]
-               if isinstance(m, dict) and m.get("solution") and not m.get("task")]
+    metas = [(c, nbgrader_meta(c)) for c in nb.cells]
+    answers = [(c, m) for c, m in metas if m.get("solution") and not m.get("task")]
     for name, points in manual.items():
         named = [m for _, m in answers if m.get("grade_id") == name] or \
             [m for _, m in answers if str(m.get("grade_id", "")).startswith(f"{name}_") and not m.get("grade")]
@@ -97,8 +97,8 @@ def _mark_hand_graded(nb, release) -> None:
 
 def _complete_metadata(cell) -> None:
     """Every key nbgrader's metadata schema (version 3) requires, defaulted where the source left it out."""
-    meta = cell.get("metadata", {}).get("nbgrader")
-    if not isinstance(meta, dict) or not meta:
+    meta = nbgrader_meta(cell)
+    if not meta:
         return
     meta["schema_version"] = 3
     grade_id = meta.get("grade_id")

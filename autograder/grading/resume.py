@@ -53,13 +53,19 @@ def apart_from_earlier(out_dir: Path, paths: list[Path], ids: list[str], named_b
 
 
 def _someone_else(folder: Path, path: Path) -> bool:
+    marker = _marker(folder)
+    if not marker.get("origin") or marker["origin"] == _origin(path):
+        return False  # no result, one from before origins were recorded, or the same file
+    return marker.get("notebook") != file_digest(path)
+
+
+def _marker(folder: Path) -> dict:
+    """The folder's .graded.json ({} when there is none, or it cannot be read)."""
     try:
         marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    if not isinstance(marker, dict) or not marker.get("origin") or marker["origin"] == _origin(path):
-        return False  # a result from before origins were recorded, or the same file
-    return marker.get("notebook") != file_digest(path)
+        return {}
+    return marker if isinstance(marker, dict) else {}
 
 
 def release_fingerprint(release: Release) -> str:
@@ -70,21 +76,18 @@ def release_fingerprint(release: Release) -> str:
 
 def graded_by_another_version(out_dir: Path, sub_id: str, fingerprint: dict) -> bool:
     """Whether the result in DIR for this id was graded from the same notebook and release by other code."""
-    try:
-        marker = json.loads((out_dir / sub_id / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(marker, dict) and all(marker.get(k) == fingerprint[k] for k in ("notebook", "release")) \
+    marker = _marker(out_dir / sub_id)
+    return bool(marker) and all(marker.get(k) == fingerprint[k] for k in ("notebook", "release")) \
         and marker.get("grader") != fingerprint["grader"]
 
 
 def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult | None:
     """The result already in DIR for this id, if it was graded from the same notebook and release."""
     folder = out_dir / sub_id
+    marker = _marker(folder)
+    if not marker or any(marker.get(key) != fingerprint[key] for key in SAME):
+        return None
     try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-        if any(marker.get(key) != fingerprint[key] for key in SAME):
-            return None
         json.loads((folder / "results.json").read_text(encoding="utf-8"))  # missing or truncated: grade again
         result = SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))
         return None if result.ungraded else result  # not graded for the grader's cause: try again
