@@ -199,6 +199,7 @@ def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, 
 
     monkeypatch.chdir(course)  # graded from the course folder: the course says where the assignment lies
     assert command_line(["nbgrader-grade", "vectors", "--quiet"]) == 0
+    assert command_line(["nbgrader-grade", "vectors", "--quiet", "--student", "alcie"]) == 2  # a typo: not success
     shutdown_fork_server()
     for student in ("alice", "bob"):
         for folder in ("autograded", "feedback"):

@@ -349,3 +349,16 @@ def test_another_file_of_the_same_name_never_replaces_an_earlier_students_result
     assert command_line(run[:2] + [str(first)] + run[2:]) == 0
     rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert set(rows) == {"alice", "alice-2"} and rows["alice"]["total"] == rows["alice-2"]["total"]
+
+
+def test_a_folder_of_out_that_is_no_result_is_never_written_into(tmp_path, example_release, submission, capsys):
+    out = tmp_path / "course"  # `--out .` in a course folder: its release/ is no result
+    (out / "release").mkdir(parents=True)
+    (out / "release" / "manifest.json").write_text("{}")
+    nb = submission("release.ipynb")
+    grade(example_release, [nb], GradeOptions(out, quiet=True))
+    assert sorted(p.name for p in (out / "release").iterdir()) == ["manifest.json"]
+    assert json.loads((out / "release-2" / "results.json").read_text())["score"] == example_release.max_score - 2
+    assert "graded as release-2" in capsys.readouterr().err
+    grade(example_release, [nb], GradeOptions(out, quiet=True))  # resumed under the same name, not release-3
+    assert not (out / "release-3").exists()

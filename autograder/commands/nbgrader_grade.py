@@ -34,4 +34,9 @@ class NbgraderGradeCommand(Command):
             late = scores.late.get(student)
             print(f"{student}: {score:g}" + (f" (late: nbgrader's late penalty {late:g})" if late else ""))
         print(f"{len(scores)} submission(s) graded into the gradebook of {course}", file=sys.stderr)
+        missing = sorted(set(args.student or ()) - set(scores))
+        if missing:  # a name asked for by hand and not graded is most often a typo: not a silent success
+            print(f"error: nothing graded for {', '.join(missing)} (asked for with --student; see the warnings "
+                  f"above)", file=sys.stderr)
+            return 2
         return 3 if scores.not_final else 0

@@ -39,17 +39,33 @@ def apart_from_earlier(out_dir: Path, paths: list[Path], ids: list[str], named_b
     """Ids taken from file names, each kept apart from a result DIR holds for another file with other bytes
     (sec2/alice.ipynb graded into a folder that holds sec1/alice.ipynb's result becomes alice-2): a file's name
     does not say which student it is, and an earlier student's result is never replaced by another's. The same
-    file (edited: graded again in place) and the same bytes from elsewhere (resumed) keep their id."""
+    file (edited: graded again in place) and the same bytes from elsewhere (resumed) keep their id. Whatever names
+    a submission, a folder of DIR that is no result (`--out .` in a course folder: release/, solutions/) is never
+    written into: that student's result goes to release-2."""
     taken, out = set(ids), []
     for path, sub_id, by_file in zip(paths, ids, named_by_file):
         new, n = sub_id, 2
-        while by_file and _someone_else(out_dir / new, path):
+        while (by_file and _someone_else(out_dir / new, path)) or not_a_result_folder(out_dir / new):
             while f"{sub_id}-{n}" in taken:
                 n += 1
             new = f"{sub_id}-{n}"
             taken.add(new)
         out.append(new)
     return out
+
+
+RESULT_FILES = {MARKER, "results.json", "feedback.md", "grading.json", "feedback.html"}
+
+
+def not_a_result_folder(folder: Path) -> bool:
+    """Whether DIR/<id> is something other than a result: a file, or a folder holding other files than a result's
+    (a temporary file of an interrupted write, `.name.tmp...`, counts as a result's)."""
+    try:
+        if not folder.is_dir():
+            return folder.exists() or folder.is_symlink()
+        return any(e.name not in RESULT_FILES and not e.name.startswith(".") for e in folder.iterdir())
+    except OSError:
+        return True
 
 
 def _someone_else(folder: Path, path: Path) -> bool:

@@ -79,7 +79,8 @@ def _ids_and_notes(submissions: list, paths: list[Path], options: GradeOptions) 
         ids = apart_from_earlier(options.out_dir, paths, named, by_file)
         for path, before, after in zip(paths, named, ids):
             if before != after:  # whatever `quiet` says: a row under another name than the file's is news
-                print(f"{path}: graded as {after}: {before} in {options.out_dir} holds the result of another file",
+                print(f"{path}: graded as {after}: {options.out_dir / before} holds something else (the result of another "
+                      "file, or files that are no result)",
                       file=sys.stderr, flush=True)
     if len(set(ids)) != len(ids):
         raise ValueError("submission ids must be unique")
