@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -271,7 +272,9 @@ def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool =
         built = json.loads(manifest.read_text()) if manifest.is_file() else {}
         current = built.get("format") == BUILD_FORMAT and \
             built.get("source_hash") == source_hash(source, load_config(source))
-        if not current:
+        if not current:  # said: a source edited since the last build changes what is graded
+            why = "is out of date with" if built else "is not built yet from"
+            print(f"{release_dir} {why} {source}: building it", file=sys.stderr, flush=True)
             build(source)
             if after_build is not None:
                 after_build(release_dir)
