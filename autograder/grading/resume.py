@@ -54,16 +54,15 @@ def apart_from_earlier(out_dir: Path, paths: list[Path], ids: list[str], named_b
     return out
 
 
-RESULT_FILES = {MARKER, "results.json", "feedback.md", "grading.json", "feedback.html"}
+RESULT_FILES = (MARKER, "grading.json", "results.json")  # any of them: a result's folder (it may hold more: rubric.json)
 
 
 def not_a_result_folder(folder: Path) -> bool:
-    """Whether DIR/<id> is something other than a result: a file, or a folder holding other files than a result's
-    (a temporary file of an interrupted write, `.name.tmp...`, counts as a result's)."""
+    """Whether DIR/<id> is something other than a result's folder: a file, or a folder with files and no result."""
     try:
         if not folder.is_dir():
             return folder.exists() or folder.is_symlink()
-        return any(e.name not in RESULT_FILES and not e.name.startswith(".") for e in folder.iterdir())
+        return any(folder.iterdir()) and not any((folder / name).exists() for name in RESULT_FILES)
     except OSError:
         return True
 
