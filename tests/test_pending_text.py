@@ -27,3 +27,13 @@ def test_the_instructor_gets_the_command_for_gpu_checks_and_the_names_of_hand_gr
         assert lines[0] == ("pending: 1 check(s) need a GPU (on gpu); on a machine with CUDA: autograder grade vectors "
                             "'subs dir' --out out --regrade")
         assert lines[1] == "pending: 1 other check(s) not graded here (graded by hand): by hand"
+
+
+def test_the_rubric_command_offered_for_a_zip_export_unpacks_it_first():
+    from autograder.rubric.config import RubricConfig
+
+    rubric = SimpleNamespace(fn=SimpleNamespace(_ag_rubric=RubricConfig()), name="acc", points=8, part="7", gpu=False)
+    release = SimpleNamespace(checks=[rubric], config=SimpleNamespace(name="tb", gpu_checks=[]))
+    results = [SimpleNamespace(checks=[SimpleNamespace(name="acc", status=PENDING)])]
+    [line] = pending_advice(release, results, ["export.zip", "late"], "out")
+    assert line.endswith("unzip -q export.zip -d export && autograder rubric tb export late --out out"), line
