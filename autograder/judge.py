@@ -20,8 +20,9 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
-from autograder.kernel import KernelNamespace, definitions_at_top, run_test_cell
+from autograder.kernel import KernelNamespace, definitions_at_top, failing_line, run_test_cell
 from autograder.notebook.extract import Extraction
+from autograder.notebook.markers import hidden_lines
 from autograder.sandbox.client import (
     Hang, MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
 )
@@ -352,15 +353,17 @@ def check_error(spec: CheckSpec, exc: BaseException) -> CheckBroken | None:
     return CheckBroken(f"{where}, line {frame.lineno}", exc)
 
 
-def _public_line(spec: CheckSpec, exc: BaseException) -> str:
-    """For a public test cell (students have its code anyway): the assertion line that failed."""
-    import traceback
-
-    lines = spec.source.split("\n")
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename == f"<test cell {spec.name}>" and frame.lineno is not None and 0 < frame.lineno <= len(lines):
-            return f"this assertion failed: {lines[frame.lineno - 1].strip()}"
-    return "an assertion in this public check failed"
+def _assertion_message(spec: CheckSpec, exc: AssertionError) -> str:
+    """What the student reads of a check's failed assertion: its message, unless it failed on a hidden line of a
+    test cell (a message there, np.testing's, would show hidden values); without a message, the public line."""
+    line = failing_line(exc, f"<test cell {spec.name}>", spec.source) if spec.fn is None else 0
+    if line and line in hidden_lines(spec.source):
+        return "a hidden test failed"
+    if str(exc):
+        return str(exc)
+    if line and spec.public:  # students have the cell's public code anyway
+        return f"this assertion failed: {spec.source.split(chr(10))[line - 1].strip()}"
+    return "an assertion in this public check failed" if spec.public else "a hidden check failed"
 
 
 class Judge:
@@ -578,8 +581,7 @@ class Judge:
         except WorkerError as exc:
             return 0.0, str(exc)
         except AssertionError as exc:
-            text = str(exc)
-            return 0.0, text if text else (_public_line(spec, exc) if spec.public else "a hidden check failed")
+            return 0.0, _assertion_message(spec, exc)
         except Exception as exc:  # the check's own mistake, or the check choking on what student code returned
             if isinstance(exc, UserWarning) and COMPLEX_CAST in str(exc):
                 return 0.0, COMPLEX_RETURNED

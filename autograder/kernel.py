@@ -382,6 +382,18 @@ def run_test_cell(source: str, filename: str, namespace: KernelNamespace,
         namespace.restore()
 
 
+def failing_line(exc: BaseException, filename: str, source: str) -> int:
+    """The line (1-based) of the cell `source`, run as `filename`, that the exception passed through last (where the
+    cell called what raised it); 0 when it did not come through the cell."""
+    import traceback
+
+    n_lines = source.count("\n") + 1
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == filename and 0 < (frame.lineno or 0) <= n_lines:
+            return frame.lineno or 0
+    return 0
+
+
 # -- what does not hold, said when the notebook is built ------------------------------------------------------
 
 @dataclass(frozen=True)

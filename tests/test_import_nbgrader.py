@@ -164,7 +164,7 @@ score'''),
     "with_hidden": (1, '''\
 assert lookup({"a": 1}, "a") == 1
 ### BEGIN HIDDEN TESTS
-assert lookup({"z": 26}, "z") == 26
+assert lookup({"z": 26}, "z") == 26, "DESIRED: 26 for the key z"  # a message that would show hidden data
 ### END HIDDEN TESTS'''),
 }
 

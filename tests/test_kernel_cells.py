@@ -349,3 +349,22 @@ def test_proxy_type_names_of_one_submission_never_crowd_out_the_next_ones():
     for i in range(2000):  # a notebook returning objects of 2,000 classes
         proxy_class(Remote, f"Thing{i}")
     assert proxy_class(Remote, "AccuracyThing").__name__ == "AccuracyThing"
+
+
+def test_an_assertion_failing_on_a_hidden_line_of_a_test_cell_shows_no_message():
+    from types import SimpleNamespace
+
+    from autograder.judge import _assertion_message
+
+    source = ("assert f(1) == 1, 'f(1) should be 1'\n### BEGIN HIDDEN TESTS\n"
+              "assert f(7) == 49, 'DESIRED: 49 for the hidden input 7'\n### END HIDDEN TESTS")
+    spec = SimpleNamespace(fn=None, name="c", source=source, public=True)
+
+    def failure(f):
+        try:
+            exec(compile(source, "<test cell c>", "exec"), {"f": f})
+        except AssertionError as exc:
+            return _assertion_message(spec, exc)
+
+    assert failure(lambda x: x * x + 1) == "f(1) should be 1"  # a public line: its message
+    assert failure(lambda x: x if x < 2 else 0) == "a hidden test failed"  # never 'DESIRED: 49 ...'

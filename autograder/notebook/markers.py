@@ -202,3 +202,9 @@ def public_lines(cell, regions: list[Region]) -> list[str]:
 
 def _strip_trailing_blank(text: str) -> str:
     return text.rstrip("\n")
+
+
+def hidden_lines(source: str) -> set[int]:
+    """1-based numbers of a test cell's lines inside `### BEGIN HIDDEN TESTS` regions (the markers included)."""
+    regions = find_regions(source.split("\n"), "test cell")
+    return {i + 1 for r in regions if r.kind == HIDDEN for i in range(r.begin, r.end + 1)}
