@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import functools
+import operator
 import sys
 import types
 from collections.abc import Sequence
@@ -375,11 +377,52 @@ def run_test_cell(source: str, filename: str, namespace: KernelNamespace,
                   earlier: Sequence[tuple[str, str]] = ()):
     """Run a test cell after the earlier cells of its part it shares variables with; the student's module is
     whole again afterwards, whatever the cell deleted. The value of its last expression (or None)."""
+    cells = shared_with(source, list(earlier))
+    with modules_kept(any(patches_modules(s) for s in [source, *(c for _, c in cells)])):
+        try:
+            run_earlier(cells, namespace)
+            return run_cell(source, filename, namespace)
+        finally:
+            namespace.restore()
+
+
+def patches_modules(source: str) -> bool:
+    """Whether the cell may change a module's attributes: it assigns or deletes an attribute (`np.linalg.solve =
+    None`, nbgrader's way to forbid a function) or calls setattr/delattr. A syntax error: no (the cell fails)."""
     try:
-        run_earlier(shared_with(source, list(earlier)), namespace)
-        return run_cell(source, filename, namespace)
+        tree = _tree(source)
+    except SyntaxError:
+        return False
+    return any((isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)))
+               or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                   and node.func.id in ("setattr", "delattr")) for node in ast.walk(tree))
+
+
+@contextlib.contextmanager
+def modules_kept(guard: bool):
+    """With `guard`, every module of the judge has its attributes back afterwards: what one cell patches never
+    reaches another check or another submission. Modules the cell imported stay, as do the attributes binding
+    them to their packages (`numpy.linalg` on numpy)."""
+    if not guard:
+        yield
+        return
+    saved = [(module, dict(module.__dict__)) for module in list(sys.modules.values())
+             if isinstance(module, types.ModuleType)]
+    try:
+        yield
     finally:
-        namespace.restore()
+        for module, before in saved:
+            _put_back(module.__dict__, before)
+
+
+def _put_back(now: dict, before: dict) -> None:
+    if list(now) == list(before) and all(map(operator.is_, now.values(), before.values())):
+        return  # unchanged (the common case, checked at C speed)
+    for key in [k for k in now if k not in before and not isinstance(now[k], types.ModuleType)]:
+        del now[key]
+    for key, value in before.items():
+        if now.get(key, now) is not value:
+            now[key] = value
 
 
 def failing_line(exc: BaseException, filename: str, source: str) -> int:

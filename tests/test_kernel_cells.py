@@ -368,3 +368,22 @@ def test_an_assertion_failing_on_a_hidden_line_of_a_test_cell_shows_no_message()
 
     assert failure(lambda x: x * x + 1) == "f(1) should be 1"  # a public line: its message
     assert failure(lambda x: x if x < 2 else 0) == "a hidden test failed"  # never 'DESIRED: 49 ...'
+
+
+def test_a_module_a_test_cell_patches_is_whole_again_for_the_next_check():
+    """nbgrader courses forbid a function by `np.linalg.solve = None` in a hidden test: that must not reach the
+    next check, or the next submission, graded in the same judge."""
+    import numpy as np
+
+    from autograder.kernel import run_test_cell
+
+    class Namespace(dict):
+        def restore(self):
+            pass
+
+    solve, cell = np.linalg.solve, "import numpy as np\nnp.linalg.solve = None\nsetattr(np, 'extra_name', 1)\n1 / 0"
+    with pytest.raises(ZeroDivisionError):
+        run_test_cell(cell, "<test cell t>", Namespace())
+    assert np.linalg.solve is solve and not hasattr(np, "extra_name")
+    run_test_cell("import numpy.polynomial.hermite as h\nh.x = 1", "<test cell u>", Namespace())
+    assert np.polynomial.hermite is not None  # a module the cell imported stays bound to its package
