@@ -219,6 +219,11 @@ class ProgramProxy:
     def defines(self, name: str) -> bool:
         return name in object.__getattribute__(self, "_program").start().defined
 
+    def binds_at_top(self, name: str) -> bool:
+        """Whether the notebook binds `name` with a statement the grader runs, read from its source (no worker)."""
+        units = object.__getattribute__(self, "_program").extraction.units
+        return any(name in unit.names for unit in units if unit.kind != "import")
+
 
 class JudgeImports:
     """The reference notebook's import statements, run in the judge (instructor code, trusted) when a test
@@ -257,7 +262,7 @@ def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, impor
                     earlier: Sequence[tuple[str, str]] = ()):
     """A notebook test cell, with the meaning it has in the student's kernel (autograder/kernel.py), after the
     earlier cells of its part `earlier` ((name, source)) when it reads their variables."""
-    namespace = KernelNamespace(sub, imports, {"reference": ref, "__name__": "__test_cell__"})
+    namespace = KernelNamespace(sub, imports, {"reference": ref, "__name__": "__test_cell__"}, interface=ref)
     run_test_cell(spec.source, f"<test cell {spec.name}>", namespace, list(earlier))
 
 

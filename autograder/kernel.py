@@ -2,8 +2,9 @@
 
 A test cell (a notebook's own, or one `autograder import` converted) runs in the judge, where every verdict is
 computed; student code stays in its worker. What holds, for every name the cell does not bind itself:
-- a name one of the notebook's imports binds is that import, run in the judge; any other is the notebook's own
-  definition, a proxy to the worker;
+- a name one of the notebook's imports binds is that import, run in the judge; a built-in's name is the built-in,
+  unless the assignment's own notebook defines it (`def sum(a, b)`); any other is the notebook's own definition, a
+  proxy to the worker;
 - an exception the student's code raises arrives as an instance of a class deriving from StudentError and from
   the most derived class of its type's MRO that the judge has (a built-in type always: `except ValueError`
   catches a student's ValueError, and an AssertionError is an AssertionError; `np.linalg.LinAlgError` too when
@@ -199,9 +200,10 @@ class StudentGlobals:
 class KernelNamespace(dict):
     """Globals of a test cell: the notebook's names on demand; `del` and re-binding reach the student's module."""
 
-    def __init__(self, sub, imports: Imports, base: dict | None = None):
+    def __init__(self, sub, imports: Imports, base: dict | None = None, interface=None):
         super().__init__({"__name__": "__main__", **KERNEL_BUILTINS, **(base or {})})
         self._sub, self._imports, self._globals = sub, imports, StudentGlobals(sub)
+        self._interface = interface  # the reference: a built-in's name it binds itself is the notebook's
         self._given: dict = {}  # notebook name -> the object the cell received for it
         self._hidden: set[str] = set()  # notebook names removed from the student's module
         self.unbound: dict[str, str] = {}  # a name earlier cells of the part did not get to bind -> why
@@ -209,7 +211,7 @@ class KernelNamespace(dict):
     def __missing__(self, key):
         if key in self.unbound:
             raise AssertionError(self.unbound[key])
-        if key in self._hidden or hasattr(builtins, key):
+        if key in self._hidden or (hasattr(builtins, key) and not self._notebook_builtin(key)):
             raise KeyError(key)  # Python then looks in builtins, or raises NameError as a kernel would
         try:
             value = self._imports.resolve(key)
@@ -218,6 +220,11 @@ class KernelNamespace(dict):
         self._given[key] = value
         dict.__setitem__(self, key, value)
         return value
+
+    def _notebook_builtin(self, key: str) -> bool:
+        """A built-in's name the assignment's own notebook defines (`def sum(a, b)`) is the notebook's, as in a
+        kernel; a submission that alone redefines `len` changes nothing a test cell reads."""
+        return self._interface is not None and self._interface.binds_at_top(key)
 
     def __delitem__(self, key):
         received = key in self._given and dict.get(self, key) is self._given[key]

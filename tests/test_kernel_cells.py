@@ -93,6 +93,12 @@ def mean_of(x):
     ### BEGIN SOLUTION
     return x.mean()
     ### END SOLUTION
+
+
+def sum(a, b):  # a built-in's name the assignment itself defines
+    ### BEGIN SOLUTION
+    return a + b
+    ### END SOLUTION
 '''
 
 RAISES = '''try:
@@ -159,11 +165,14 @@ NUMBER = '''assert float(mean_of(torch.ones(4))) == 1.0'''
 TYPO = '''import torch
 assert torch.alclose(torch.ones(2), torch.ones(2) * parse(1) / 2)'''
 
+NAMES = '''assert sum(2, 3) == 5
+assert len(arr()) == 3'''
+
 CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("steps", "1. Kernel", STEPS),
          ("types", "1. Kernel", TYPES), ("sets", "2. Shared", SETS), ("reads", "2. Shared", READS),
          ("deletes", "3. Deleted", DELETES), ("after_delete", "3. Deleted", AFTER_DELETE),
          ("restored", "4. Restored", RESTORED), ("autograd", "5. Tensors", AUTOGRAD), ("real", "5. Tensors", REAL),
-         ("number", "5. Tensors", NUMBER)]
+         ("number", "5. Tensors", NUMBER), ("names", "6. Names", NAMES)]
 
 
 def _notebook(path: Path, cells=CELLS) -> Path:
@@ -206,6 +215,7 @@ def graded(tmp_path_factory):
         "not_frozen": {"layer.weight.requires_grad_(False)": "pass"},
         "complex": {"return 2 * x": "return torch.complex(2 * x, torch.ones_like(x))"},
         "lazy": {"return x.mean()": "return lambda: x.mean()"},
+        "len": {"    return np.arange(3)\n": "    return np.arange(5)\n\n\ndef len(x):\n    return 3\n"},
     }
     notebooks = [key] + [make_submission(root / f"{name}.ipynb", key, edit) for name, edit in wrong.items()]
     return dict(zip(["key", *wrong], _grade(paths.release, notebooks, root / "out")))
@@ -387,3 +397,9 @@ def test_a_module_a_test_cell_patches_is_whole_again_for_the_next_check():
     assert np.linalg.solve is solve and not hasattr(np, "extra_name")
     run_test_cell("import numpy.polynomial.hermite as h\nh.x = 1", "<test cell u>", Namespace())
     assert np.polynomial.hermite is not None  # a module the cell imported stays bound to its package
+
+
+@pytest.mark.slow
+def test_a_builtins_name_is_the_notebooks_only_where_the_assignment_defines_it(graded):
+    assert graded["key"]["names"].status == "passed"  # the assignment's own `def sum(a, b)`
+    assert graded["len"]["names"].status == "failed"  # a submission's `def len` is not the cell's len

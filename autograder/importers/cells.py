@@ -96,7 +96,8 @@ def notebook_cell(name: str, points: float, part: str, imports: list[str], sourc
     def run(sub, ref):
         seeded(sub, seed)
         try:
-            value = run_test_cell(source, filename, KernelNamespace(sub, JudgeImports(imports)), list(earlier))
+            value = run_test_cell(source, filename, KernelNamespace(sub, JudgeImports(imports), interface=ref),
+                                  list(earlier))
         except AssertionError as exc:
             raise failed_assertion(exc, source, filename) from None
         return partial_credit(value, points)
@@ -105,10 +106,11 @@ def notebook_cell(name: str, points: float, part: str, imports: list[str], sourc
     return check(name, points, part)(run)
 
 
-def evaluate(program, imports: list[str], source: str, filename: str, seed: str = ""):
-    """The value of the cell's last expression (None if none), run in a kernel namespace of `program`."""
+def evaluate(program, imports: list[str], source: str, filename: str, seed: str = "", interface=None):
+    """The value of the cell's last expression (None if none), run in a kernel namespace of `program`;
+    `interface`: the reference, whose definitions of built-ins' names are the notebook's."""
     seeded(program, seed)
-    return run_test_cell(source, filename, KernelNamespace(program, JudgeImports(imports)))
+    return run_test_cell(source, filename, KernelNamespace(program, JudgeImports(imports), interface=interface))
 
 
 def same(actual, expected) -> bool:
@@ -131,10 +133,10 @@ def reference_cell(name: str, points: float, part: str, imports: list[str], sour
 
     def run(sub, ref):
         try:
-            actual = evaluate(sub, imports, source, filename, seed)
+            actual = evaluate(sub, imports, source, filename, seed, interface=ref)
         except AssertionError as exc:
             raise (AssertionError("a hidden test failed") if hidden else failed_assertion(exc, source, filename)) from None
-        expected = evaluate(ref, imports, source, filename, seed)
+        expected = evaluate(ref, imports, source, filename, seed, interface=ref)
         if not same(actual, expected):
             raise AssertionError("a hidden test failed" if hidden else
                                  f"this test gives {actual!r} where a correct notebook gives {expected!r}")
