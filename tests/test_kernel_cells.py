@@ -95,6 +95,28 @@ def mean_of(x):
     ### END SOLUTION
 
 
+def newton(f, fprime, x0, steps=20):
+    ### BEGIN SOLUTION
+    x = x0
+    for _ in range(steps):
+        x = x - f(x) / fprime(x)
+    return x
+    ### END SOLUTION
+
+
+def roots(a, b, c):
+    ### BEGIN SOLUTION
+    d = complex(b * b - 4 * a * c) ** 0.5
+    return (-b + d) / (2 * a), (-b - d) / (2 * a)
+    ### END SOLUTION
+
+
+def primes_below(n):
+    ### BEGIN SOLUTION
+    return {p for p in range(2, n) if all(p % q for q in range(2, p))}
+    ### END SOLUTION
+
+
 def sum(a, b):  # a built-in's name the assignment itself defines
     ### BEGIN SOLUTION
     return a + b
@@ -168,11 +190,23 @@ assert torch.alclose(torch.ones(2), torch.ones(2) * parse(1) / 2)'''
 NAMES = '''assert sum(2, 3) == 5
 assert len(arr()) == 3'''
 
+PLAIN = '''import math
+target = 2.0
+assert abs(newton(lambda x: x * x - target, lambda x: 2 * x, 1.0) - math.sqrt(2)) < 1e-9
+def cube(x):
+    return x ** 3 - 8
+assert abs(newton(cube, lambda x: 3 * x * x, 3.0) - 2) < 1e-9
+assert abs(newton(math.sin, math.cos, 3.0) - math.pi) < 1e-9
+assert all(isinstance(r, complex) for r in roots(1, 0, 1))
+assert sorted(abs(r - 1j) < 1e-9 for r in roots(1, 0, 1)) == [False, True]
+assert primes_below(10) == {2, 3, 5, 7} and primes_below(2) == set()'''
+
 CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("steps", "1. Kernel", STEPS),
          ("types", "1. Kernel", TYPES), ("sets", "2. Shared", SETS), ("reads", "2. Shared", READS),
          ("deletes", "3. Deleted", DELETES), ("after_delete", "3. Deleted", AFTER_DELETE),
          ("restored", "4. Restored", RESTORED), ("autograd", "5. Tensors", AUTOGRAD), ("real", "5. Tensors", REAL),
-         ("number", "5. Tensors", NUMBER), ("names", "6. Names", NAMES)]
+         ("number", "5. Tensors", NUMBER), ("names", "6. Names", NAMES),
+         ("plain", "7. Plain values", PLAIN)]
 
 
 def _notebook(path: Path, cells=CELLS) -> Path:
@@ -215,6 +249,7 @@ def graded(tmp_path_factory):
         "not_frozen": {"layer.weight.requires_grad_(False)": "pass"},
         "complex": {"return 2 * x": "return torch.complex(2 * x, torch.ones_like(x))"},
         "lazy": {"return x.mean()": "return lambda: x.mean()"},
+        "newton": {"x = x - f(x) / fprime(x)": "x = x - f(x) / (2 * x)"},
         "len": {"    return np.arange(3)\n": "    return np.arange(5)\n\n\ndef len(x):\n    return 3\n"},
     }
     notebooks = [key] + [make_submission(root / f"{name}.ipynb", key, edit) for name, edit in wrong.items()]
@@ -403,3 +438,9 @@ def test_a_module_a_test_cell_patches_is_whole_again_for_the_next_check():
 def test_a_builtins_name_is_the_notebooks_only_where_the_assignment_defines_it(graded):
     assert graded["key"]["names"].status == "passed"  # the assignment's own `def sum(a, b)`
     assert graded["len"]["names"].status == "failed"  # a submission's `def len` is not the cell's len
+
+
+@pytest.mark.slow
+def test_functions_complex_numbers_and_sets_cross_to_student_code_and_back(graded):
+    assert graded["key"]["plain"].status == "passed"  # a lambda, a def of the cell, math.sin: called back
+    assert graded["newton"]["plain"].status == "failed"  # ... and a wrong newton is wrong with them

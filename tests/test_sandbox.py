@@ -276,3 +276,23 @@ def test_forged_tensor_tables_are_refused(table, data, why):
     with pytest.raises(ProtocolError):
         read_message(io.BytesIO(frame))
     assert isinstance(_through_a_pipe([frame])[0], ProtocolError)
+
+
+def test_sets_and_complex_numbers_travel_as_data_and_functions_only_from_the_judge():
+    from autograder.sandbox.protocol import JudgeFunction
+
+    def round_trip(value, **decoder):
+        enc = Encoder(on_unknown=lambda obj: Handle(7, type(obj).__name__))
+        return Decoder(enc.tensors, lambda h: h, **decoder).decode(enc.encode(value))
+
+    assert round_trip({1, "a", (2, 3.5)}) == {1, "a", (2, 3.5)}
+    assert round_trip(frozenset({1})) == frozenset({1}) and type(round_trip(frozenset({1}))) is frozenset
+    assert round_trip(complex(1, float("nan"))).real == 1 and round_trip(-2j) == -2j
+    assert round_trip({object()}) == Handle(7, "set")  # elements that are not data: the set stays in the worker
+    enc = Encoder(on_unknown=lambda obj: JudgeFunction(0, "f", 1))
+    data = enc.encode(lambda x: x)
+    with pytest.raises(ProtocolError, match="a function in a message to the judge"):
+        Decoder({}, lambda h: h).decode(data)  # a worker never hands the judge a function to run
+    assert Decoder({}, lambda h: h, judge_function=lambda i, name: (i, name)).decode(data) == (0, "f")
+    with pytest.raises(ProtocolError):
+        Decoder({}, lambda h: h).decode({"__set__": [[1]]})  # an unhashable element

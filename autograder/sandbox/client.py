@@ -14,8 +14,11 @@ import select
 import signal
 import struct
 import subprocess
+import functools
+import itertools
 import tempfile
 import time
+import types
 from dataclasses import asdict, dataclass, field
 from typing import BinaryIO, Callable
 
@@ -25,7 +28,8 @@ from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.processes import MONITORED, MemoryMonitor, kill_tree, process_table, process_tree
 from autograder.sandbox.protocol import (
-    MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, ProtocolError, decode_message,
+    MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, JudgeFunction, ProtocolError,
+    decode_message,
     message_parts, pack_sources,
 )
 from autograder.sandbox.remote import Remote, proxy_class
@@ -289,6 +293,8 @@ class WorkerProcess:
         self._isolated = False  # the worker runs in its own PID namespace: killing it ends all it started
         # Answers the calls of the worker's stand-ins (kind, payload) -> value; None: it may make none
         self.callbacks: Callable[[str, dict], object] | None = None
+        self._judge_functions: list[Callable] = []  # the judge's functions passed to the worker this check
+        self._running_judge_function = False  # one is running: it may not call into the worker it was called from
         self.explain_name: Callable[[str], str | None] | None = None  # name -> why the notebook's binding of it is not there (or None)
         self.explain_hang: Callable[[str], str | None] | None = None  # what NotRunAgain names -> the message (or None)
         # The worker is in the state a check starts from (its last request was an end_check: reset and seeded),
@@ -637,6 +643,8 @@ class WorkerProcess:
 
     # -- requests -----------------------------------------------------------------------------
     def request(self, op: str, *args, what: str = "", child_label: str | None = None):
+        if self._running_judge_function:  # the worker waits for that function's answer, not for a request
+            raise TypeError("a function passed to student code cannot call the student's code itself")
         enc = Encoder(on_unknown=self._encode_remote, by_value=True)
         header = {"op": op, "args": enc.encode(list(args))}
         self.ready_for_check = False
@@ -647,6 +655,7 @@ class WorkerProcess:
         return value
 
     def _new_check(self) -> None:
+        self._judge_functions.clear()
         if self._replies is not None:
             self._replies.check_bytes = 0
 
@@ -715,6 +724,8 @@ class WorkerProcess:
     def _answer(self, callback, tensors: dict, doing: str) -> None:
         """Answer a stand-in's call with `self.callbacks`; what goes wrong goes back as an error, which the
         student's code meets as an exception (the check then fails like any other)."""
+        if isinstance(callback, dict) and callback.get("kind") == "judge_function":
+            return self._answer_judge_function(callback, tensors)
         if self.callbacks is None or not isinstance(callback, dict):
             self.kill()
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected call while {doing}")
@@ -729,7 +740,35 @@ class WorkerProcess:
             reply, enc = {"callback_error": f"the reference could not answer: {exc}"}, None
         self._send(reply, enc.tensors if enc else {}, doing)
 
+    def _answer_judge_function(self, callback: dict, tensors: dict) -> None:
+        """Run the judge's function student code called, on the plain data it passed; its value goes back."""
+        enc = None
+        try:
+            payload = Decoder(tensors, _no_handles).decode(callback.get("payload"))
+            number = payload.get("id") if isinstance(payload, dict) else None
+            if not isinstance(number, int) or not 0 <= number < len(self._judge_functions):
+                raise ValueError("no such function was passed to the notebook in this check")
+            args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                raise ValueError("malformed call")
+            self._running_judge_function = True
+            try:
+                value = self._judge_functions[number](*args, **kwargs)
+            finally:
+                self._running_judge_function = False
+            enc = Encoder(on_unknown=_not_plain, by_value=True)
+            reply = {"callback_ok": enc.encode(value)}
+        except (ProtocolError, WorkerError) as exc:
+            reply, enc = {"callback_error": f"the test's function could not be called: {exc}"}, None
+        except Exception as exc:  # noqa: BLE001 - the test's function raised: student code meets it as an error
+            reply, enc = {"callback_error": f"the test's function raised {type(exc).__name__}: {exc}"}, None
+        self._send(reply, enc.tensors if enc else {}, "answering a call of the test's function")
+
     def _encode_remote(self, obj):
+        if isinstance(obj, JUDGE_FUNCTION_TYPES) and not isinstance(obj, Remote):
+            self._judge_functions.append(obj)
+            return JudgeFunction(len(self._judge_functions) - 1, getattr(obj, "__name__", "function"),
+                                 next(_NONCES))
         if isinstance(obj, Remote):
             if object.__getattribute__(obj, "_worker") is not self:
                 raise TypeError("an object from one worker cannot be passed to another")
@@ -762,6 +801,12 @@ def _called_name(op: str, args: tuple) -> str | None:
         return None
     handle = object.__getattribute__(args[0], "_handle")
     return handle.path if handle.id == 0 and handle.path and "." not in handle.path else None
+
+
+# what a test passes to student code as a function it calls back (a lambda, a def of the cell, a bound method,
+# math.sin, functools.partial)
+JUDGE_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+_NONCES = itertools.count()
 
 
 def _no_handles(handle: Handle):

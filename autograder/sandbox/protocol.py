@@ -5,8 +5,9 @@ A message is a JSON header plus an optional blob of tensors, framed by lengths:
     [8-byte header length][header JSON][8-byte blob length][blob]
     blob: [8-byte table length][table JSON][padding][tensor bytes, each at a 64-byte aligned offset]
 
-Values are encoded as JSON with tagged objects for what JSON lacks (tuples, non-string dict keys,
-non-finite floats, tensors, dtypes, handles). Tensors travel in the blob as their raw bytes; the table
+Values are encoded as JSON with tagged objects for what JSON lacks (tuples, sets, non-string dict keys,
+non-finite floats, complex numbers, tensors, dtypes, handles, the judge's functions passed to student code, which
+the worker calls back and never runs itself). Tensors travel in the blob as their raw bytes; the table
 gives each one's dtype, shape and place. Both sides decode with parsers that never execute code (json,
 and a table checked entry by entry before any tensor is made: a dtype from a fixed list, a shape whose
 size is the bytes given, places inside the blob that do not overlap, booleans that are 0 or 1): the
@@ -52,6 +53,27 @@ class Handle:
 
     def child(self, name: str) -> "Handle":
         return Handle(self.id, "object", f"{self.path}.{name}" if self.path else name)
+
+
+@dataclass(frozen=True)
+class JudgeFunction:
+    """A function of the judge's (a test cell's `lambda x: x**2 - 1`) passed to student code: the worker gets a
+    function that calls it back through the judge, where it runs; its code never runs in the worker. `nonce`
+    differs for every function passed, so that no recorded reply of the reference is taken for another one's."""
+
+    id: int
+    name: str
+    nonce: int
+
+
+_PLAIN_HASHABLE = (type(None), bool, int, float, complex, str)
+
+
+def _plain_hashable(x) -> bool:
+    """A set's element that travels as data: a number, a string, or a tuple or frozenset of those."""
+    if type(x) in (tuple, frozenset):
+        return all(_plain_hashable(y) for y in x)
+    return type(x) in _PLAIN_HASHABLE
 
 
 def _float(x: float) -> Any:
@@ -130,6 +152,10 @@ class Encoder:
             return obj if abs(obj) < 2**63 else {"__bigint__": str(obj)}
         if isinstance(obj, float):
             return _float(obj)
+        if isinstance(obj, complex):
+            return {"__complex__": [_float(obj.real), _float(obj.imag)]}
+        if type(obj) in (set, frozenset) and all(_plain_hashable(x) for x in obj):
+            return {"__set__": [self.encode(x, depth + 1) for x in obj], "frozen": type(obj) is frozenset}
         if isinstance(obj, torch.Tensor):
             return self._tensor(obj)
         if isinstance(obj, Handle):
@@ -156,6 +182,8 @@ class Encoder:
         if _is_numpy_scalar(obj):
             return self.encode(obj.item(), depth)
         handle = self.on_unknown(obj)
+        if isinstance(handle, JudgeFunction):
+            return {"__judge_function__": handle.id, "name": handle.name, "nonce": handle.nonce}
         if not isinstance(handle, Handle):
             raise TypeError(f"cannot encode a {type(obj).__name__}")
         return _handle(handle)
@@ -211,10 +239,13 @@ class Decoder:
     """Inverse of Encoder. `make_handle(handle)` turns a handle into the receiver's object; `build_configs`: a
     transformers configuration becomes the real object (in a worker), else a ConfigValue (in the judge)."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor], make_handle, build_configs: bool = False):
+    def __init__(self, tensors: dict[str, torch.Tensor], make_handle, build_configs: bool = False,
+                 judge_function=None):
         self.tensors = tensors
         self.make_handle = make_handle
         self.build_configs = build_configs
+        # (id, name) -> the worker's function calling the judge's back; None (the judge): a message with one is refused
+        self.judge_function = judge_function
 
     def decode(self, data: Any, depth: int = 0) -> Any:
         if depth > 70:
@@ -243,6 +274,23 @@ class Decoder:
             return float(data["__float__"])
         if "__bigint__" in data:
             return int(data["__bigint__"])
+        if "__complex__" in data:
+            parts = data["__complex__"]
+            if not isinstance(parts, list) or len(parts) != 2:
+                raise ProtocolError("malformed complex number in message")
+            real, imag = (self.decode(x, depth + 1) for x in parts)
+            if not all(type(x) in (int, float) for x in (real, imag)):
+                raise ProtocolError("malformed complex number in message")
+            return complex(real, imag)
+        if "__set__" in data:
+            items = [self.decode(x, depth + 1) for x in data["__set__"]] if isinstance(data["__set__"], list) else None
+            if items is None or not all(_plain_hashable(x) for x in items):
+                raise ProtocolError("malformed set in message")
+            return frozenset(items) if data.get("frozen") else set(items)
+        if "__judge_function__" in data:
+            if self.judge_function is None:
+                raise ProtocolError("a function in a message to the judge")
+            return self.judge_function(int(data["__judge_function__"]), str(data.get("name", "function")))
         if "__dtype__" in data:
             dtype = getattr(torch, str(data["__dtype__"]), None)
             if not isinstance(dtype, torch.dtype):

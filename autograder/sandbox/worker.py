@@ -126,7 +126,8 @@ class Worker:
             return self.load(unpack_sources(header["units"], tensors))
         try:
             # in the try: a handle's path is looked up here, and what it raises is the reply
-            args = Decoder(tensors, self._resolve, build_configs=True).decode(header.get("args", []))
+            args = Decoder(tensors, self._resolve, build_configs=True, judge_function=self._judge_function
+                           ).decode(header.get("args", []))
             fn = getattr(self, f"op_{op}", None)
             if fn is None:
                 raise ValueError(f"unknown request {op!r}")
@@ -257,17 +258,28 @@ class Worker:
                 for candidates in hangs], False
 
     def ask_judge(self, kind: str, payload: dict):
-        """A stand-in's call: sent to the judge, answered by the reference's worker."""
+        """A stand-in's call, answered by the reference's worker, or a call of a function of the judge's."""
         enc = Encoder(on_unknown=_refuse, by_value=True, snapshot=False)
         try:
             data = enc.encode(payload)
         except TypeError as exc:
-            raise JudgeRefused(f"this call cannot be sent to the reference: {exc}") from None
+            to = "the test's function" if kind == "judge_function" else "the reference"
+            raise JudgeRefused(f"this call cannot be sent to {to}: {exc}") from None
         write_message(self.out, {"callback": {"kind": kind, "payload": data}}, enc.tensors)
         header, tensors = read_message(self.inp)
         if "callback_error" in header:
             raise JudgeRefused(safe_str(header["callback_error"], 500))
         return Decoder(tensors, _refuse, build_configs=True).decode(header.get("callback_ok"))
+
+    def _judge_function(self, function_id: int, name: str):
+        """What student code receives for a function of the judge's: calling it asks the judge to run it."""
+        ask = self.ask_judge
+
+        def call(*args, **kwargs):
+            return ask("judge_function", {"id": function_id, "args": list(args), "kwargs": kwargs})
+
+        call.__name__ = call.__qualname__ = name
+        return call
 
     def op_answer_forward(self, target, args, kwargs, params, training):
         return standins.answer_forward(target, args, kwargs, params, training), False
