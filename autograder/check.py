@@ -70,6 +70,20 @@ def student_confinement(limits: Limits) -> tuple[Confinement, str]:
     return replace(conf, level=choice.level), note
 
 
+def files_beside(path: Path, nb) -> dict[str, str]:
+    """The files the notebook reads by a literal relative path that lie beside it (data/iris.csv): visible to its
+    worker, read-only, at the same relative paths, as the grader ships them."""
+    from autograder.notebook.opened import files_read
+
+    found = {}
+    for opened in files_read(nb):
+        name = "/".join(p for p in opened.path.replace("\\", "/").split("/") if p not in ("", "."))
+        target = Path(path).resolve().parent / name
+        if name and ".." not in name.split("/") and target.is_file():
+            found[name] = str(target)
+    return found
+
+
 def run_checks(path: Path, part: str | None = None, limits: Limits | None = None) -> CheckRun:
     limits = limits or Limits()
     try:
@@ -89,6 +103,7 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
     extraction = extract(nb, names_read([s.source for s in specs], []))
     notes += [f"cell {s.cell} was not run: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
     confinement, said = student_confinement(limits)
+    confinement = replace(confinement, inputs=files_beside(path, nb))
     if said:
         notes.append(said)
     spec = WorkerSpec([u.to_wire() for u in extraction.units], confinement=confinement,

@@ -200,3 +200,15 @@ def test_in_notebook_check_matches_autograder_check(course):
         cli = run_checks(subs[name]).results
         assert {v["name"]: v["status"] for v in kernel} == {r.name: r.status for r in cli}, name
     assert "softmax of equal logits should be uniform" in part_outputs[1]
+
+
+def test_a_file_the_notebook_reads_beside_it_is_there_for_its_public_checks(tmp_path):
+    data = nbformat.v4.new_code_cell('TEXT = open("data/x.csv").read()')
+    test = nbformat.v4.new_code_cell('assert TEXT.startswith("a,b"), "data/x.csv holds a,b"')
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "reads", "points": 1}
+    nb = nbformat.v4.new_notebook(cells=[data, test])
+    nbformat.write(nb, tmp_path / "hw.ipynb")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.csv").write_text("a,b\n1,2\n")
+    [result] = run_checks(tmp_path / "hw.ipynb").results
+    assert (result.status, result.message) == ("passed", "")
