@@ -326,3 +326,29 @@ def test_only_the_files_the_notebook_names_are_shipped(tmp_path):
     assert not (report.target / "make_data.py").exists() and (report.target / "helpers.py").is_file()
     assert 'files = ["data/rows.csv", "helpers.py", "images/a.png", "plot.png"]' in \
         (report.target / "assignment.toml").read_text()
+
+
+def test_a_read_only_cell_a_student_changed_is_graded_as_handed_out(tmp_path):
+    given = nbformat.v4.new_code_cell("LIMIT = 3")
+    given.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True, "grade_id": "given",
+                                  "schema_version": 3}
+    answer = nbformat.v4.new_code_cell("def below():\n    ### BEGIN SOLUTION\n    return list(range(LIMIT))\n"
+                                       "    ### END SOLUTION")
+    answer.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": "answer",
+                                   "schema_version": 3}
+    test = nbformat.v4.new_code_cell("assert below() == [0, 1, 2]")
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "grade_id": "test", "points": 1,
+                                 "schema_version": 3}
+    source = tmp_path / "nbgrader" / "hw.ipynb"
+    source.parent.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[given, answer, test]), source)
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    paths = build(report.target)
+    key = paths.release / "answer_key.ipynb"
+    cheat = _submission(tmp_path / "cheat.ipynb", key, "range(LIMIT)", "range(LIMIT + 1)")  # off by one
+    cheat_nb = nbformat.read(cheat, as_version=4)
+    cheat_nb.cells[0].source = "LIMIT = 2"  # ... and the read-only cell changed to make up for it
+    nbformat.write(cheat_nb, cheat)
+    [result] = grade_all(paths.release, [cheat], tmp_path / "out")
+    assert result.score == 0
+    assert any("cell 1 is read-only" in note for note in result.notes)

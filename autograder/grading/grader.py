@@ -20,6 +20,7 @@ from autograder.grading.staging import is_staged
 from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import extract
 from autograder.notebook.load import NotebookError, NotebookUnreadable, NotebookVanished, read_notebook
+from autograder.notebook.markers import locked_code, restore_locked
 from autograder.recording import Recording, fingerprint
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
@@ -117,6 +118,15 @@ def load_recording(release: Release, confinement_status: str, cuda: bool) -> Rec
     return recording if recording.fingerprint == fingerprint(release.manifest_digest, confinement_status, cuda) else None
 
 
+def handed_out_locked(release: Release) -> dict[str, str]:
+    """The read-only code cells of the release's answer key (what was handed out), by grade_id."""
+    try:
+        nb, _ = read_notebook(release.dir / "answer_key.ipynb")
+    except NotebookError:
+        return {}
+    return locked_code(nb)
+
+
 class Grader:
     """Holds the reference worker and the judge for a grading run; grades one submission at a time."""
 
@@ -139,6 +149,7 @@ class Grader:
             self.reference.worker.explain_name = self.reference.explain_unbound
         self._reference_as_submission: Program | None = None
         self.names_read = release.names_read_from_submissions()
+        self.locked = handed_out_locked(release)
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
                                   set(release.config.gpu_checks), cuda, self.reference_as_submission)
         if self.recording is not None:
@@ -256,6 +267,7 @@ class Grader:
                 return ungraded_result(self.release, path, sub_id, f"{exc} (a problem of this machine's files, not "
                                        "the submission's)", time.monotonic() - start)
             return self._ungraded(path, sub_id, str(exc), start)
+        notes += restore_locked(nb, self.locked)
         extraction = extract(nb, self.names_read)
         notes += [f"cell {s.cell} was not graded: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
         worker, self._next_worker = self._next_worker, None

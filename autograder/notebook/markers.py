@@ -208,3 +208,28 @@ def hidden_lines(source: str) -> set[int]:
     """1-based numbers of a test cell's lines inside `### BEGIN HIDDEN TESTS` regions (the markers included)."""
     regions = find_regions(source.split("\n"), "test cell")
     return {i + 1 for r in regions if r.kind == HIDDEN for i in range(r.begin, r.end + 1)}
+
+
+def locked_code(nb) -> dict[str, str]:
+    """{grade_id: source} of the notebook's read-only code cells (nbgrader `locked`, neither an answer nor a test):
+    code handed out that students must not change."""
+    out = {}
+    for cell in nb.get("cells", []):
+        meta = nbgrader_meta(cell)
+        if cell.get("cell_type") == "code" and meta.get("locked") and not meta.get("solution") \
+                and not meta.get("grade") and isinstance(meta.get("grade_id"), str):
+            out[meta["grade_id"]] = cell_source(cell)
+    return out
+
+
+def restore_locked(nb, handed_out: dict[str, str]) -> list[str]:
+    """Put back, as nbgrader's autograde does, the code of each read-only cell a submission changed (found by its
+    grade_id); one note per cell put back."""
+    notes = []
+    for number, cell in enumerate(nb.get("cells", []), 1):
+        grade_id = nbgrader_meta(cell).get("grade_id")
+        if cell.get("cell_type") == "code" and isinstance(grade_id, str) and grade_id in handed_out \
+                and cell_source(cell) != handed_out[grade_id]:
+            cell["source"] = handed_out[grade_id]
+            notes.append(f"cell {number} is read-only: it was graded as it was handed out, without your changes")
+    return notes
