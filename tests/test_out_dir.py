@@ -362,3 +362,16 @@ def test_a_folder_of_out_that_is_no_result_is_never_written_into(tmp_path, examp
     assert "graded as release-2" in capsys.readouterr().err
     grade(example_release, [nb], GradeOptions(out, quiet=True))  # resumed under the same name, not release-3
     assert not (out / "release-3").exists()
+
+
+def test_a_submission_whose_every_check_the_reference_fails_says_why(example_release, capsys):
+    from dataclasses import replace
+
+    from autograder.grading.grader import ungraded_result
+    from autograder.grading.run import report_grader_problems
+
+    whole = ungraded_result(example_release, Path("alice.ipynb"), "alice", "x")
+    whole = replace(whole, error="", checks=[replace(c, grader_problem="the reference solution gets 0/1 on this "
+                                                     "check here: this assertion failed") for c in whole.checks])
+    report_grader_problems([whole])
+    assert "  - alice: the reference solution gets 0/1 on this check here" in capsys.readouterr().err

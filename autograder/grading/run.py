@@ -42,13 +42,22 @@ from autograder.sandbox.isolation import level_of
 from autograder.submissions import Submission, submission_ids
 
 
+def _why_not_graded(result: SubmissionResult) -> str:
+    """The submission's error, else what its checks were not graded for (the reference failing each of them)."""
+    if result.error:
+        return result.error.removeprefix("not graded: ")
+    causes = sorted({c.grader_problem for c in result.ungraded if c.grader_problem})
+    more = f" (and {len(causes) - 3} more causes)" if len(causes) > 3 else ""
+    return "; ".join(causes[:3]) + more if causes else "none of its checks could be graded here"
+
+
 def report_grader_problems(results: list[SubmissionResult]) -> None:
     """On stderr, whatever `quiet` says: submissions the grader could not grade at all (a grading process that
     died, a notebook this machine may not read), then checks that no submission could be graded on here, and why."""
     whole = [r for r in results if r.ungraded and len(r.ungraded) == len(r.checks)]
     lines = [f"GRADER PROBLEM: {len(whole)} submission(s) not graded at all (marked NOT GRADED, never 0; their grades "
              "are not final):"] if whole else []
-    lines += [f"  - {r.submission}: {r.error.removeprefix('not graded: ')}" for r in whole]
+    lines += [f"  - {r.submission}: {_why_not_graded(r)}" for r in whole]
     causes: dict[str, set[str]] = {}
     for r in results:
         for c in r.ungraded if r not in whole else []:
