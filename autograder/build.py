@@ -173,7 +173,8 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         add_student_cells(out.student, config.student, config.title)
         add_student_cells(out.answer_key, config.student, config.title, public_from=out.student)
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
-    reference = extract(out.answer_key, names_read([c.source for c in out.cell_checks], test_sources))
+    used = names_read([c.source for c in out.cell_checks], test_sources)
+    reference = extract(out.answer_key, used)
     _write_notebook(paths.assignment / config.notebook, out.student)
     for name in config.files:
         _copy(paths.source / name, paths.assignment / name)
@@ -196,8 +197,23 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
                    for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
-    paths.notes = out.notes
+    paths.notes = out.notes + loops_not_run(reference, f"{paths.source.name}/{config.notebook}", used)
     return paths
+
+
+def loops_not_run(reference, where: str, used) -> list[str]:
+    """A loop or `with` block the grader does not run that changes what the checks read (`a = np.zeros(...)` kept,
+    the loop filling `a` not): the checks would see the value from before the loop, and the reference fail them."""
+    kept = {name for unit in reference.units for name in unit.names} & set(used)
+    notes = []
+    for skipped in reference.not_run:
+        changed = sorted(set(skipped.changes) & kept)
+        if changed:
+            names = ", ".join(f"`{n}`" for n in changed)
+            notes.append(f"{where}: cell {skipped.cell}, line {skipped.line}: {skipped.reason}, but it changes {names}, "
+                         f"which the grader keeps: the checks see {names} as before it; build {names} in one "
+                         "statement (a comprehension, np.fromfunction) or in a function the notebook calls")
+    return notes
 
 
 def _load_test_file(path: Path) -> tuple[list[CheckSpec], list[str]]:

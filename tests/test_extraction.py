@@ -66,3 +66,16 @@ def test_assignments_a_download_would_feed_are_not_pulled_in_by_it():
     names = {n for u in extract(nb).units for n in u.names}
     assert "model" not in names
     assert "embed" in names
+
+
+def test_a_loop_the_grader_does_not_run_that_fills_a_kept_array_is_named_at_build():
+    import nbformat
+
+    from autograder.build import loops_not_run
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import numpy as np\nn = 3\na = np.zeros((n, n))\nfor i in range(n):\n    for j in range(n):\n"
+        "        a[i, j] = 1 / (i + j + 1)\nlosses = []\nfor step in range(2):\n    losses.append(step)\n")])
+    reference = extract(nb, {"a", "n"})
+    [note] = loops_not_run(reference, "hw/hw.ipynb", {"a", "n"})  # the losses of a training loop: not read
+    assert note.startswith("hw/hw.ipynb: cell 1, line 4: a `for` loop") and "changes `a`, which the grader keeps" in note

@@ -62,6 +62,7 @@ class NotRun:
     line: int
     names: list[str]
     reason: str
+    changes: list[str] = field(default_factory=list)  # names it changes in place (`a[i, j] = ...`, `xs.append(x)`)
 
     def explain(self, name: str) -> str:
         return f"`{name}` is bound in cell {self.cell}, line {self.line}, which the grader did not run: {self.reason}"
@@ -316,10 +317,33 @@ def _statements(nb, skipped: list[Skipped], not_run: list[NotRun]) -> list[_Stat
                 unit = Unit(index, first, text, _bound_names(node), kind)
             elif type(node) in _NOT_RUN:
                 bound = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
-                if bound:
-                    not_run.append(NotRun(index, first, bound, _NOT_RUN[type(node)]))
+                changed = _changed_in_place(node)
+                if bound or changed:
+                    not_run.append(NotRun(index, first, bound, _NOT_RUN[type(node)], changed))
             out.append(_Statement(index, first, text, node, unit))
     return out
+
+
+_IN_PLACE = {"append", "extend", "insert", "update", "add", "setdefault", "pop", "remove", "clear", "sort",
+             "reverse", "fill", "put", "resize"}
+
+
+def _changed_in_place(node) -> list[str]:
+    """Names a statement changes without binding them: `a[i, j] = x`, `a.b = x`, `a += x` on an element,
+    `xs.append(x)`, `w.fill_(0)` (a method ending in _: torch's in-place operations)."""
+    def base(target):
+        while isinstance(target, (ast.Subscript, ast.Attribute)):
+            target = target.value
+        return target.id if isinstance(target, ast.Name) else None
+
+    changed = set()
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            changed.add(base(n))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                (n.func.attr in _IN_PLACE or (n.func.attr.endswith("_") and not n.func.attr.startswith("_"))):
+            changed.add(base(n.func.value))
+    return sorted(name for name in changed if name)
 
 
 def extract(nb, uses=()) -> Extraction:
