@@ -296,3 +296,27 @@ def test_sets_and_complex_numbers_travel_as_data_and_functions_only_from_the_jud
     assert Decoder({}, lambda h: h, judge_function=lambda i, name: (i, name)).decode(data) == (0, "f")
     with pytest.raises(ProtocolError):
         Decoder({}, lambda h: h).decode({"__set__": [[1]]})  # an unhashable element
+
+
+def test_a_reply_nested_past_the_parsers_depth_is_a_malformed_message_not_a_grader_error():
+    from autograder.sandbox.protocol import decode_message
+
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        decode_message(b'{"ok": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", bytearray())
+
+
+def test_progress_a_statement_repeats_buys_it_no_more_time():
+    spam = ("import gc, time\nfrom autograder.sandbox.worker import Worker\n"
+            "from autograder.sandbox.protocol import write_message\n"
+            "def _spam():\n    w = next(o for o in gc.get_objects() if isinstance(o, Worker))\n"
+            "    for _ in range(8):\n        write_message(w.out, {'progress': 0})\n        time.sleep(1)\n"
+            "_x = _spam()\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(spam + "\ndef f():\n    return 1\n")])
+    ex = extract(nb, {"_x"})
+    prog = Program(ex, WorkerSpec([u.to_wire() for u in ex.units], confinement=Confinement(), import_seconds=3))
+    try:
+        report = prog.start()
+        assert any("did not finish within 3 s" in why for why in report.errors.values()), report.errors
+        assert report.defined.get("f") == "callable"
+    finally:
+        prog.close()

@@ -585,9 +585,11 @@ class WorkerProcess:
                 self._send({"op": "load", "units": units}, sources, "receiving its definitions")
                 while True:
                     header, _ = self._next(deadline, "loading definitions")
-                    if "progress" in header:  # each statement gets the whole time limit
-                        current = int(header["progress"])
-                        deadline = time.monotonic() + self.spec.import_seconds
+                    if "progress" in header:  # each statement gets the whole time limit, once
+                        reached = header["progress"]
+                        if type(reached) is int and current < reached < len(units):  # repeated: no more time
+                            current = reached
+                            deadline = time.monotonic() + self.spec.import_seconds
                         continue
                     break
             except WorkerTimeout:

@@ -408,7 +408,7 @@ def _unpack_tensors(blob: bytearray) -> dict[str, torch.Tensor]:
         raise ProtocolError("tensor table longer than the tensor data")
     try:
         table = json.loads(bytes(blob[8:8 + n_table]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # (nested past the parser's depth)
         raise ProtocolError(f"malformed tensor table: {exc}") from None
     if not isinstance(table, dict):
         raise ProtocolError("malformed tensor table")
@@ -480,6 +480,8 @@ def _header(data) -> dict:
         header = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"malformed message header: {exc}") from None
+    except RecursionError:  # [[[...]]] deeper than the parser goes: no reply of a worker is
+        raise ProtocolError("malformed message header: nested too deeply") from None
     if not isinstance(header, dict):
         raise ProtocolError("message header is not an object")
     return header
