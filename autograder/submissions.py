@@ -3,7 +3,8 @@
 Accepted inputs, mixed freely on one command line:
 
 - notebook files: the id is the file name made folder-safe ("hw (1).ipynb" -> "hw_1");
-- a folder of notebooks: every *.ipynb directly inside it, ids from the file names;
+- a folder of notebooks: every *.ipynb directly inside it, ids from the file names (any case: HW.IPYNB too), and
+  each folder beside them that holds a notebook, as a submission folder (below);
 - a folder of submission folders (no notebook directly inside, one folder per student, each holding the
   notebook and what it saves, such as the rubric's checkpoint, at any depth): the id is the folder's name;
 - a Gradescope submissions export (the folder, or the .zip Gradescope downloads): one
@@ -84,13 +85,18 @@ def submission_ids(paths: list[Path]) -> list[str]:
     return unique_ids([Path(p).stem for p in paths])
 
 
+def is_notebook_name(path: Path) -> bool:
+    """A notebook's file name, whatever its case (HW1.IPYNB from a Windows machine is one)."""
+    return path.suffix.lower() == ".ipynb"
+
+
 def candidates(folder: Path, readable: bool = True) -> list[Path]:
     """The notebooks under `folder` (any depth), shallowest first, then by name; what is inside hidden folders
     (Jupyter's checkpoints, a grading run's own copies) and macOS's `._` resource forks left out. `readable` False:
     the entries named *.ipynb that are no regular file (a FIFO, a link to nothing) instead."""
     if not folder.is_dir():
         return []
-    found = (p for p in folder.rglob("*.ipynb") if p.is_file() == readable and not p.is_dir()
+    found = (p for p in folder.rglob("*") if is_notebook_name(p) and p.is_file() == readable and not p.is_dir()
              and not any(part.startswith(".") for part in p.relative_to(folder).parts[:-1])
              and not p.name.startswith("._"))
     return sorted(found, key=lambda p: (len(p.relative_to(folder).parts), str(p)))
@@ -277,7 +283,7 @@ def _is_nbgrader(folder: Path) -> Path | None:
 def _folder_of_notebooks(folder: Path) -> list[Submission]:
     """Every *.ipynb entry of `folder` gets a row, whatever it is: a dangling link or a FIFO is graded as
     unreadable."""
-    entries = sorted(p for p in folder.iterdir() if p.suffix == ".ipynb" and not p.is_dir())
+    entries = sorted(p for p in folder.iterdir() if is_notebook_name(p) and not p.is_dir())
     return [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(entries), entries)]
 
 
@@ -314,6 +320,13 @@ def refuse_links_out(subs: list[Submission], root: Path) -> None:
                          f"({s.path.resolve()}): not graded")
 
 
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
 # -- all together --------------------------------------------------------------------------------------
 
 def discover(args: list[str | Path], notebook: str | None = None, assignment: str | None = None,
@@ -330,8 +343,13 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
                 found, layout = _gradescope(arg, notebook, released), "Gradescope export"
             elif nbg is not None:
                 found, layout = _nbgrader(nbg, assignment, notebook, released), "nbgrader submitted/ tree"
-            elif any(p.suffix == ".ipynb" and not p.is_dir() for p in arg.iterdir()):
+            elif any(is_notebook_name(p) and not p.is_dir() for p in arg.iterdir()):
                 found, layout = _folder_of_notebooks(arg), "folder of notebooks"
+                # students' folders beside the notebooks (a download of both kinds): each a submission too; a
+                # folder holding no notebook (data/) is no student's
+                beside = [s for s in _folders_of_submissions(arg, notebook, released) if not s.refused]
+                if beside:
+                    found, layout = found + beside, "folder of notebooks and submission folders"
             else:
                 found, layout = _folders_of_submissions(arg, notebook, released), "folder of submission folders"
             refuse_links_out(found, arg.resolve())
@@ -353,6 +371,8 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
         else:
             loose.append(arg)
     if loose:
+        given = {_resolved(p) for p in loose}  # a file given by name is that file's submission, not its folder's too
+        inputs.submissions = [s for s in inputs.submissions if _resolved(s.path) not in given]
         inputs.submissions += [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(loose), loose)]
         inputs.layouts.append(f"{len(loose)} notebook file(s)")
     ids = unique_ids([s.student for s in inputs.submissions])

@@ -239,3 +239,15 @@ def test_progress_bar_counts(capsys):
     bar.finish()
     err = capsys.readouterr().err
     assert "\r[" in err and "3/4" in err and "done 2, failed 1, pending 1" in err and err.endswith("\n")
+
+
+def test_a_folder_of_notebooks_with_students_folders_beside_them_grades_both(tmp_path):
+    notebook(tmp_path / "class" / "alice.ipynb")
+    notebook(tmp_path / "class" / "CAROL.IPYNB")  # written on another system: still a notebook
+    notebook(tmp_path / "class" / "bob" / "vectors.ipynb")
+    notebook(tmp_path / "class" / "data" / "x.csv")  # no notebook: no student
+    notebook(tmp_path / "class" / ".ipynb_checkpoints" / "alice-checkpoint.ipynb")
+    inputs = discover([tmp_path / "class"], notebook="vectors.ipynb")
+    assert [(s.student, s.path.name) for s in inputs.submissions] == \
+        [("CAROL", "CAROL.IPYNB"), ("alice", "alice.ipynb"), ("bob", "vectors.ipynb")]
+    assert "folder of notebooks and submission folders, 3 submission(s)" in inputs.layouts[0]
