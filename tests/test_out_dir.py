@@ -345,6 +345,11 @@ def test_another_file_of_the_same_name_never_replaces_an_earlier_students_result
     assert "graded as alice-2" in capsys.readouterr().err
     rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert set(rows) == {"alice", "alice-2"} and rows["alice"]["total"] != rows["alice-2"]["total"]
+    capsys.readouterr()
+    # both again, in the other order: each file keeps its id and is resumed, none graded twice
+    assert command_line(run[:2] + [str(second), str(first)] + run[2:]) == 0
+    assert "graded as" not in capsys.readouterr().err and sorted(p.name for p in out.iterdir() if p.is_dir()) == \
+        ["alice", "alice-2"]
     first.write_text(second.read_text())  # the same file, edited: graded again under its own id
     assert command_line(run[:2] + [str(first)] + run[2:]) == 0
     rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}

@@ -35,23 +35,49 @@ def _origin(path: Path) -> str:
         return str(path)
 
 
-def apart_from_earlier(out_dir: Path, paths: list[Path], ids: list[str], named_by_file: list[bool]) -> list[str]:
+def apart_from_earlier(out_dir: Path, paths: list[Path], ids: list[str],
+                       named_by_file: list[bool]) -> tuple[list[str], set[int]]:
     """Ids taken from file names, each kept apart from a result DIR holds for another file with other bytes
     (sec2/alice.ipynb graded into a folder that holds sec1/alice.ipynb's result becomes alice-2): a file's name
-    does not say which student it is, and an earlier student's result is never replaced by another's. The same
-    file (edited: graded again in place) and the same bytes from elsewhere (resumed) keep their id. Whatever names
-    a submission, a folder of DIR that is no result (`--out .` in a course folder: release/, solutions/) is never
-    written into: that student's result goes to release-2."""
-    taken, out = set(ids), []
-    for path, sub_id, by_file in zip(paths, ids, named_by_file):
+    does not say which student it is, and an earlier student's result is never replaced by another's. A file graded
+    into DIR before keeps the id it got then, whatever the order of this run's arguments (edited: graded again in
+    place); the same bytes from elsewhere are resumed. Whatever names a submission, a folder of DIR that is no
+    result (`--out .` in a course folder: release/, solutions/) is never written into: that student's result goes
+    to release-2. Returns the ids and the indexes of those moved aside (alice-2 for alice)."""
+    earlier = _earlier_ids(out_dir) if any(named_by_file) else {}
+    out: list[str | None] = [None] * len(ids)
+    for i, (path, by_file) in enumerate(zip(paths, named_by_file)):
+        before = earlier.get(_origin(path)) if by_file else None
+        if before is not None and before not in out:
+            out[i] = before
+    claimed = {name for name in out if name is not None}
+    taken, moved = claimed | set(ids), set()
+    for i, (path, sub_id, by_file) in enumerate(zip(paths, ids, named_by_file)):
+        if out[i] is not None:
+            continue
         new, n = sub_id, 2
-        while (by_file and _someone_else(out_dir / new, path)) or not_a_result_folder(out_dir / new):
+        while new in claimed or (by_file and _someone_else(out_dir / new, path)) or not_a_result_folder(out_dir / new):
             while f"{sub_id}-{n}" in taken:
                 n += 1
             new = f"{sub_id}-{n}"
             taken.add(new)
-        out.append(new)
-    return out
+            moved.add(i)
+        out[i] = new
+    return [name for name in out if name is not None], moved
+
+
+def _earlier_ids(out_dir: Path) -> dict[str, str]:
+    """{the absolute path of a file graded into DIR: the id of its result there}."""
+    found: dict[str, str] = {}
+    try:
+        folders = sorted(p for p in out_dir.iterdir() if p.is_dir())
+    except OSError:
+        return found
+    for folder in folders:
+        origin = _marker(folder).get("origin")
+        if isinstance(origin, str):
+            found.setdefault(origin, folder.name)
+    return found
 
 
 RESULT_FILES = (MARKER, "grading.json", "results.json")  # any of them: a result's folder (it may hold more: rubric.json)

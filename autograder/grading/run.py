@@ -85,9 +85,9 @@ def _ids_and_notes(submissions: list, paths: list[Path], options: GradeOptions) 
             named, by_file = [s.student for s in submissions], [s.named_by_file for s in submissions]
         else:
             named, by_file = submission_ids(paths), [True] * len(paths)
-        ids = apart_from_earlier(options.out_dir, paths, named, by_file)
-        for path, before, after in zip(paths, named, ids):
-            if before != after:  # whatever `quiet` says: a row under another name than the file's is news
+        ids, moved = apart_from_earlier(options.out_dir, paths, named, by_file)
+        for i, (path, before, after) in enumerate(zip(paths, named, ids)):
+            if i in moved:  # whatever `quiet` says: a row under another name than the file's is news
                 print(f"{path}: graded as {after}: {options.out_dir / before} holds something else (the result of another "
                       "file, or files that are no result)",
                       file=sys.stderr, flush=True)
