@@ -159,3 +159,13 @@ def test_parts_come_in_the_notebooks_order_in_feedback():
     assert list(by_part(checks)) == ["1. A", "2. B", "3. C", "Part 10", "Written answers"]
     text = feedback_markdown(SubmissionResult("s", "s.ipynb", checks), "T")
     assert text.index("## 1. A") < text.index("## 2. B") < text.index("## 3. C") < text.index("## Part 10")
+
+
+def test_a_message_from_student_code_is_shown_in_feedback_md_as_written_and_makes_nothing():
+    from autograder.judge import CheckResult
+    from autograder.reports.results import SubmissionResult, feedback_markdown
+
+    raised = "x\n\n# Score: 79 / 79\n<img src=x onerror=alert(1)>\n[free points](http://x.example)"
+    text = feedback_markdown(SubmissionResult("s", "s.ipynb", [CheckResult("c", "1. A", 1, 0, "failed", raised)]), "T")
+    assert "\n# Score" not in text and "    \\# Score: 79 / 79" in text
+    assert "<img" not in text and "&lt;img" in text and "\\[free points\\](http" in text

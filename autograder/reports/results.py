@@ -108,6 +108,17 @@ def by_part(checks: list[CheckResult]) -> dict[str, list[CheckResult]]:
     return {name: parts[name] for _, name in sorted(enumerate(parts), key=number)}
 
 
+_BLOCK_START = re.compile(r"^(\s*)([#>+\-*=|~`]|\d+[.)])")
+
+
+def plain(text: str) -> str:
+    """Text from a submission (a message, a file name) as markdown that shows it as written and makes nothing of
+    it: no heading, quote, list or code fence a line could start, no HTML, no link or image."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]").replace("*", "\\*")
+    return "\n".join(_BLOCK_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line) for line in text.split("\n"))
+
+
 def feedback_markdown(result: SubmissionResult, title: str) -> str:
     """What a student reads: score per part, each check with its message. Hidden checks are left out."""
     headline = f"**Score: {result.score:g} / {result.max_score:g}**"
@@ -115,11 +126,11 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
         headline += f" ({sum(c.max_score for c in result.pending):g} of the {result.max_score:g} points are pending, added later)"
     lines = [f"# {title}", "", headline, ""]
     if result.ungraded:
-        lines += [f"> {result.not_final_note()}", ""]
+        lines += [f"> {plain(result.not_final_note())}", ""]
     if result.error:
-        lines += [f"> {result.error}", ""]
+        lines += ["> " + plain(result.error).replace("\n", "\n> "), ""]
     for note in result.notes:
-        lines.append(f"- {note}")
+        lines.append(f"- {plain(note)}")
     if result.notes:
         lines.append("")
     for part, checks in by_part(result.checks).items():
@@ -133,7 +144,7 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
                     UNGRADED: "NOT GRADED"}[c.status]
             score = c.status if c.status in UNSCORED else f"{c.score:g}/{c.max_score:g}"
             lines.append(f"- [{mark}] {c.name} ({score})")
-            for msg_line in c.message.splitlines():
+            for msg_line in plain(c.message).splitlines():
                 lines.append(f"    {msg_line}")
         lines.append("")
     return "\n".join(lines)

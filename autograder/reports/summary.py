@@ -25,7 +25,7 @@ from autograder.reports.class_statistics import (
     message_key,
     most_common,
 )
-from autograder.reports.results import SubmissionResult
+from autograder.reports.results import SubmissionResult, plain
 
 
 def summary_markdown(results: list[SubmissionResult], title: str = "", extra: Sequence[str] = ()) -> str:
@@ -75,7 +75,7 @@ def _errors_markdown(errors: list[SubmissionResult]) -> list[str]:
         return []
     lines = ["## Could not be graded", ""]
     for text, n in most_common(Counter(message_key(r.error) for r in errors)):
-        lines.append(f"- {n} x {text}")
+        lines.append(f"- {n} x {plain(text)}")
     return [*lines, "", "Submissions: " + ", ".join(r.submission for r in errors), ""]
 
 
