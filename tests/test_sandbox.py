@@ -320,3 +320,14 @@ def test_progress_a_statement_repeats_buys_it_no_more_time():
         assert report.defined.get("f") == "callable"
     finally:
         prog.close()
+
+
+def test_a_shipped_python_file_imports_as_beside_a_notebook(tmp_path):
+    from autograder.judge import ProgramProxy
+
+    (tmp_path / "bars.py").write_text("def make_bars(n):\n    return [1] * n\n")
+    prog = program("from bars import make_bars\n", inputs={"bars.py": str(tmp_path / "bars.py")})
+    try:
+        assert prog.start().errors == {} and ProgramProxy(prog).make_bars(3) == [1, 1, 1]
+    finally:
+        prog.close()

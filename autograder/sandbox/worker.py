@@ -342,6 +342,9 @@ def main(config_json: str) -> None:
     torch.set_num_threads(config.get("threads", 1))
     conf = Confinement(**config["confinement"])
     status = confine(conf)
+    # the working directory (the assignment's shipped files) comes first on the path, as in a kernel started
+    # beside the notebook: `from helpers import make_data` finds a shipped helpers.py
+    sys.path.insert(0, os.getcwd())
     limit = conf.file_bytes // 2 if conf.file_bytes else 1 << 30  # half: room left for a crash's traceback
     sys.stdout, sys.stderr = CappedOutput(sys.stdout, limit), CappedOutput(sys.stderr, limit)
     inp, out = os.fdopen(fd_in, "rb"), os.fdopen(fd_out, "wb")
