@@ -66,7 +66,17 @@ def secret_lines(source: Path) -> set[str]:
     for test_file in sorted((source / "tests").glob("*.py")):
         secret |= {s.strip() for s in test_file.read_text(encoding="utf-8").splitlines()}
     public = {s.strip() for s in out.public}
-    return {s for s in secret - public - STUB_LINES if s and s.strip("#").strip()}
+    return {s for s in secret - public - STUB_LINES if telling(s)}
+
+
+def telling(line: str) -> bool:
+    """Whether a line says something of a solution if found elsewhere: not a keyword line any code has (`else:`,
+    `return None`, `pass`, `)`), which a shipped helper file shares with a hidden test by chance."""
+    import keyword
+
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*|\d+", line.strip("#").strip())
+    named = "".join(w for w in words if not keyword.iskeyword(w) and w not in ("self", "cls"))
+    return len(named) >= 5 or (bool(named) and len(line.strip()) >= 20)
 
 
 FRAMEWORK_TAGS = {SETUP_TAG, CHECK_TAG, INSTALL_TAG}

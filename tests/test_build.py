@@ -67,6 +67,8 @@ def test_leak_check_finds_a_solution_line_pasted_into_the_student_folder(example
     (leaky / "hints.py").write_text("# hint\n    shifted = x - x.max(dim=dim, keepdim=True).values\n")
     leaks = find_leaks(leaky, secrets)
     assert len(leaks) == 1 and "hints.py" in leaks[0]
+    (leaky / "hints.py").write_text("if x:\n    pass\nelse:\n    return None\n)\n")  # lines any code has
+    assert find_leaks(leaky, secrets) == []
 
 
 def _course_with_helper_module(root, fraction):
