@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from autograder.build import build, transform
-from autograder.notebook.foreign import AUTOTEST, OTTER, OTTER_OLD, UNKNOWN, find_foreign
+from autograder.notebook.foreign import AUTOTEST, MARK_SCHEME, OTTER, OTTER_OLD, UNKNOWN, find_foreign
 from autograder.notebook.markers import MarkerError, check_cell
 from autograder.verify import find_leaks, secret_lines
 from tests.conftest import EXAMPLE_SOURCE
@@ -39,6 +39,8 @@ def _cell(kind, source, **nbgrader):
     ("code", "## HIDDEN TEST ##", OTTER_OLD),
     ("code", "# TEST", OTTER_OLD),
     ("code", "# BEGIN CHECKPOINT", UNKNOWN),
+    ("code", '""" # BEGIN PLUGIN', OTTER),
+    ("markdown", "=== BEGIN MARK SCHEME ===", MARK_SCHEME),
 ])
 def test_foreign_markers_are_refused_with_location_style_and_advice(kind, line, style):
     cell = _cell(kind, f"x = 1\n{line}\ny = 2")
@@ -46,6 +48,7 @@ def test_foreign_markers_are_refused_with_location_style_and_advice(kind, line, 
         check_cell(cell, "hw.ipynb: cell 7")
     message = str(err.value)
     assert message.startswith(f"hw.ipynb: cell 7, line 2: {line.strip()!r} is a marker of {style.name}")
+    assert "a marker of a " not in message
     assert style.advice in message
 
 

@@ -321,8 +321,8 @@ def test_only_the_files_the_notebook_names_are_shipped(tmp_path):
         (folder / name).write_text("x")
     (report,) = import_assignment(source, "hw", tmp_path / "solutions")
     assert "4 file(s) shipped with the notebook: data/rows.csv, helpers.py, images/a.png, plot.png" in report.converted
-    assert any(n.startswith("not shipped, as the notebook does not name them: make_data.py, notes/todo.txt. To ship "
-                            "one, copy it from") for n in report.notes)
+    assert any(n.startswith("the other files of ") and "to ship one, copy it into" in n and "make_data" not in n
+               for n in report.notes)
     assert not (report.target / "make_data.py").exists() and (report.target / "helpers.py").is_file()
     assert 'files = ["data/rows.csv", "helpers.py", "images/a.png", "plot.png"]' in \
         (report.target / "assignment.toml").read_text()
@@ -352,3 +352,73 @@ def test_a_read_only_cell_a_student_changed_is_graded_as_handed_out(tmp_path):
     [result] = grade_all(paths.release, [cheat], tmp_path / "out")
     assert result.score == 0
     assert any("cell 1 is read-only" in note for note in result.notes)
+
+
+def test_files_of_other_assignments_are_not_shipped_by_name_and_a_missing_image_is_named(tmp_path):
+    """A folder holding several assignments: a file of another one's folder is shipped only when the notebook names
+    its path (not its bare name), IMPORT.md lists none of them, and names the image the notebook shows that is not
+    there (`verify` would fail on it)."""
+    folder = tmp_path / "course"
+    shows = nbformat.v4.new_markdown_cell("![logo](logo.png)\n![diagram](img/diagram.png)")
+    source = _nbgrader_notebook(folder / "hw.ipynb", [shows])
+    for name in ("hw2/hw2.ipynb", "hw2/logo.png", "hw2/release/data.csv", "img/diagram.png"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("x")
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert "1 file(s) shipped with the notebook: img/diagram.png" in report.converted
+    assert report.not_converted == [
+        f"imported notebook, cell 7, line 1: `logo.png` (an image the notebook shows): not in {folder}, so not "
+        f"shipped: put it there and import again, or copy it into {report.target} and add it to `files` in "
+        "assignment.toml (`autograder verify` fails until then)"]
+    assert not any("hw2" in line for line in report.notes + report.converted)
+
+
+MARK_SCHEME = "Write it well.\n\n=== BEGIN MARK SCHEME ===\n\n- 1 mark for tidy code\n- 1 mark for comments\n\n" \
+              "=== END MARK SCHEME ==="
+
+
+def _task(source: str, **meta):
+    cell = nbformat.v4.new_markdown_cell(source)
+    cell.metadata["nbgrader"] = {"grade": False, "solution": False, "task": True, "grade_id": "task1", "points": 2,
+                                 "locked": True, "schema_version": 3, **meta}
+    return cell
+
+
+def test_a_tasks_mark_scheme_stays_out_of_both_notebooks_and_the_task_keeps_its_points(tmp_path):
+    """nbgrader's mark scheme is instructor-only: in neither the student notebook nor the answer key, but as a
+    comment above the task's manual check; the task is a manual check with its points."""
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", [_task(MARK_SCHEME)])
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert report.not_converted == []
+    assert "cell 7: task 'task1' (2 points) -> manual check 'task1' (pending, graded by hand)" in report.converted
+    assert ("cell 7: mark scheme of task 'task1' -> out of the student notebook and the answer key, a comment above "
+            "its manual check in tests/nbgrader_tests.py (for whoever grades it)") in report.converted
+    tests = (report.target / "tests" / "nbgrader_tests.py").read_text()
+    assert ("# Mark scheme of 'task1' (nbgrader's, for whoever grades it by hand; not in the notebooks):\n"
+            "#   - 1 mark for tidy code\n#   - 1 mark for comments\n"
+            "check_task1 = manual('task1', 2, 'Part A', 'task, nbgrader cell 7')") in tests
+    paths = build(report.target)
+    for notebook in (paths.assignment / "hw.ipynb", paths.release / "answer_key.ipynb"):
+        cells = nbformat.read(notebook, as_version=4).cells
+        assert "Write it well." in [c.source for c in cells]
+        assert not any("mark" in c.source.lower() for c in cells), notebook
+
+
+@pytest.mark.parametrize("cell, problem", [
+    (nbformat.v4.new_markdown_cell(MARK_SCHEME), "cell 7: a mark scheme outside a task cell ('Manually graded task')"),
+    (_task("=== BEGIN MARK SCHEME ===\n- 1 mark"), "cell 7: a mark scheme without END MARK SCHEME"),
+])
+def test_a_mark_scheme_nbgrader_refuses_is_refused_whole(tmp_path, cell, problem):
+    from autograder.importers.common import ImportFailed
+
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", [cell])
+    with pytest.raises(ImportFailed, match=re.escape(problem)):
+        import_assignment(source, "hw", tmp_path / "solutions")
+
+
+def test_a_marker_of_an_unknown_tool_is_named_in_plain_words(tmp_path):
+    cell = nbformat.v4.new_code_cell("x = 1\n# BEGIN CHECKPOINT")
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", [cell])
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert report.not_converted == ["cell 7: cell: '# BEGIN CHECKPOINT' is a marker of another tool's grading format; "
+                                    "the cell is left as it is, and `autograder build` refuses it until then"]

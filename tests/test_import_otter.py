@@ -2,6 +2,7 @@
 submissions as its author meant, question by question; otter's solution, prompt, test and points rules."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -39,7 +40,8 @@ def test_the_demo_imports_with_a_report(demo):
     assert ("q1: 3 test case(s) (1 point) -> 2 public test cell(s) in the notebook, 1 check(s) compared with the "
             "reference") in demo.converted
     assert "cell 10: public test 'q1 test 1' (0.333333 points) -> public test cell" in demo.converted
-    assert "q4: manual question (1 point) -> manual check 'q4' (pending)" in demo.converted
+    assert ("q4: manual question without points -> manual check 'q4' worth 0 (pending), as otter counts it; give it "
+            "points in tests/otter_tests.py") in demo.converted
     assert any("np.True_" in note for note in demo.notes)
 
 
@@ -57,8 +59,8 @@ def test_the_demo_verifies(demo):
 
     report = verify(demo.target)
     assert report.ok, report.problems
-    assert report.lines[0] == ("manual: 2 point(s) graded by hand, pending in every total: check q4 (manual "
-                               "question, 1); check q5 (manual question, 1)")
+    assert report.lines[0] == ("manual: 0 point(s) graded by hand, pending in every total: check q4 (manual "
+                               "question, 0); check q5 (manual question, 0)")
 
 
 @pytest.mark.slow
@@ -107,15 +109,17 @@ def test_points_are_shared_as_otter_shares_them(points, cases, expected):
 
 def test_what_is_not_converted_is_reported_and_refused_by_the_build(tmp_path):
     nb = nbformat.read(DEMO / "source" / "demo.ipynb", as_version=4)
-    ignored = nbformat.v4.new_code_cell("# BEGIN IGNORE\nprint('only in the instructor notebook')\n# END IGNORE")
-    del ignored["id"]  # the demo is nbformat 4.4: cells have no ids
-    nb.cells.insert(2, ignored)
+    plugin = nbformat.v4.new_code_cell('""" # BEGIN PLUGIN\nplugin: otter.plugins.builtin.GoogleSheetsGradeOverride\n'
+                                       '""" # END PLUGIN')
+    del plugin["id"]  # the demo is nbformat 4.4: cells have no ids
+    nb.cells.insert(2, plugin)
     source = tmp_path / "src" / "demo.ipynb"
     source.parent.mkdir()
     nbformat.write(nb, source)
     (report,) = import_assignment(source, "demo", tmp_path / "solutions")
-    assert report.not_converted[0].startswith("cell 3: '# BEGIN IGNORE': a marker of otter-grader's assignment format")
-    with pytest.raises(MarkerError, match="line 1: '# BEGIN IGNORE' is a marker of otter-grader's assignment format"):
+    assert report.not_converted[0].startswith('cell 3: \'""" # BEGIN PLUGIN\': a marker of otter-grader\'s assignment '
+                                              "format this import does not convert")
+    with pytest.raises(MarkerError, match="line 1: .* is a marker of otter-grader's assignment format"):
         build(report.target)
 
 
@@ -141,11 +145,12 @@ def test_seeding_lines_run_before_each_test_in_both_programs(tmp_path):
     seeded = nbformat.v4.new_code_cell("assert np.isclose(draw(), 0.3745401188473625), 'draws as seeded with 42'")
     source = _otter_notebook(tmp_path / "src" / "seeded.ipynb", seeded)
     (report,) = import_assignment(source, "seeded", tmp_path / "solutions")
-    assert "cell 1: otter's seeding line(s) np.random.seed(42) -> run before each test, in the submission and in " \
-           "the reference" in report.converted
+    assert "cell 1: otter's seeding line(s) np.random.seed(42) -> kept in both notebooks (where they stand; otter " \
+           "seeds each cell of a submission with them when grading), run there by the grader in the submission and " \
+           "in the reference, and again before each test compared with the reference" in report.converted
     paths = build(report.target)
     student = (paths.assignment / "seeded.ipynb").read_text()
-    assert "np.random.seed(42)" in student and "# SEED" not in student
+    assert "_seed = np.random.seed(42)" in student and "# SEED" not in student
     (result,) = grade(load_release(paths.release), [paths.release / "answer_key.ipynb"],
                       GradeOptions(tmp_path / "out", quiet=True, summary=False))
     assert [(c.name, c.status) for c in result.checks] == [("q1 test 1", "passed")]
@@ -169,19 +174,21 @@ def test_public_cases_are_public_test_cells_students_run_and_hidden_ones_stay_hi
     assert "'q1 hidden test 3'" in tests and "'q1 test 1'" not in tests  # one check per case, wherever it lives
 
 
-def test_seeded_public_cases_are_named_and_still_graded(tmp_path):
-    case = nbformat.v4.new_code_cell("round(draw(), 4)")
-    source = _otter_notebook(tmp_path / "src" / "v.ipynb", case, nbformat.v4.new_code_cell("assert draw() < 1"))
+def test_public_cases_that_draw_random_numbers_are_named_and_still_graded_the_others_stay_public(tmp_path):
+    """Only a public case whose value depends on the generator the seeding lines seed (a notebook function that
+    draws, called; `np.random` itself) needs the seeding the grader runs first: the others stay public test cells."""
+    cases = [code("round(draw(), 4)", "0.3745"), code("assert np.random.rand() < 1"), code("assert callable(draw)")]
+    source = _otter_notebook(tmp_path / "src" / "v.ipynb", *cases)
     (report,) = import_assignment(source, "v", tmp_path / "solutions")
+    rest = ("), and the grader runs the notebook's seeding lines before it (as otter seeds each cell), which a test "
+            "cell cannot do; students see its code, but `autograder check` does not run it (it is graded as a check "
+            "compared with the reference)")
     assert report.not_converted == [
-        "cell 7: public test 'q1 test 1': the grader runs the notebook's seeding lines before it, which a test cell "
-        "cannot do; students see its code, but `autograder check` does not run it (it is graded as a check compared "
-        "with the reference)",
-        "cell 8: public test 'q1 test 2': the grader runs the notebook's seeding lines before it, which a test cell "
-        "cannot do; students see its code, but `autograder check` does not run it (it is graded as a check compared "
-        "with the reference)"]
+        f"cell 7: public test 'q1 test 1': it draws random numbers (`draw()`{rest}",
+        f"cell 8: public test 'q1 test 2': it draws random numbers (`np.random.rand`{rest}"]
+    assert "cell 9: public test 'q1 test 3' (0.333333 points) -> public test cell" in report.converted
     tests = (report.target / "tests" / "otter_tests.py").read_text()
-    assert "reference_cell('q1 test 1', 0.5," in tests and "reference_cell('q1 test 2', 0.5," in tests
+    assert "reference_cell('q1 test 1', 0.3333333333333333," in tests and "'q1 test 3'" not in tests
     cells = nbformat.read(report.target / "v.ipynb", as_version=4).cells
     assert [c.metadata.get("tags") for c in cells if c.source == "round(draw(), 4)"] == [["skip-grading"]]
 
@@ -210,7 +217,8 @@ def test_pdf_export_markers_are_removed_and_the_manual_question_graded_by_hand(t
     (report,) = import_assignment(source, "demo", tmp_path / "solutions")
     assert report.not_converted == []
     assert f"cell {q5 + 1}: otter's PDF export marker of q5 removed (graded by hand: a manual check)" in report.converted
-    assert "q5: manual question (1 point) -> manual check 'q5' (pending)" in report.converted
+    assert "q5: manual question without points -> manual check 'q5' worth 0 (pending), as otter counts it; give it " \
+           "points in tests/otter_tests.py" in report.converted
     text = (report.target / "demo.ipynb").read_text()
     assert "QUESTION -->" not in text and "**Question 5:**" in text
     build(report.target)
@@ -238,4 +246,220 @@ def test_files_shipped_are_those_the_notebook_names_or_the_config_lists(tmp_path
         (source.parent / name).write_text("x")
     (report,) = import_assignment(source, "f", tmp_path / "solutions")
     assert "1 file(s) shipped with the notebook: extra/a.txt" in report.converted
-    assert any(n.startswith("not shipped, as the notebook does not name them: gen.py.") for n in report.notes)
+    assert any(n.startswith("the other files of ") and "gen.py" not in n for n in report.notes)
+
+
+# -- otter's points, ignored lines, seeding, all_or_nothing, defaults and older format ---------------------------
+
+def raw(source: str):
+    return nbformat.v4.new_raw_cell(source)
+
+
+def md(source: str):
+    return nbformat.v4.new_markdown_cell(source)
+
+
+def code(source: str, value: str | None = None):
+    """A code cell; `value`: the text/plain the source notebook recorded for it (what otter compares with)."""
+    cell = nbformat.v4.new_code_cell(source)
+    if value is not None:
+        cell.execution_count = 1
+        cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": value}, execution_count=1)]
+    return cell
+
+
+def question(name: str, config: str, solution: list, *tests) -> list:
+    """An otter v1 question: its configuration, solution cells and test cells between otter's raw block cells."""
+    return [raw(f"# BEGIN QUESTION\nname: {name}\n{config}".rstrip()), raw("# BEGIN SOLUTION"), *solution,
+            raw("# END SOLUTION"), *([raw("# BEGIN TESTS"), *tests, raw("# END TESTS")] if tests else []),
+            raw("# END QUESTION")]
+
+
+def notebook(path: Path, *cells) -> Path:
+    nb = nbformat.v4.new_notebook(cells=list(cells))
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.parametrize("points, cases, expected", [
+    ([10, 2], [None, None], [10, 2]),  # a list: each case's points, in order
+    ([None, 3], [None, 1], [0, 3]),  # the list replaces the cases' own; an unspecified one is then worth 0
+    ({"each": 0.75}, [None] * 5, [0.75] * 5),  # {each: x}: x per case
+    ({"each": 2}, [1, None], [1, 3]),  # ... a total of 2 per case, shared as a total is
+])
+def test_a_list_of_points_and_each_are_read_as_otter_reads_them(points, cases, expected):
+    q = Question("q", points, cases=[Case("x", False, p) for p in cases])
+    assert case_points(q) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("points, cases, message", [
+    ([1], [None, None], "`points` lists 1 value(s) for 2 test case(s) (otter refuses this too)"),
+    ({"eahc": 2}, [None], "`points: {'eahc': 2}` is not `{each: POINTS}`"),
+    ("two", [None], "points 'two' is not a number >= 0"),
+    ([1, "x"], [None, None], "points 'x' is not a number >= 0"),
+    (1, [2, None], "its test cases' points (2) exceed the question's (1) (otter refuses this too)"),
+])
+def test_points_otter_refuses_or_would_misread_are_one_error_naming_the_question(points, cases, message):
+    from autograder.importers.common import ImportFailed
+
+    q = Question("q8", points, cases=[Case("x", False, p) for p in cases], loc="cell 62")
+    with pytest.raises(ImportFailed, match=re.escape(f"cell 62: question 'q8': {message}")):
+        case_points(q)
+
+
+def test_the_command_line_names_a_bad_points_value_in_one_line_and_writes_nothing(tmp_path, capsys):
+    from autograder.entrypoints import command_line as main
+
+    source = notebook(tmp_path / "src" / "p.ipynb", *question("q1", "points:\n    each: many", [code("x = 2 # SOLUTION")],
+                                                              code("assert x == 2")))
+    assert main(["import", "otter", str(source), "--name", "p", "--solutions", str(tmp_path / "solutions")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {source}: cell 1: question 'q1': `points: {{'each': 'many'}}` is not `{{each: POINTS}}` "
+                   "(a number >= 0 per test case)\n")
+    assert not (tmp_path / "solutions").exists()
+
+
+def test_ignored_lines_blocks_and_cells_are_removed_and_written_answers_keep_their_label(tmp_path):
+    """otter's `# IGNORE` lines and blocks go from both notebooks (and from tests: an exception-based test whose call
+    is ignored gets the call otter makes); a `# ignore` cell goes; `**SOLUTION:**` answers are written answers."""
+    square = ("def square(x):\n    y = x * x # SOLUTION\n    # BEGIN IGNORE\n    z = np.cos(y)\n    # END IGNORE\n"
+              "    print(y)  # IGNORE\n    return y # SOLUTION")
+    source = notebook(
+        tmp_path / "src" / "ig.ipynb", code("import numpy as np"), code("# ignore\nprint('only for the instructor')"),
+        *question("q1", "points: 2", [code(square)],
+                  code("def test_square(square):\n    assert square(3) == 9\n\ntest_square(square)  # IGNORE"),
+                  code('""" # BEGIN TEST CONFIG\nhidden: true\n""" # END TEST CONFIG\ndef test_more(square):\n'
+                       '    assert square(-2) == 4\n\ntest_gcd(gcd)  # IGNORE')),
+        *question("q2", "manual: true\npoints: 1", [md("**SOLUTION:**\n\nBecause squares are never negative.")]),
+        *question("q3", "manual: true\npoints: 1", [md("**SOLUTION:** by symmetry.")]))
+    (report,) = import_assignment(source, "ig", tmp_path / "solutions")
+    assert report.not_converted == []
+    assert "cell 2: dropped, as otter drops a cell whose first line is `# ignore`" in report.converted
+    assert ("cell 5: 4 line(s) otter ignores (`# IGNORE`, `# BEGIN IGNORE` ... `# END IGNORE`) removed, as otter "
+            "removes them from both notebooks") in report.converted
+    paths = build(report.target)
+    student = "\n".join(c.source for c in nbformat.read(paths.assignment / "ig.ipynb", as_version=4).cells)
+    for gone in ("instructor", "cos", "print(y)", "IGNORE", "never negative", "symmetry", "SOLUTION"):
+        assert gone not in student, gone
+    assert "def test_square(square):\n    assert square(3) == 9\n\ntest_square(square)" in student  # otter's call
+    key = "\n".join(c.source for c in nbformat.read(paths.release / "answer_key.ipynb", as_version=4).cells)
+    assert "**Solution:**\n\nBecause squares are never negative." in key and "**Solution:** by symmetry." in key
+    tests = (report.target / "tests" / "otter_tests.py").read_text()
+    assert "test_more(square)" in tests and "test_gcd" not in tests
+
+
+@pytest.mark.parametrize("source, message", [
+    ("x = 1\n# END IGNORE", "c, line 2: `# END IGNORE` without `# BEGIN IGNORE` (otter refuses it too)"),
+    ("# BEGIN IGNORE\nx = 1", "c: `# BEGIN IGNORE` without `# END IGNORE` (otter refuses it too)"),
+])
+def test_an_unbalanced_ignore_block_is_refused(source, message):
+    from autograder.importers.common import ImportFailed
+    from autograder.importers.otter_lines import without_ignored
+
+    with pytest.raises(ImportFailed, match=re.escape(message)):
+        without_ignored(source, "c")
+
+
+def test_questions_without_tests_or_points_count_as_otter_counts_them(tmp_path):
+    """A question with neither tests nor `manual` is graded by nothing in otter: no check; a manual question
+    without points is worth 0 there: a manual check worth 0, named in IMPORT.md."""
+    source = notebook(tmp_path / "src" / "d.ipynb",
+                      *question("q1", "", [code("x = 2 # SOLUTION")], code("assert x == 2")),
+                      *question("q2", "points: 3", [code("y = 3 # SOLUTION")]),
+                      *question("q3", "manual: true", [md("**SOLUTION:** it is.")]))
+    (report,) = import_assignment(source, "d", tmp_path / "solutions")
+    assert ("q2: no tests and not manual -> no check: otter grades nothing for it (its solution cells are "
+            "converted)") in report.converted
+    assert ("q3: manual question without points -> manual check 'q3' worth 0 (pending), as otter counts it; give it "
+            "points in tests/otter_tests.py") in report.converted
+    assert any(n.startswith("a manual question without `points` is worth 0") for n in report.notes)
+    tests = (report.target / "tests" / "otter_tests.py").read_text()
+    assert "'q2'" not in tests and "q3 = manual('q3', 0, 'q3', 'manual question')" in tests
+
+
+def _answered(student: Path, answers: list[str], path: Path) -> Path:
+    """The student notebook with each stub replaced by the next answer, at the stub's indentation."""
+    nb = nbformat.read(student, as_version=4)
+    left = iter(answers)
+    for cell in nb.cells:
+        cell.source = re.sub(r"( *)# TODO: your code here\n *raise NotImplementedError\(\)",
+                             lambda m: m.group(1) + next(left), cell.source)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_seeded_draws_all_or_nothing_and_a_list_of_points_grade_as_otter_grades(tmp_path):
+    """The seeding line runs where it stood, in the reference and in a student's notebook (a value drawn at the
+    top level is the seeded one), and demotes no public test; an all_or_nothing question partly right gets 0."""
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    draws = code("# HIDDEN\ndef test_values(np, z):\n    assert np.allclose(z[:2], [4.99342831, 3.7234714])\n\n"
+                 "test_values(np, z)")
+    source = notebook(
+        tmp_path / "src" / "hw.ipynb", code("import numpy as np"),
+        *question("q1", "points: 2", [code("x = 2 # SOLUTION")], code("x % 2 == 0", "True"),
+                  code("# HIDDEN\nx == 2", "True")),
+        *question("q8", "points: [1, 2]", [code("np.random.seed(42) # SEED\nz = np.random.normal(4, 2, 10) # SOLUTION")],
+                  code("len(z) == 10", "True"), draws),
+        *question("q9", "points: 4\nall_or_nothing: true", [code("def double(v):\n    return 2 * v # SOLUTION")],
+                  code("double(1) == 2", "True"), code("# HIDDEN\ndouble(-3) == -6", "True")))
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert report.not_converted == []
+    assert ("q9: all_or_nothing: 2 test case(s) -> one check 'q9' worth 4 points when every case passes, 0 otherwise; "
+            "1 public test cell(s) worth 0 in the notebook (students run them)") in report.converted
+    assert ("cell 13: otter's seeding line(s) np.random.seed(42) -> kept in both notebooks (in a cell of their own "
+            "before the solution; otter seeds each cell of a submission with them when grading), run there by the "
+            "grader in the submission and in the reference, and again before each test compared with the "
+            "reference") in report.converted
+    paths = build(report.target)
+    student = paths.assignment / "hw.ipynb"
+    assert "# the grader runs this seeding line here, and before each test: keep it\n_seed = np.random.seed(42)" in [
+        c.source for c in nbformat.read(student, as_version=4).cells]  # a student's answer does not replace it
+    right = _answered(student, ["x = 2", "z = np.random.normal(4, 2, 10)", "return 2 * v"], tmp_path / "right.ipynb")
+    partly = _answered(student, ["x = 2", "z = 4 + 2 * np.random.randn(10)", "return 2 * abs(v)"],
+                       tmp_path / "partly.ipynb")
+    results = grade(load_release(paths.release), [paths.release / "answer_key.ipynb", right, partly],
+                    GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    full = {"q1 test 1": 1, "q1 hidden test 2": 1, "q8 test 1": 1, "q8 hidden test 2": 2, "q9 test 1": 0, "q9": 4}
+    for result, expected in zip(results, [full, full, {**full, "q9": 0}]):
+        assert {c.name: c.score for c in result.checks} == expected, [(c.name, c.message) for c in result.checks]
+    assert next(c for c in results[2].checks if c.name == "q9").message == "q9 hidden test 2: a hidden test failed"
+
+
+def test_otters_older_format_is_converted_as_otters_own_converter_reads_it(tmp_path):
+    """otter v0 / jassign: ```-fenced BEGIN QUESTION in the question's markdown, the next cell its solution, the
+    `# TEST` / `# HIDDEN TEST` cells after it its cases; `# SOLUTION` lines and `**SOLUTION:**` cells anywhere."""
+    source = notebook(
+        tmp_path / "src" / "v0.ipynb", code("import numpy as np"),
+        md("**Question 1:** Write `square`.\n\n```\nBEGIN QUESTION\nname: q1\npoints: 2\n```"),
+        code("def square(x):\n    return x ** 2 # SOLUTION"), code("# TEST\nsquare(1)", "1"),
+        code("# HIDDEN TEST\nsquare(3)", "9"),
+        md("**Question 2:** Why?\n\n```\nBEGIN QUESTION\nname: q2\nmanual: true\npoints: 1\n```"),
+        md("**SOLUTION:** because."), md("That is all."), code("y = 3 # SOLUTION"))
+    (report,) = import_assignment(source, "v0", tmp_path / "solutions")
+    assert report.not_converted == []
+    assert report.converted[0].startswith("v0.ipynb: otter's older format (v0 / jassign")
+    for line in ("cell 3: solution of q1 -> solution cell 'q1_solution_1'",
+                 "q1: 2 test case(s) (2 points) -> 1 public test cell(s) in the notebook, 1 check(s) compared with the "
+                 "reference", "cell 7: written answer of q2 -> answer cell 'q2_solution_2' (YOUR ANSWER HERE)",
+                 "q2: manual question (1 point) -> manual check 'q2' (pending)",
+                 "cell 9: solution of solution -> solution cell 'solution_solution_3'"):
+        assert line in report.converted, line
+    paths = build(report.target)
+    student = "\n".join(c.source for c in nbformat.read(paths.assignment / "v0.ipynb", as_version=4).cells)
+    for gone in ("x ** 2", "because", "BEGIN QUESTION", "y = 3", "square(3)", "# TEST"):
+        assert gone not in student, gone
+    assert "**Question 1:** Write `square`." in student and "That is all." in student
+
+
+def test_an_all_or_nothing_check_names_its_cases_code_for_mutation_analysis():
+    """Mutation analysis finds the part of a definition through the test-cell code a check closes over."""
+    from autograder.importers.cells import all_cases
+    from autograder.mutants.analysis import _parts_reading
+
+    spec = all_cases("q9", 4, "q9", [], [("q9 test 1", "double(1) == 2", False), ("q9 test 2", "halve(2)", True)])
+    assert _parts_reading("halve", [spec._ag_check], []) == ["q9"]

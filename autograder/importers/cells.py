@@ -7,7 +7,8 @@ autograder/kernel.py's, as for a notebook's own test cells. This module adds wha
   many points (nbgrader's partial credit); any other value gives full points, an exception none; an assertion
   without a message is named by its line, unless the line is hidden;
 - otter-grader (`reference_cell`): the cell runs twice, on the submission and on the reference, and passes when
-  neither fails and the values of their last expressions are equal;
+  neither fails and the values of their last expressions are equal; an all_or_nothing question (`all_cases`) is
+  one check over its cases, full points when every one passes;
 - the notebook's seeding lines (otter's `# SEED`) run in the student's module before each test, as they ran in the
   notebook before the tests (SEEDING_HELPERS, shipped into both workers).
 Not reproduced: nbgrader's zero for a cell that writes to stderr.
@@ -125,10 +126,9 @@ def same(actual, expected) -> bool:
         return False
 
 
-def reference_cell(name: str, points: float, part: str, imports: list[str], source: str, hidden: bool = False,
-                   seed: str = ""):
-    """A check that runs a test cell on the submission and on the reference and compares the values; `seed`: the
-    notebook's seeding lines, run in each program's module first."""
+def compared(name: str, imports: list[str], source: str, hidden: bool, seed: str):
+    """Run a test case on the submission and on the reference; AssertionError unless neither fails and the values
+    of their last expressions are equal ("a hidden test failed", and nothing more, for a hidden case)."""
     filename = f"<test {name}>"
 
     def run(sub, ref):
@@ -140,6 +140,34 @@ def reference_cell(name: str, points: float, part: str, imports: list[str], sour
         if not same(actual, expected):
             raise AssertionError("a hidden test failed" if hidden else
                                  f"this test gives {actual!r} where a correct notebook gives {expected!r}")
+    return run
 
+
+def reference_cell(name: str, points: float, part: str, imports: list[str], source: str, hidden: bool = False,
+                   seed: str = ""):
+    """A check that runs a test cell on the submission and on the reference and compares the values; `seed`: the
+    notebook's seeding lines, run in each program's module first."""
+    run = compared(name, imports, source, hidden, seed)
     run.__name__ = f"test_{name}"
     return check(name, points, part, "after_published" if hidden else "visible")(run)
+
+
+def all_cases(name: str, points: float, part: str, imports: list[str], cases: list[tuple[str, str, bool]],
+              seed: str = ""):
+    """otter's all_or_nothing question as one check: each case (name, source, hidden) runs as in reference_cell,
+    in order; full points when every case passes, none otherwise (the first failing case says why). Visible after
+    publication when a case is hidden (the score tells how the hidden cases went)."""
+    runs = [(case, compared(case, imports, source, hidden, seed)) for case, source, hidden in cases]
+    code = "\n\n".join(source for _, source, _ in cases)  # the cases' code (mutation analysis reads the closure)
+
+    def run(sub, ref):
+        if not code:
+            return
+        for case, compare in runs:
+            try:
+                compare(sub, ref)
+            except AssertionError as exc:
+                raise AssertionError(f"{case}: {exc}") from None
+
+    run.__name__ = f"test_{name}"
+    return check(name, points, part, "after_published" if any(h for *_, h in cases) else "visible")(run)

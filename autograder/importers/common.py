@@ -3,7 +3,9 @@
 The assignment written is always: the notebook, tests/<format>_tests.py (the checks), assignment.toml
 (listing the data files copied beside the notebook) and IMPORT.md (report.py). Nothing is overwritten
 unless asked (`force`). Of the files beside the source notebook, only those the notebook names (or the source's
-configuration lists) are shipped to students; the others are named in IMPORT.md, with how to add one.
+configuration lists) are shipped to students (a file of another assignment's folder only when named by its path);
+IMPORT.md names each file the notebook reads (or the configuration lists) that is not there, and says how to add
+one of the others.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import ast
 import builtins
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.importers.report import ImportReport
@@ -33,6 +36,13 @@ def data_files(folder: Path) -> list[Path]:
                   and not any(part in SKIP_DIRS or part.startswith(".") for part in p.relative_to(folder).parts))
 
 
+def other_assignments(folder: Path) -> set[Path]:
+    """Subfolders of `folder` (relative) that hold a notebook of their own: other assignments, whose files the
+    notebook needs only when it names their path."""
+    return {p.parent.relative_to(folder) for p in folder.rglob("*.ipynb") if p.parent != folder
+            and not any(part in SKIP_DIRS or part.startswith(".") for part in p.relative_to(folder).parts)}
+
+
 def _mentions(text: str, name: str) -> bool:
     """`name` occurs in `text` as a whole file name (not inside a longer name: data.csv is not in mydata.csv)."""
     return re.search(rf"(?<![\w.-]){re.escape(name)}(?!\.?[\w-])", text) is not None
@@ -43,29 +53,55 @@ def _string_constants(sources: list[str]) -> list[str]:
             if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 
 
-def _needed(f: Path, text: str, strings: list[str], modules: set[str], listed: list[str]) -> bool:
-    """Whether the notebook needs `f`: named (its path or its name, in any cell: a markdown image counts), under a
-    folder a string of the code names, a module (or package) the code imports, or under a path `listed`."""
+@dataclass
+class Needs:
+    """What the notebook names: its text, the strings of its code, the modules it imports, the paths listed."""
+    text: str
+    strings: list[str]
+    modules: set[str]
+    listed: list[str]
+    others: set[Path]  # other assignments' folders (other_assignments)
+
+
+def _needed(f: Path, needs: Needs) -> bool:
+    """Whether the notebook needs `f`: named by its path, by its name (in any cell: a markdown image counts; not a
+    file of another assignment's folder), under a folder a string of the code names, a module (or package) the
+    code imports, or under a path `listed`."""
     path, folders = f.as_posix(), [p.as_posix() for p in f.parents if p != Path(".")]
-    imported = f.parts[0] in modules if folders else f.suffix == ".py" and f.stem in modules
-    if imported or _mentions(text, path) or _mentions(text, f.name):
+    imported = f.parts[0] in needs.modules if folders else f.suffix == ".py" and f.stem in needs.modules
+    by_name = _mentions(needs.text, f.name) and not any(p in needs.others for p in f.parents)
+    if imported or _mentions(needs.text, path) or by_name:
         return True
-    in_strings = any(re.search(rf"(^|/){re.escape(d)}(/|$)", s.removeprefix("./")) for d in folders for s in strings)
-    return in_strings or any(path == x or path.startswith(x.rstrip("/") + "/") for x in listed)
+    in_strings = any(re.search(rf"(^|/){re.escape(d)}(/|$)", s.removeprefix("./")) for d in folders for s in needs.strings)
+    return in_strings or any(path == x or path.startswith(x.rstrip("/") + "/") for x in needs.listed)
 
 
-def needed_files(folder: Path, nb, listed: list[str] = ()) -> tuple[list[Path], list[Path]]:
-    """(shipped, left out): the files beside the notebook it needs (_needed), and the others (a script that made
-    the data, say), both relative to `folder`. `listed`: paths the source's configuration ships (otter's files:)."""
+def needed_files(folder: Path, nb, listed: list[str] = ()) -> list[Path]:
+    """The files beside the notebook it needs (_needed), relative to `folder`. `listed`: paths the source's
+    configuration ships (otter's files:)."""
     sources = [c.get("source", "") for c in nb.cells]
     code = [c.get("source", "") for c in nb.cells if c.get("cell_type") == "code"]
-    text, strings = "\n".join(sources), _string_constants(code)
     modules = {name.split(".")[0] for node in statements(code) if isinstance(node, (ast.Import, ast.ImportFrom))
                for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])}
-    listed = [x.strip().removeprefix("./") for x in listed]
-    files = data_files(folder)
-    shipped = [f for f in files if _needed(f, text, strings, modules, listed)]
-    return shipped, [f for f in files if f not in shipped]
+    needs = Needs("\n".join(sources), _string_constants(code), modules, [x.strip().removeprefix("./") for x in listed],
+                  other_assignments(folder))
+    return [f for f in data_files(folder) if _needed(f, needs)]
+
+
+def missing_files(folder: Path, nb, shipped: list[Path], listed: list[str], report: ImportReport) -> None:
+    """Name what the notebook reads (or the configuration lists) that is not in its folder: `verify` fails on it."""
+    from autograder.notebook.opened import unshipped
+
+    cells = nb.cells
+    for opened in unshipped(nb, [f.as_posix() for f in shipped]):
+        kind = "an image the notebook shows" if cells[opened.cell - 1].get("cell_type") == "markdown" else \
+            "a file the notebook reads"
+        report.refuse(f"imported notebook, cell {opened.cell}, line {opened.line}", f"`{opened.path}` ({kind})",
+                      f"not in {folder}, so not shipped: put it there and import again, or copy it into "
+                      f"{report.target} and add it to `files` in assignment.toml (`autograder verify` fails until then)")
+    for path in listed:
+        if not (folder / path).exists():
+            report.refuse("ASSIGNMENT CONFIG", f"files: {path}", f"not in {folder}, so not shipped")
 
 
 # -- the notebook's code -----------------------------------------------------------------------------------
@@ -154,22 +190,25 @@ def prepare(target: Path, force: bool) -> None:
 
 def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_file: str, listed: list[str] = ()) -> None:
     """The notebook, its checks, assignment.toml and the files beside the source the notebook needs
-    (needed_files; `listed`: what the source's configuration ships); then IMPORT.md, naming the files left out."""
+    (needed_files; `listed`: what the source's configuration ships); then IMPORT.md, naming the files it needs that
+    are missing (missing_files)."""
     import nbformat
 
     source, target = report.source, report.target
-    files, left_out = needed_files(source.parent, nb, listed)
+    files = needed_files(source.parent, nb, listed)
     nbformat.write(nb, target / source.name)
     (target / "tests" / tests_file).write_text(tests, encoding="utf-8")
-    listed = ", ".join(f'"{f.as_posix()}"' for f in files)
+    shipped = ", ".join(f'"{f.as_posix()}"' for f in files)
     (target / "assignment.toml").write_text(
         f"# Imported from {report.fmt}: {source} (autograder import {report.fmt}; see IMPORT.md)\n"
-        f'title = "{title}"\nnotebook = "{source.name}"\nfiles = [{listed}]\n', encoding="utf-8")
+        f'title = "{title}"\nnotebook = "{source.name}"\nfiles = [{shipped}]\n', encoding="utf-8")
     for f in files:
         (target / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source.parent / f, target / f)
     report.convert(f"{len(files)} file(s) shipped with the notebook: {', '.join(f.as_posix() for f in files) or 'none'}")
-    if left_out:
-        report.note(f"not shipped, as the notebook does not name them: {', '.join(f.as_posix() for f in left_out)}. "
-                    f"To ship one, copy it from {source.parent.resolve()} into {target} and add it to `files` in assignment.toml")
+    missing_files(source.parent, nb, files, listed, report)
+    if len(files) < len(data_files(source.parent)):
+        report.note(f"the other files of {source.parent.resolve()} are not shipped, as the notebook does not name them "
+                    f"(nor the source's configuration): to ship one, copy it into {target} and add it to `files` in "
+                    "assignment.toml")
     report.write()

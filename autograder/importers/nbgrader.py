@@ -6,13 +6,16 @@ Writes solutions/<name>/ (a folder of several notebooks: one assignment per note
   tagged skip-grading), since its check now lives in tests/;
 - tests/nbgrader_tests.py: one check per test cell, which runs the whole cell (hidden tests included) as
   nbgrader's kernel would (autograder/importers/cells.py), and one `manual` check per item nbgrader grades
-  by hand (written answers, free-response code cells, tasks), so its points stay in every total as pending;
+  by hand (written answers, free-response code cells, tasks), so its points stay in every total as pending; a
+  task's mark scheme (`=== BEGIN MARK SCHEME ===` ... END), instructor-only text nbgrader removes from the
+  student version, is in neither notebook (student, answer key) but a comment above the task's check;
 - the folder's files the notebook names (data, images, modules it imports), listed in assignment.toml `files`;
 - IMPORT.md: what was converted, what was not and why.
 Every grade_id and every point of the source becomes a check, a manual check or a line of the report. What
 cannot be converted (AUTOTEST, markers of other tools) stays in the notebook, where `build` refuses it by name.
 A notebook whose nbgrader metadata nbgrader itself refuses (a grade_id blank or used twice, a grade cell without
-points) is refused whole, before anything is written, naming the cells.
+points, a mark scheme outside a task cell or unbalanced) is refused whole, before anything is written, naming the
+cells.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ SKIP_TAG = "skip-grading"
 _DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _POINTS = re.compile(r"\s*\(\s*\d+(\.\d+)?\s+points?\s*\)\s*$", re.I)
+_MARK_SCHEME = ("BEGIN MARK SCHEME", "END MARK SCHEME")  # nbgrader's ClearMarkScheme delimiters, anywhere in a line
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Check:
     part: str
     source: str = ""  # a test cell's code, markers kept
     what: str = ""  # a manual check (and only a manual check): what is graded by hand
+    scheme: list[str] = field(default_factory=list)  # a task's mark scheme (instructor-only), lines
 
     @property
     def manual(self) -> bool:
@@ -86,12 +91,45 @@ def valid_points(value) -> float | None:
     return points if points >= 0 else None
 
 
+def mark_scheme(source: str) -> tuple[str, list[str] | None, str]:
+    """(the source without nbgrader's mark scheme regions, their lines or None when there is none, what nbgrader
+    refuses in them or ""): ClearMarkScheme removes each region, its delimiter lines included."""
+    kept, scheme, inside = [], None, False
+    for line in source.split("\n"):
+        if _MARK_SCHEME[0] in line:
+            if inside:
+                return source, None, "a mark scheme begins inside another"
+            inside, scheme = True, scheme or []
+        elif _MARK_SCHEME[1] in line:
+            inside = False
+        elif inside:
+            scheme.append(line)
+        else:
+            kept.append(line)
+    if inside:
+        return source, None, "a mark scheme without END MARK SCHEME"
+    if scheme is None:
+        return source, None, ""
+    return "\n".join(kept).strip("\n"), "\n".join(scheme).strip("\n").split("\n"), ""
+
+
+def _mark_scheme_problem(cell) -> str:
+    """What nbgrader refuses about the cell's mark scheme: unbalanced, or outside a task cell."""
+    _, scheme, problem = mark_scheme(cell_source(cell))
+    if not problem and scheme is not None and not nbgrader_meta(cell).get("task"):
+        problem = "a mark scheme outside a task cell ('Manually graded task')"
+    return problem
+
+
 def metadata_problems(nb) -> list[str]:
-    """`cell N: ...` for each grade_id blank or used by an earlier cell, and each grade cell or task without valid
-    points: nbgrader refuses such a notebook, and converting it would drop or invent a check."""
+    """`cell N: ...` for each grade_id blank or used by an earlier cell, each grade cell or task without valid
+    points, each mark scheme unbalanced or outside a task cell: nbgrader refuses such a notebook, and converting it
+    would drop or invent a check (or show a mark scheme to students)."""
     problems, seen = [], {}
     for index, cell in enumerate(nb.cells):
         meta, loc = nbgrader_meta(cell), f"cell {index + 1}"
+        if _MARK_SCHEME[0] in cell_source(cell) or _MARK_SCHEME[1] in cell_source(cell):
+            problems += [f"{loc}: {p}" for p in [_mark_scheme_problem(cell)] if p]
         if not (meta.get("grade") or meta.get("solution") or meta.get("task")):
             continue
         grade_id = meta.get("grade_id")
@@ -110,8 +148,8 @@ def refuse_invalid(nb, nb_path: Path) -> None:
     """Raise ImportFailed, one line per problem, when nbgrader itself would refuse the notebook's metadata."""
     problems = metadata_problems(nb)
     if problems:
-        raise ImportFailed("\n".join(f"{nb_path}: {p} (nbgrader refuses this notebook too: fix the cell's nbgrader "
-                                      "metadata and import again)" for p in problems))
+        raise ImportFailed("\n".join(f"{nb_path}: {p} (nbgrader refuses this notebook too: fix the cell (its nbgrader "
+                                      "metadata, or its delimiters) and import again)" for p in problems))
 
 
 # -- one notebook ------------------------------------------------------------------------------------------
@@ -147,7 +185,7 @@ def convert(nb, where: str, report: ImportReport) -> Conversion:
     for index, cell in enumerate(out.notebook.cells):
         loc = f"cell {index + 1}"
         part = heading(cell) or part
-        cell["source"] = normalize_delimiters(cell_source(cell))
+        cell["source"], scheme, _ = mark_scheme(normalize_delimiters(cell_source(cell)))
         foreign = find_foreign(cell["source"].split("\n"), cell.get("cell_type", ""))
         if foreign:
             _refuse_foreign(cell, loc, foreign[0], report)
@@ -155,7 +193,7 @@ def convert(nb, where: str, report: ImportReport) -> Conversion:
             out.checks.append(_test_cell(cell, loc, part, report))
             out.test_cells.add(index)
         elif hand_graded(cell):
-            out.checks.append(_hand_graded(cell, loc, part, report))
+            out.checks.append(_hand_graded(cell, loc, part, report, scheme or []))
         elif is_solution_cell(cell):
             report.convert(f"{loc}: solution cell {nbgrader_meta(cell).get('grade_id')!r}")
         elif nbgrader_meta(cell).get("grade"):
@@ -186,8 +224,9 @@ def _test_cell(cell, loc: str, part: str, report: ImportReport) -> Check:
     return Check(name, points, part, source=source)
 
 
-def _hand_graded(cell, loc: str, part: str, report: ImportReport) -> Check:
-    """A manual check keeps the points; the cell keeps only what makes it a solution (stubbed for students)."""
+def _hand_graded(cell, loc: str, part: str, report: ImportReport, scheme: list[str]) -> Check:
+    """A manual check keeps the points; the cell keeps only what makes it a solution (stubbed for students). A
+    task's mark scheme (nbgrader's instructor-only text) is out of both notebooks, above the check in tests/."""
     meta = nbgrader_meta(cell)
     kind, name, points = hand_graded(cell), str(meta.get("grade_id")), valid_points(meta.get("points")) or 0.0
     for key in ("grade", "points", "task"):
@@ -195,7 +234,10 @@ def _hand_graded(cell, loc: str, part: str, report: ImportReport) -> Check:
     if meta.get("solution") is False:
         meta.pop("solution")
     report.convert(f"{loc}: {kind} {name!r} ({points_text(points)}) -> manual check {name!r} (pending, graded by hand)")
-    return Check(name, points, part, what=f"{kind}, nbgrader {loc}")
+    if scheme:
+        report.convert(f"{loc}: mark scheme of {kind} {name!r} -> out of the student notebook and the answer key, a "
+                       f"comment above its manual check in tests/{TESTS_FILE} (for whoever grades it)")
+    return Check(name, points, part, what=f"{kind}, nbgrader {loc}", scheme=scheme)
 
 
 # -- what the test cells need, and what of them cannot hold ------------------------------------------------
@@ -272,7 +314,9 @@ def tests_module(out: Conversion, notebook: str) -> str:
     part_cells: dict[str, list[str]] = {}  # part -> the (name, source variable) pairs of its test cells so far
     for c, variable in zip(out.checks, variable_names([c.name for c in out.checks])):
         if c.manual:
-            lines += ["", f"check_{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})"]
+            scheme = [f"# Mark scheme of {c.name!r} (nbgrader's, for whoever grades it by hand; not in the notebooks):",
+                      *(f"#   {line}".rstrip() for line in c.scheme)] if c.scheme else []
+            lines += ["", *scheme, f"check_{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})"]
             continue
         earlier = part_cells.setdefault(c.part, [])
         shared = f", earlier=({''.join(e + ', ' for e in earlier)})" if earlier else ""

@@ -1,24 +1,32 @@
 """`autograder import otter NOTEBOOK --name NAME`: an otter-grader assignment notebook as solutions/<name>/.
 
 otter's format (otter-assign v1): raw cells (or ```otter fenced markdown) `# BEGIN QUESTION` with a YAML
-configuration (name, points, manual), `# BEGIN SOLUTION` / `# END SOLUTION` around solution cells, and
-`# BEGIN TESTS` / `# END TESTS` around test cells, each a test case (hidden when its first line is `# HIDDEN`
-or its TEST CONFIG says so) whose output otter compares with the solution's.
+configuration (name, points, manual, all_or_nothing), `# BEGIN SOLUTION` / `# END SOLUTION` around solution
+cells, and `# BEGIN TESTS` / `# END TESTS` around test cells, each a test case (hidden when its first line is
+`# HIDDEN` or its TEST CONFIG says so) whose output otter compares with the solution's. otter's older format
+(v0 and jassign: ```-fenced `BEGIN QUESTION` in markdown, `# TEST` cells) is first rewritten in this one, as
+otter's own converter does (otter_v0.py); what the markers inside a cell mean is otter_lines.py's.
 Converted to:
-- solutions: a line ending in `# SOLUTION [NO PROMPT]`, and each `# BEGIN SOLUTION [NO PROMPT]` block,
-  between this project's markers (students get the stub, not otter's `...` prompt); BEGIN PROMPT blocks
-  dropped; markdown solution cells become written answers (YOUR ANSWER HERE);
-- tests, worth the question's points (1 when not given) shared as otter shares them: a public case (students
-  see it and run grader.check in otter) is a public test cell of the notebook where it stood, passing when it
-  does not fail and, when it has a value, when the value equals the one the source notebook recorded for it (what
-  otter compares with); a hidden case, or a public one that cannot be such a cell (a value without a recorded
-  output, seeding lines to run first), is a check in tests/otter_tests.py run on the submission and on the
-  reference in the grader, passing when their values are equal (autograder/importers/cells.py `reference_cell`);
-  such a public case stays in the notebook as plain code and is named in IMPORT.md;
-- manual questions: `manual` checks, pending in every total with their points; otter's PDF export markers
-  (`<!-- BEGIN QUESTION -->`, `<!-- END QUESTION -->`) removed;
-- ASSIGNMENT CONFIG `files:`: shipped with the notebook, beside the files the notebook names.
-Anything else (# IGNORE blocks, unknown blocks) is named in IMPORT.md and left where `build` refuses it.
+- solutions: between this project's markers (students get the stub, not otter's `...` prompt); BEGIN PROMPT
+  blocks dropped; markdown solution cells become written answers (YOUR ANSWER HERE); lines and cells otter
+  ignores removed; seeding lines kept in both notebooks, run where they stand by the grader (otter_lines.py);
+- tests, worth what otter's rules give each case (a question's `points` as a total, a list of per-case points,
+  or `{each: x}`; 1 in all when not given): a public case (students see it and run grader.check in otter) is a
+  public test cell of the notebook where it stood, passing when it does not fail and, when it has a value, when
+  the value equals the one the source notebook recorded for it (what otter compares with); a hidden case, or a
+  public one that cannot be such a cell (a value without a recorded output, random draws the grader seeds first),
+  is a check in tests/otter_tests.py run on the submission and on the reference in the grader, passing when
+  their values are equal (autograder/importers/cells.py `reference_cell`); such a public case stays in the
+  notebook as plain code and is named in IMPORT.md. An `all_or_nothing` question is one check over all its cases
+  (cells.py `all_cases`), its public cases test cells worth 0 that students run;
+- manual questions: `manual` checks, pending in every total with their points (0 when not given, as otter
+  counts them); a question with neither tests nor `manual` gets no check, as otter grades nothing for it; otter's
+  PDF export markers (`<!-- BEGIN QUESTION -->`, `<!-- END QUESTION -->`) removed;
+- ASSIGNMENT CONFIG `files:` (its `config_file:` read too): shipped with the notebook, beside the files the
+  notebook names.
+A `points` value otter refuses or would misread, a question without a name, an unbalanced IGNORE block: one line
+naming the cell and the question, nothing written. Anything else left (unknown blocks, markers outside the blocks
+that give them meaning) is named in IMPORT.md and left where `build` refuses it.
 """
 from __future__ import annotations
 
@@ -30,22 +38,24 @@ from pathlib import Path
 
 from autograder.importers.common import (
     ImportFailed, literal, names_read, notebook_imports, notebook_names, parse, points_text, prepare, reads_function,
-    tests_header, write_assignment,
+    statements, tests_header, top_level_bindings, write_assignment,
 )
+from autograder.importers.otter_lines import (
+    SEED_NAME, called, case_lines, ignored_cell, relabeled, seeding, solution_code, test_function, without_ignored,
+    yaml_config,
+)
+from autograder.importers.otter_v0 import is_markdown_solution, is_v0, to_v1
 from autograder.importers.report import ImportReport
+from autograder.notebook.extract import dotted
 from autograder.notebook.foreign import find_foreign
 from autograder.notebook.markers import cell_source
 
 TESTS_FILE = "otter_tests.py"
 _BLOCK = re.compile(r"^\s*#\s+(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)\s*$", re.I)
 _CONFIG = re.compile(r"^\s*#\s+ASSIGNMENT\s+CONFIG\s*$", re.I)
-_TEST_CONFIG = (re.compile(r'^(?:.\s*=\s*)?"""?\s*#\s*BEGIN\s*TEST\s*CONFIG', re.I),
-                re.compile(r'^"""?\s*#\s*END\s*TEST\s*CONFIG', re.I))
-_SOLUTION_LINE = re.compile(r"^(\s*)(.*?)\s*# ?SOLUTION( NO PROMPT)?\s*$")
-_SOLUTION_BLOCK = re.compile(r"^(\s*)# BEGIN SOLUTION( NO PROMPT)?\s*$")
-_PROMPT = (re.compile(r'^\s*"""\s*# BEGIN PROMPT\s*$'), re.compile(r'^\s*"""\s*# END PROMPT\s*$'))
 _EXPORT = re.compile(r"<!--\s*(BEGIN|END) QUESTION\s*-->", re.I)  # otter export's regexes (PDF filtering)
 SKIP_TAG = "skip-grading"
+INCLUDE_TAG = "otter_include"  # a markdown cell of a solution block otter keeps in the student notebook
 
 
 @dataclass
@@ -54,6 +64,7 @@ class Case:
     hidden: bool
     points: float | None
     output: str | None = None  # the text/plain value the source notebook recorded for the case, if any
+    ran: bool = False  # the source notebook ran the case (its execution count): no value recorded means None
     cell: dict | None = field(default=None, compare=False, repr=False)  # a public case's cell in the notebook
     loc: str = field(default="", compare=False)
 
@@ -61,9 +72,11 @@ class Case:
 @dataclass
 class Question:
     name: str
-    points: float | None = None
+    points: object = None  # as configured: a number, a list of per-case points, {each: x}, or None
     manual: bool = False
     cases: list[Case] = field(default_factory=list)
+    all_or_nothing: bool = False
+    loc: str = ""  # the cell of its `# BEGIN QUESTION`
 
 
 @dataclass
@@ -76,18 +89,9 @@ class State:
     seed: list[str] = field(default_factory=list)  # the notebook's top-level seeding lines, in order
     files: list[str] = field(default_factory=list)  # ASSIGNMENT CONFIG `files:`
     export: str = ""  # where an open `<!-- BEGIN QUESTION -->` is ("" when none)
-
-
-def yaml_config(text: str, where: str) -> dict:
-    import yaml  # PyYAML: otter's configurations are YAML
-
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ImportFailed(f"{where}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ImportFailed(f"{where}: the configuration is not a YAML mapping")
-    return data
+    all_solutions: bool = False  # solution markers count in every cell (v0; strip_solutions_from_all_cells)
+    folder: Path = Path(".")  # the notebook's folder (an ASSIGNMENT CONFIG's config_file is read from it)
+    ids: bool = False  # the notebook's format gives cells ids (nbformat 4.5 and later)
 
 
 def unfence(cell):
@@ -101,51 +105,39 @@ def unfence(cell):
 
 # -- solutions -------------------------------------------------------------------------------------------
 
-def solution_code(source: str) -> str:
-    """otter's solution lines and blocks between this project's markers; prompts dropped."""
-    out, in_prompt = [], False
-    for line in source.split("\n"):
-        if _PROMPT[0].match(line) or in_prompt:
-            in_prompt = not _PROMPT[1].match(line)
-            continue
-        block, single = _SOLUTION_BLOCK.match(line), _SOLUTION_LINE.match(line)
-        if block:
-            out.append(f"{block.group(1)}### BEGIN SOLUTION")
-        elif line.strip() == "# END SOLUTION":
-            out.append(f"{line[: len(line) - len(line.lstrip())]}### END SOLUTION")
-        elif single and single.group(2):
-            indent = single.group(1)
-            out += [f"{indent}### BEGIN SOLUTION", f"{indent}{single.group(2)}", f"{indent}### END SOLUTION"]
-        else:
-            out.append(line)
-    return "\n".join(out)
-
-
-def solution_cell(cell, question: Question, count: int, report: ImportReport, loc: str):
+def solution_cell(cell, state: State, report: ImportReport, loc: str, in_block: bool):
+    """A solution cell with this project's markers: code between them, a markdown one a written answer (in a
+    SOLUTION block, or v0's `**SOLUTION**` cell anywhere)."""
+    label = state.question.name if state.question else "solution"
+    grade_id = f"{label}_solution_{sum(1 for c in state.cells if c.get('metadata', {}).get('nbgrader')) + 1}"
     cell = copy.deepcopy(cell)
-    grade_id = f"{question.name}_solution_{count}"
     if cell.get("cell_type") == "markdown":
-        cell["metadata"]["nbgrader"] = {"solution": True, "grade": False, "grade_id": grade_id}
-        report.convert(f"{loc}: written answer of {question.name} -> answer cell {grade_id!r} (YOUR ANSWER HERE)")
+        tags = cell["metadata"].get("tags", [])
+        if in_block and INCLUDE_TAG in tags:  # otter keeps it in the student notebook: text, not an answer
+            cell["metadata"]["tags"] = [t for t in tags if t != INCLUDE_TAG]
+            report.convert(f"{loc}: markdown of {label}'s solution tagged {INCLUDE_TAG} -> kept as text for students")
+        elif in_block or is_markdown_solution(cell):
+            cell["source"] = relabeled(cell_source(cell))
+            cell["metadata"]["nbgrader"] = {"solution": True, "grade": False, "grade_id": grade_id}
+            report.convert(f"{loc}: written answer of {label} -> answer cell {grade_id!r} (YOUR ANSWER HERE)")
+        return cell
+    if cell.get("cell_type") != "code":
         return cell
     cell["source"] = solution_code(cell_source(cell))
     if "### BEGIN SOLUTION" in cell["source"]:
         cell["metadata"]["nbgrader"] = {"solution": True, "grade": False, "grade_id": grade_id}
-        report.convert(f"{loc}: solution of {question.name} -> solution cell {grade_id!r}")
+        report.convert(f"{loc}: solution of {label} -> solution cell {grade_id!r}")
     return cell
 
 
 # -- tests -----------------------------------------------------------------------------------------------
 
 def read_case(cell, where: str) -> Case:
-    lines = cell_source(cell).split("\n")
-    hidden = bool(lines and lines[0].lstrip().startswith("#") and re.search(r"\bhidden\b", lines[0], re.I))
-    config, start = {}, 1 if hidden else 0
-    if lines and _TEST_CONFIG[0].match(lines[0]):
-        end = next((i for i, line in enumerate(lines) if i and _TEST_CONFIG[1].match(line)), len(lines) - 1)
-        config, start = yaml_config("\n".join(lines[1:end]), where), end + 1
-    return Case("\n".join(lines[start:]).strip("\n"), bool(config.get("hidden", hidden)), config.get("points"),
-                recorded_value(cell), loc=where)
+    """A test cell (its ignored lines already removed) as a case: an exception-based test without its call gets
+    the call otter makes (otter_lines.called)."""
+    source, hidden, config = case_lines(cell_source(cell), where)
+    return Case(called(source), hidden, config.get("points"), recorded_value(cell),
+                cell.get("execution_count") is not None, loc=where)
 
 
 def recorded_value(cell) -> str | None:
@@ -160,15 +152,17 @@ def recorded_value(cell) -> str | None:
 def public_test_source(case: Case) -> tuple[str | None, str]:
     """The case as a notebook test cell that grades as otter grades it, or None and why it cannot be one.
     otter passes a case when it does not fail and prints what the solution printed when otter assign ran it: a
-    case without a value passes when it does not fail; one with a value, when the value equals the recorded one."""
+    case without a value passes when it does not fail; one with a value, when the value equals the recorded one
+    (None when the source notebook ran it and recorded none: IPython shows no None); an exception-based one (a
+    test function and its call), when the function raises nothing."""
     tree = parse(case.source)
     if tree is None or not tree.body:
         return None, "not valid Python"
     last = tree.body[-1]
-    if not isinstance(last, ast.Expr):
+    if not isinstance(last, ast.Expr) or test_function(tree) is not None:
         return case.source, ""
     try:
-        expected = ast.literal_eval((case.output or "").strip())
+        expected = None if case.output is None and case.ran else ast.literal_eval((case.output or "").strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None, ("its value is compared with a correct notebook's, and the source notebook recorded none "
                       "as a Python literal to show students: run the source notebook, save it and import again, "
@@ -176,25 +170,81 @@ def public_test_source(case: Case) -> tuple[str | None, str]:
     lines = case.source.split("\n")
     if last.col_offset or len(tree.body) > 1 and tree.body[-2].end_lineno >= last.lineno:
         return None, "its last expression shares a line with another statement"
-    value = "\n".join(lines[last.lineno - 1:last.end_lineno])
+    value, equal = "\n".join(lines[last.lineno - 1:last.end_lineno]), "is" if expected is None else "=="
     return "\n".join(lines[:last.lineno - 1] + [
-        f"_value = {value}", f"assert _value == {expected!r}, f\"this test gives {{_value!r}} where a correct notebook "
-        f"gives {expected!r}\""]), ""
+        f"_value = {value}", f"assert _value {equal} {expected!r}, f\"this test gives {{_value!r}} where a correct "
+        f"notebook gives {expected!r}\""]), ""
+
+
+# -- points ----------------------------------------------------------------------------------------------
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _configured(question: Question) -> tuple[float | None, list]:
+    """(the question's total or None, each case's own points or None), as otter assign reads `points`: a list
+    gives each case's points in order, `{each: x}` makes the total x per case. ImportFailed for anything else."""
+    where, points, n = f"{question.loc}: question {question.name!r}", question.points, len(question.cases)
+    given = [c.points for c in question.cases]
+    if isinstance(points, dict):
+        if set(points) - {"each"} or not _number(points.get("each", 1)):
+            raise ImportFailed(f"{where}: `points: {points}` is not `{{each: POINTS}}` (a number >= 0 per test case)")
+        points = points.get("each", 1) * n
+    elif isinstance(points, list):
+        if len(points) != n:
+            raise ImportFailed(f"{where}: `points` lists {len(points)} value(s) for {n} test case(s) (otter "
+                               "refuses this too)")
+        points, given = None, list(points)
+    if not (points is None or _number(points)) or any(p is not None and not _number(p) for p in given):
+        bad = points if not (points is None or _number(points)) else next(p for p in given if not _number(p))
+        raise ImportFailed(f"{where}: points {bad!r} is not a number >= 0 (a question's `points` is a number, a "
+                           "list of one per test case, or {each: POINTS})")
+    return points, given
 
 
 def case_points(question: Question) -> list[float]:
-    """otter's rule (TestFile.resolve_test_file_points): cases without points share what the question's
-    points leave; a question without points is worth 1, shared when no case names points, else 0 each."""
-    given = [c.points for c in question.cases]
-    rest = sum(p is None for p in given)
-    if question.points is not None:
-        share = (float(question.points) - sum(p for p in given if p is not None)) / rest if rest else 0.0
+    """otter's rule (TestFile.resolve_test_file_points): cases without points share what the question's total
+    leaves; a question without a total is worth 1, shared when no case names points, else 0 each."""
+    total, given = _configured(question)
+    fixed, rest = sum(p for p in given if p is not None), sum(p is None for p in given)
+    if total is not None:
+        if fixed > total + 1e-9:
+            raise ImportFailed(f"{question.loc}: question {question.name!r}: its test cases' points ({fixed:g}) "
+                               f"exceed the question's ({total:g}) (otter refuses this too)")
+        share = (total - fixed) / rest if rest else 0.0
     else:
         share = 1 / rest if rest and all(p in (0, None) for p in given) else 0.0
     return [float(p) if p is not None else share for p in given]
 
 
+def manual_points(question: Question) -> float:
+    """A manual question's points: 0 when not given, as otter counts it (its points are set where it is graded)."""
+    if question.points is None:
+        return 0.0
+    if not _number(question.points):
+        raise ImportFailed(f"{question.loc}: question {question.name!r}: `points: {question.points}` of a manual "
+                           "question is not a number >= 0")
+    return float(question.points)
+
+
 # -- the walk through the cells ------------------------------------------------------------------------------
+
+def assignment_config(lines: list[str], state: State, loc: str, report: ImportReport) -> None:
+    """The ASSIGNMENT CONFIG (and the `config_file:` it names): its `files`, and strip_solutions_from_all_cells."""
+    config = yaml_config("\n".join(lines[1:]), loc)
+    path = config.get("config_file")
+    if isinstance(path, str) and (state.folder / path).is_file():
+        config = {**yaml_config((state.folder / path).read_text(encoding="utf-8"), f"{loc}: {path}"), **config}
+        report.convert(f"{loc}: ASSIGNMENT CONFIG's config_file {path} read")
+    files = config.get("files") or []
+    state.files += [str(f) for f in (files if isinstance(files, list) else [files])]
+    if state.files:
+        report.convert(f"{loc}: ASSIGNMENT CONFIG files: {', '.join(state.files)} -> shipped with the notebook")
+    state.all_solutions = state.all_solutions or bool(config.get("strip_solutions_from_all_cells"))
+    report.note("otter's ASSIGNMENT CONFIG is not imported but for its `files` (requirements, export and PDF "
+                "settings, generate's seed)")
+
 
 def block_cell(cell, state: State, loc: str, report: ImportReport) -> bool:
     """Handle otter's raw block and configuration cells; False for any other cell."""
@@ -202,20 +252,14 @@ def block_cell(cell, state: State, loc: str, report: ImportReport) -> bool:
         return False
     lines = cell_source(cell).split("\n")
     if _CONFIG.match(lines[0]):
-        files = yaml_config("\n".join(lines[1:]), loc).get("files") or []
-        state.files += [str(f) for f in (files if isinstance(files, list) else [files])]
-        if state.files:
-            report.convert(f"{loc}: ASSIGNMENT CONFIG files: {', '.join(state.files)} -> shipped with the notebook")
-        report.note("otter's ASSIGNMENT CONFIG is not imported but for its `files` (requirements, export and PDF "
-                    "settings)")
+        assignment_config(lines, state, loc, report)
         return True
     marker = _BLOCK.match(lines[0])
     if not marker:
         return False
     verb, kind = marker.group(1).upper(), marker.group(2).upper()
     if kind == "QUESTION" and verb == "BEGIN":
-        config = yaml_config("\n".join(lines[1:]), loc)
-        state.question = Question(str(config.get("name")), config.get("points"), bool(config.get("manual")))
+        state.question = question(yaml_config("\n".join(lines[1:]), loc), loc)
         state.questions.append(state.question)
     elif kind == "QUESTION":
         state.question = None
@@ -224,28 +268,62 @@ def block_cell(cell, state: State, loc: str, report: ImportReport) -> bool:
     return True
 
 
-def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question], str]:
-    """The notebook with this project's markers, its questions, and its seeding lines (one source)."""
-    state = State()
-    for index, cell in enumerate(nb.cells):
-        loc = f"cell {index + 1}"
+def question(config: dict, loc: str) -> Question:
+    name = config.get("name")
+    if not isinstance(name, (str, int)) or not str(name).strip():
+        raise ImportFailed(f"{loc}: a question without a `name` (otter refuses it too)")
+    return Question(str(name), config.get("points"), bool(config.get("manual")), loc=loc,
+                    all_or_nothing=bool(config.get("all_or_nothing")))
+
+
+def without_ignored_lines(cell, loc: str, report: ImportReport):
+    source = cell_source(cell)
+    if "IGNORE" not in source.upper():
+        return cell
+    kept, removed = without_ignored(source, loc)
+    if not removed:
+        return cell
+    cell = copy.deepcopy(cell)
+    cell["source"] = kept
+    report.convert(f"{loc}: {removed} line(s) otter ignores (`# IGNORE`, `# BEGIN IGNORE` ... `# END IGNORE`) "
+                   "removed, as otter removes them from both notebooks")
+    return cell
+
+
+def source_cells(nb, report: ImportReport, source: Path) -> list[tuple[int, dict]]:
+    """(the source's cell number, cell) in otter's v1 format: a v0 notebook rewritten first (otter_v0.py)."""
+    if not is_v0(nb):
+        return list(enumerate(nb.cells, 1))
+    report.convert(f"{source.name}: otter's older format (v0 / jassign: ```-fenced BEGIN QUESTION, `# TEST` cells) "
+                   "-> read as otter's current one, as `python -m otter.assign.v0.convert` rewrites it")
+    return to_v1(list(enumerate(nb.cells, 1)))
+
+
+def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question], str, list[str]]:
+    """The notebook with this project's markers, its questions, its seeding lines (one source), its config's files."""
+    state = State(all_solutions=is_v0(nb), folder=Path(where).parent, ids=nb.get("nbformat_minor", 0) >= 5)
+    for number, cell in source_cells(nb, report, Path(where)):
+        loc = f"cell {number}"
         cell = unfence(cell)
+        if ignored_cell(cell):
+            report.convert(f"{loc}: dropped, as otter drops a cell whose first line is `# ignore`")
+            continue
+        cell = without_ignored_lines(cell, loc, report)
         if block_cell(cell, state, loc, report):
             continue
         if state.block == "tests" and state.question and cell.get("cell_type") == "code":
-            case = read_case(cell, loc)
-            state.question.cases.append(case)
-            if not case.hidden:  # its place in the notebook, filled once the question's points are known
-                case.cell = copy.deepcopy(cell)
-                state.cells.append(case.cell)
+            test_cell(cell, state, loc)
             continue
         cell = without_export_markers(cell, state, loc, report)
         if cell is None:
             continue
-        cell = seed_free(cell, loc, report, state.seed)
-        if state.block == "solution" and state.question:
-            count = sum(1 for c in state.cells if c.get("metadata", {}).get("nbgrader")) + 1
-            cell = solution_cell(cell, state.question, count, report, loc)
+        before, cell = seed_cells(cell, loc, report, state)
+        state.cells += before
+        if cell is None:
+            continue
+        in_block = state.block == "solution" and state.question is not None
+        if in_block or state.all_solutions:
+            cell = solution_cell(cell, state, report, loc, in_block)
         refuse_leftovers(cell, loc, report)
         state.cells.append(cell)
     if state.export:
@@ -253,6 +331,14 @@ def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question],
     out = copy.deepcopy(nb)
     out.cells = state.cells
     return out, state.questions, "\n".join(state.seed), state.files
+
+
+def test_cell(cell, state: State, loc: str) -> None:
+    case = read_case(cell, loc)
+    state.question.cases.append(case)
+    if not case.hidden:  # its place in the notebook, filled once the question's points are known
+        case.cell = copy.deepcopy(cell)
+        state.cells.append(case.cell)
 
 
 def without_export_markers(cell, state: State, loc: str, report: ImportReport):
@@ -281,22 +367,78 @@ def without_export_markers(cell, state: State, loc: str, report: ImportReport):
     return cell if cell["source"].strip() else None
 
 
-_SEED_LINE = re.compile(r"^(\S.*?)\s*# SEED\s*$")
-
-
-def seed_free(cell, loc: str, report: ImportReport, seed: list[str]):
-    """otter's `# SEED` lines: the code stays (students run it in order), the marker goes, and each top-level one
-    joins `seed`, which the grader runs in the student's module (and the reference's) before each test."""
+def seed_cells(cell, loc: str, report: ImportReport, state: State) -> tuple[list, dict | None]:
+    """otter's `# SEED` lines (otter_lines.seeding): (a cell of its own for those a solution cell begins with, else
+    none; the cell, None when nothing else was in it). Each top-level one joins the seeding lines the tests file
+    runs again before each test."""
     source = cell_source(cell)
     if cell.get("cell_type") != "code" or "# SEED" not in source:
-        return cell
+        return [], cell
+    found = seeding(source, apart=state.all_solutions or state.block == "solution" and state.question is not None)
     cell = copy.deepcopy(cell)
-    found = [m.group(1) for m in map(_SEED_LINE.match, source.split("\n")) if m]
-    seed += found
-    cell["source"] = re.sub(r"\s*# SEED\s*$", "", source, flags=re.M)
-    report.convert(f"{loc}: otter's seeding line(s) {'; '.join(found) or '(indented: left as code)'} -> run before "
-                   "each test, in the submission and in the reference")
+    cell["source"], before = found.source, [seed_cell(found.leading, state.ids)] if found.leading else []
+    state.seed += found.lines
+    if found.lines:
+        report.convert(f"{loc}: otter's seeding line(s) {'; '.join(found.lines)} -> kept in both notebooks "
+                       f"({'in a cell of their own before the solution' if before else 'where they stand'}; otter "
+                       "seeds each cell of a submission with them when grading), run there by the grader in the "
+                       "submission and in the reference, and again before each test compared with the reference")
+    if found.indented:
+        report.convert(f"{loc}: otter's seeding line(s) inside a block ({'; '.join(found.indented)}) -> left as "
+                       "code, without the marker")
+    return before, cell if cell["source"].strip() else None
+
+
+def seed_cell(statements: list[str], ids: bool):
+    """A cell of seeding statements (an id when the notebook's format has them)."""
+    from nbformat import v4
+
+    cell = v4.new_code_cell("\n".join(["# the grader runs this seeding line here, and before each test: keep it",
+                                       *statements]))
+    if not ids:
+        cell.pop("id", None)
     return cell
+
+
+# -- what the seeding lines seed, and the tests that draw from it -----------------------------------------------
+
+@dataclass
+class Seeded:
+    """The notebook's seeding lines and what they seed: generators (`np.random`, `torch`, `rng`) and the notebook
+    functions and classes that draw from them, directly or through one another."""
+    lines: str = ""
+    roots: set[str] = field(default_factory=set)
+    drawing: set[str] = field(default_factory=set)
+
+    def draw(self, source: str) -> str | None:
+        """What of `source` draws from a seeded generator (`np.random.rand`, a drawing function called), or None."""
+        return _draws(parse(source), self.roots, self.drawing) if self.lines else None
+
+
+def _draws(tree, roots: set[str], drawing: set[str]) -> str | None:
+    for node in ast.walk(tree or ast.Module([], [])):
+        name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name and any(name == r or name.startswith(r + ".") for r in roots):
+            return name
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in drawing:
+            return f"{node.func.id}()"
+    return None
+
+
+def seeded(seed: str, code: list[str]) -> Seeded:
+    out = Seeded(seed)
+    for node in statements([seed] if seed else []):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            name = dotted(node.value.func) or ""
+            out.roots.add(name.rpartition(".")[0] or name)
+        out.roots |= top_level_bindings(node)
+    out.roots.discard("")
+    definitions = [n for n in statements(code) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    changed = True
+    while changed:
+        found = {d.name for d in definitions if _draws(d, out.roots, out.drawing)}
+        changed, out.drawing = bool(found - out.drawing), out.drawing | found
+    return out
 
 
 # -- writing ------------------------------------------------------------------------------------------------
@@ -304,44 +446,94 @@ def seed_free(cell, loc: str, report: ImportReport, seed: list[str]):
 def checks_source(questions: list[Question], nb, report: ImportReport, seed: str = "") -> str:
     cases = {id(c.cell) for q in questions for c in q.cases}  # their code runs in the grader, not in the notebook
     code = [cell_source(c) for c in nb.cells if c.get("cell_type") == "code" and id(c) not in cases]
+    runners = "all_cases, reference_cell" if any(q.all_or_nothing for q in questions) else "reference_cell"
     lines = tests_header("Checks imported from otter-grader (autograder import otter): each test case runs on the "
                          "submission\nand on the reference in the grader, and passes when their values are equal\n"
                          "(autograder/importers/cells.py); a manual question is a manual check (pending).",
-                         "reference_cell", notebook_imports(code), seed)
+                         runners, notebook_imports(code), seed)
+    context = seeded(seed, code)
     for q in questions:
-        lines += question_checks(q, report, bool(seed))
+        lines += question_checks(q, report, context)
     reads = names_read([c.source for q in questions for c in q.cases], notebook_names(code))
+    reads |= {SEED_NAME} & notebook_names(code)  # the seeding calls: the grader runs them where they stand
     return "\n".join(lines + reads_function(reads)) + "\n"
 
 
-def question_checks(q: Question, report: ImportReport, seeded: bool = False) -> list[str]:
+def case_name(q: Question, case: Case, number: int) -> str:
+    return f"{q.name} {'hidden ' if case.hidden else ''}test {number}"
+
+
+def question_checks(q: Question, report: ImportReport, context: Seeded) -> list[str]:
     variable = re.sub(r"\W", "_", q.name)
-    if q.manual or not q.cases:
-        points = 1.0 if q.points is None else float(q.points)
-        why = "manual question" if q.manual else "question without tests"
-        report.convert(f"{q.name}: {why} ({points_text(points)}) -> manual check {q.name!r} (pending)")
-        return ["", f"{variable} = manual({q.name!r}, {points:g}, {q.name!r}, {why!r})"]
+    if not q.cases:
+        return manual_check(q, variable, report) if q.manual else no_check(q, report)
+    if q.manual:
+        report.note(f"{q.name} is a manual question with tests: its tests are converted; what otter exports of it for "
+                    "grading by hand has its points where it is graded (Gradescope): add a `manual` check for them")
+    points, seed = case_points(q), ", seed=SEED" if context.lines else ""
+    if q.all_or_nothing:
+        return all_or_nothing_checks(q, variable, points, report, context)
     out, public = [], 0
-    for number, (case, points) in enumerate(zip(q.cases, case_points(q)), 1):
-        name = f"{q.name} {'hidden ' if case.hidden else ''}test {number}"
-        if public_cell(case, name, points, q.name, seeded, report):
+    for number, (case, share) in enumerate(zip(q.cases, points), 1):
+        name = case_name(q, case, number)
+        if public_cell(case, name, share, q.name, context, report):
             public += 1
             continue
-        out += ["", f"{variable}_{number} = reference_cell({name!r}, {points!r}, {q.name!r}, IMPORTS, "
-                    f"{literal(case.source)}, hidden={case.hidden}{', seed=SEED' if seeded else ''})"]
-    report.convert(f"{q.name}: {len(q.cases)} test case(s) ({points_text(sum(case_points(q)))}) -> {public} public "
+        out += ["", f"{variable}_{number} = reference_cell({name!r}, {share!r}, {q.name!r}, IMPORTS, "
+                    f"{literal(case.source)}, hidden={case.hidden}{seed})"]
+    report.convert(f"{q.name}: {len(q.cases)} test case(s) ({points_text(sum(points))}) -> {public} public "
                    f"test cell(s) in the notebook, {len(q.cases) - public} check(s) compared with the reference")
     return out
 
 
-def public_cell(case: Case, name: str, points: float, part: str, seeded: bool, report: ImportReport) -> bool:
+def all_or_nothing_checks(q: Question, variable: str, points: list[float], report: ImportReport,
+                          context: Seeded) -> list[str]:
+    """otter's all_or_nothing: one check over every case, full points when all pass and none otherwise; the public
+    cases stay public test cells worth 0, for students to run."""
+    cases, public = [], 0
+    for number, case in enumerate(q.cases, 1):
+        name = case_name(q, case, number)
+        public += public_cell(case, name, 0.0, q.name, context, report)
+        cases.append(f"    ({name!r}, {literal(case.source)}, {case.hidden}),")
+    total = sum(points)
+    report.convert(f"{q.name}: all_or_nothing: {len(q.cases)} test case(s) -> one check {q.name!r} worth "
+                   f"{points_text(total)} when every case passes, 0 otherwise; {public} public test cell(s) worth 0 in "
+                   "the notebook (students run them)")
+    return ["", f"{variable} = all_cases({q.name!r}, {total!r}, {q.name!r}, IMPORTS, [", *cases,
+            f"]{', seed=SEED' if context.lines else ''})"]
+
+
+def manual_check(q: Question, variable: str, report: ImportReport) -> list[str]:
+    points = manual_points(q)
+    if q.points is None:
+        report.convert(f"{q.name}: manual question without points -> manual check {q.name!r} worth 0 (pending), as "
+                       f"otter counts it; give it points in tests/{TESTS_FILE}")
+        report.note("a manual question without `points` is worth 0, as otter counts it (otter leaves its points to "
+                    f"where it is graded by hand): give each one its points in tests/{TESTS_FILE}")
+    else:
+        report.convert(f"{q.name}: manual question ({points_text(points)}) -> manual check {q.name!r} (pending)")
+    return ["", f"{variable} = manual({q.name!r}, {points:g}, {q.name!r}, 'manual question')"]
+
+
+def no_check(q: Question, report: ImportReport) -> list[str]:
+    """A question with neither tests nor `manual`: otter grades nothing for it, and neither does the import."""
+    report.convert(f"{q.name}: no tests and not manual -> no check: otter grades nothing for it (its solution cells "
+                   "are converted)")
+    report.note(f"questions without tests and not manual get no check, as otter grades nothing for them: add tests, "
+                f"or a `manual` check in tests/{TESTS_FILE}, to grade one")
+    return []
+
+
+def public_cell(case: Case, name: str, points: float, part: str, context: Seeded, report: ImportReport) -> bool:
     """Make a public case's notebook cell its public test cell (True), or plain code students read, its check
     then compared with the reference and the case named as not converted (False). False for a hidden case."""
     if case.cell is None:
         return False
     source, why = public_test_source(case)
-    if seeded:
-        source, why = None, ("the grader runs the notebook's seeding lines before it, which a test cell cannot do")
+    drawn = context.draw(case.source)
+    if source is not None and drawn:
+        source, why = None, (f"it draws random numbers (`{drawn}`), and the grader runs the notebook's seeding lines "
+                             "before it (as otter seeds each cell), which a test cell cannot do")
     cell = case.cell
     cell["outputs"], cell["execution_count"] = [], None
     if source is None:
@@ -357,7 +549,6 @@ def public_cell(case: Case, name: str, points: float, part: str, seeded: bool, r
     return True
 
 
-
 def refuse_leftovers(cell, loc: str, report: ImportReport) -> None:
     """Markers the conversion did not consume: named, and left for `build` to refuse."""
     for marker in find_foreign(cell_source(cell).split("\n"), cell.get("cell_type", "")):
@@ -371,15 +562,18 @@ def import_assignment(source: Path, name: str, solutions: Path, force: bool = Fa
     if not source.is_file():
         raise ImportFailed(f"{source}: an otter import takes the assignment notebook itself")
     report = ImportReport("otter", source, solutions / name)
-    notebook, questions, seed, files = convert(nbformat.read(source, as_version=4), str(source), report)
-    tests = checks_source(questions, notebook, report, seed)
-    notes(report)
+    try:
+        notebook, questions, seed, files = convert(nbformat.read(source, as_version=4), str(source), report)
+        tests = checks_source(questions, notebook, report, seed)
+    except ImportFailed as exc:
+        raise ImportFailed(f"{source}: {exc}") from None
+    notes(report, bool(seed))
     prepare(report.target, force)
     write_assignment(report, notebook, tests, source.stem, TESTS_FILE, files)
     return [report]
 
 
-def notes(report: ImportReport) -> None:
+def notes(report: ImportReport, seeded_notebook: bool) -> None:
     report.note("otter compares printed outputs; here the values are compared, so `np.True_` and `True` are the same "
                 "(otter 7 under numpy 2 prints `np.True_` where `True` was recorded and fails correct notebooks)")
     report.note("a test's printed output (print calls) is not compared, only the value of its last expression")
@@ -388,3 +582,6 @@ def notes(report: ImportReport) -> None:
     report.note("otter's grader.check cells in student notebooks are not needed: the public test cells stand where "
                 "the public cases stood (students run them, or `autograder check`); a grader.check cell is an ordinary "
                 "cell the grader does not run")
+    if seeded_notebook:
+        report.note(f"students see the seeding lines (otter removes them from their notebook and seeds each of their "
+                    f"cells when grading): the grader runs the line they keep (`{SEED_NAME} = ...`) where it stands")

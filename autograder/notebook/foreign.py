@@ -7,8 +7,8 @@ file, cell, line, the text seen, whose format it is and what to do.
 
 What counts as a marker (case-sensitive: ordinary comments are written in lower case or mixed case):
 - `AUTOTEST ...` / `HASHED AUTOTEST ...` after `#` (nbgrader's generated tests);
-- `BEGIN WORDS` / `END WORDS` in capitals (otter's QUESTION, PROMPT, TESTS, IGNORE, TEST CONFIG ...),
-  except this build's own `### BEGIN SOLUTION` / `### END HIDDEN TESTS` markers;
+- `BEGIN WORDS` / `END WORDS` in capitals (otter's QUESTION, PROMPT, TESTS, IGNORE, TEST CONFIG ..., nbgrader's
+  MARK SCHEME, which `autograder import nbgrader` keeps out of the notebooks), except this build's own `### BEGIN SOLUTION` / `### END HIDDEN TESTS` markers;
 - a comment of a few words in capitals naming a grading notion (SOLUTION, TEST, HIDDEN, SEED, PROMPT,
   QUESTION, IGNORE, AUTOTEST) or ASSIGNMENT CONFIG, alone or at the end of a line of code (`x = 2 # SOLUTION`).
 In code cells a marker is the text after a `#` up to the end of the line; in markdown and raw cells, a
@@ -43,10 +43,14 @@ AUTOTEST = Style("nbgrader's AUTOTEST (tests generated when the assignment is re
                  "(`nbgrader generate_assignment` shows what it expands to)")
 OTTER = Style("otter-grader's assignment format", IMPORT_OTTER)
 OTTER_OLD = Style("otter-grader's older format (`# SOLUTION` lines, `# TEST` / `## HIDDEN TEST ##` cells)",
-                  "rewrite it by hand (`autograder import otter` converts otter's current format, not this one): "
-                  f"solutions between {OUR_MARKERS.split(' and ')[0]}, each test cell with nbgrader metadata (grade: "
+                  "convert the notebook with `autograder import otter NOTEBOOK --name NAME` (it reads otter's older "
+                  "format too), or by hand: solutions between "
+                  f"{OUR_MARKERS.split(' and ')[0]}, each test cell with nbgrader metadata (grade: "
                   "true, grade_id, points) and its hidden part between ### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS")
-UNKNOWN = Style("a grading marker of another tool",
+MARK_SCHEME = Style("nbgrader's mark scheme (a task cell's instructor-only text)",
+                    "convert the notebook with `autograder import nbgrader SOURCE --name NAME` (it keeps the mark "
+                    "scheme out of both notebooks, beside the task's manual check), or move the text out of the notebook")
+UNKNOWN = Style("another tool's grading format",
                 f"this build reads only {OUR_MARKERS}; convert the cell to them")
 
 
@@ -83,9 +87,11 @@ def _code_candidates(line: str) -> list[str]:
 def classify(words: str) -> Style:
     if _AUTOTEST.match(words):
         return AUTOTEST
+    if re.search(r"\bMARK SCHEME\b", words):
+        return MARK_SCHEME
     if re.search(r"\bHIDDEN TEST\b|^TEST$", words):
         return OTTER_OLD
-    otter = r"QUESTION|PROMPT|TESTS|IGNORE|CONFIG|SEED|SOLUTION|HIDDEN"
+    otter = r"QUESTION|PROMPT|TESTS|IGNORE|CONFIG|SEED|SOLUTION|HIDDEN|PLUGIN"
     return OTTER if re.search(rf"\b({otter})\b", words) else UNKNOWN
 
 
