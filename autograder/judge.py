@@ -98,6 +98,11 @@ class Program:
         self.hangs: list[RememberedHang] = []  # definitions that hung a check: they raise at once in later ones
         self._tripwires_in: tuple = (None, 0)  # (worker process, hangs) the tripwires were last installed for
 
+    def binds_all(self, names) -> bool:
+        """Whether the notebook binds every one of `names` with a statement the grader runs (read, no worker)."""
+        bound = {name for unit in self.extraction.units if unit.kind != "import" for name in unit.names}
+        return set(names) <= bound
+
     def definition_kinds(self) -> dict[str, str]:
         """{name: "class" or "function"} for the classes and functions the notebook defines at its top level."""
         if self._kinds is None:
@@ -489,7 +494,8 @@ class Judge:
         start = time.monotonic()
         try:
             fraction, message, stub = self._attempt(spec, submission, budget_end)
-            if fraction < 1 and spec.depends_on and time.monotonic() < budget_end:
+            if fraction < 1 and spec.depends_on and time.monotonic() < budget_end and \
+                    self.reference.binds_all(spec.depends_on):  # (`autograder check` has no reference)
                 # the student's other parts may be what failed it: again, the reference answering for them
                 again = self._attempt(spec, submission, budget_end, substitute=True)
                 fraction, message, stub = self._better(spec, (fraction, message, stub), again)

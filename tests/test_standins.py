@@ -83,3 +83,18 @@ def test_a_name_the_submission_lacks_gets_a_stand_in_of_the_references_kind_and_
     assert calls == ["construct", "forward", "forward"]
     standins.restore(module, replaced)
     assert "Encoder" not in vars(module) and "helper" not in vars(module) and module.broken is None
+
+
+def test_no_second_run_with_the_references_definitions_where_there_is_no_reference():
+    """`autograder check` has no answer key: a check's depends_on cannot be answered, so it is not tried (it said
+    'the reference could not answer' before)."""
+    import nbformat
+
+    from autograder.judge import Program
+    from autograder.notebook.extract import Extraction, extract
+    from autograder.sandbox.client import WorkerSpec
+
+    key = extract(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch\ndef f(x):\n    return x")]))
+    assert Program(key, WorkerSpec([])).binds_all(["f"]) and not Program(key, WorkerSpec([])).binds_all(["f", "g"])
+    assert not Program(Extraction([], []), WorkerSpec([])).binds_all(["f"])
+    assert not Program(key, WorkerSpec([])).binds_all(["torch"])  # an import is no definition to stand in for
