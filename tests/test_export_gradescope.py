@@ -144,9 +144,11 @@ def test_results_written_when_the_grader_fails(exported, tmp_root):
     _, zip_path, _, _ = exported
     # No notebook in the submission: a result that says so (the runner in-process: no torch to import).
     empty = gradescope_tree(tmp_path / "empty", zip_path)
+    (empty / "submission" / "work.zip").write_bytes(b"PK")  # what was handed in instead is named
     assert run(empty, empty / "source" / "release" / "vectors") == 0
     data = json.loads((empty / "results" / "results.json").read_text())
     assert validate_results(data) == [] and data["score"] == 0 and "No notebook" in data["output"]
+    assert "(it holds work.zip)" in data["output"]
 
     # The grader itself crashes (its release bundle is damaged): still a result, saying so.
     crash = gradescope_tree(tmp_path / "crash", zip_path)
@@ -156,6 +158,7 @@ def test_results_written_when_the_grader_fails(exported, tmp_root):
     data = json.loads((crash / "results" / "results.json").read_text())
     assert validate_results(data) == []
     assert data["extra_data"]["grader_error"] is True and "autograder itself failed" in data["output"]
+    assert "execution_time" in data and data["stdout_visibility"] == "hidden"
 
     # Python cannot even start: run_autograder's own fallback writes the result.
     dead = gradescope_tree(tmp_path / "dead", zip_path)
@@ -164,7 +167,7 @@ def test_results_written_when_the_grader_fails(exported, tmp_root):
     fake.write_text("#!/bin/sh\nexit 3\n")
     fake.chmod(0o755)
     data = run_autograder(dead)
-    assert data["extra_data"] == {"grader_error": True, "exit_status": 3}
+    assert data["extra_data"] == {"grader_error": True, "exit_status": 3} and data["stdout_visibility"] == "hidden"
 
 
 def test_any_name_and_checkpoints_ignored(tmp_path):

@@ -42,6 +42,11 @@ class ExportCommand(Command):
               "Configure Autograder > Zip file upload")
         for line in points_summary(release):
             print(line)
+        limits = release.config.limits
+        minutes = -(-(10 + 2 * limits.import_seconds + limits.submission_seconds) // 60)
+        print(f"Set Gradescope's autograder timeout (Autograder settings; 10 minutes by default) to at least "
+              f"{minutes:.0f} minutes: this assignment allows {limits.submission_seconds:g} s of checks and "
+              f"{limits.import_seconds:g} s per statement loaded (docs/platforms.md, 'The Gradescope timeout')")
         return 0
 
     def _nbgrader(self, args) -> int:

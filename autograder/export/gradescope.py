@@ -113,7 +113,7 @@ PYTHONPATH="$SOURCE${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m autograder.entrypoints 
 status=$?
 if [ ! -s "$RESULTS/results.json" ] || grep -q '"provisional": true' "$RESULTS/results.json"; then
     cat > "$RESULTS/results.json" <<JSON
-{"score": 0.0, "output": "The autograder itself failed (exit status $status) before it finished grading this submission. This is not your grade: your instructor will look into it and re-run it.", "visibility": "visible", "stdout_visibility": "visible", "extra_data": {"grader_error": true, "exit_status": $status}}
+{"score": 0.0, "output": "The autograder itself failed (exit status $status) before it finished grading this submission. This is not your grade: your instructor will look into it and re-run it.", "visibility": "visible", "stdout_visibility": "hidden", "extra_data": {"grader_error": true, "exit_status": $status}}
 JSON
 fi
 exit 0
@@ -370,6 +370,19 @@ def _failure(output: str, **extra) -> dict:
             "extra_data": extra}
 
 
+def _what_was_found(root: Path) -> str:
+    """`: it holds a.txt, b.zip` (up to 8 files of the submission), or nothing when it is empty."""
+    folder = root / "submission"
+    try:
+        files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    except OSError:
+        return ""
+    if not files:
+        return " (it is empty)"
+    more = f" and {len(files) - 8} more" if len(files) > 8 else ""
+    return f" (it holds {', '.join(files[:8])}{more})"
+
+
 def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
     """Grade /autograder/submission; write /autograder/results/results.json. Never raises.
 
@@ -394,9 +407,10 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
             shutil.rmtree(release_dir)
         notebook, note = pick_notebook(root / "submission", release.config.notebook, release.student_code)
         if notebook is None:
-            _write(results, _failure(f"No notebook (.ipynb file) found in your submission. Submit your "
-                                     f"{release.config.notebook}, downloaded from Jupyter (File > Download).",
-                                     no_notebook=True))
+            _write(results, _failure(f"No notebook (.ipynb file) found in your submission{_what_was_found(root)}. "
+                                     f"Submit your {release.config.notebook}, downloaded from Jupyter (File > "
+                                     "Download), as a file of its own (not inside a zip of a zip, nor only in "
+                                     ".ipynb_checkpoints).", no_notebook=True))
             return 0
         with tempfile.TemporaryDirectory(prefix="ag-gradescope-") as tmp:
             [result] = grade(release, [notebook], GradeOptions(Path(tmp), quiet=True))
@@ -418,8 +432,7 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
         _write(results, {**_failure(
             "The autograder itself failed while grading this submission (an error in the grader, not in "
             f"your notebook): {type(exc).__name__}: {exc}. This is not your grade: your instructor will "
-            "look into it and re-run it.", grader_error=True, execution_time=round(time.monotonic() - start, 3)),
-            "stdout_visibility": "hidden"})
+            "look into it and re-run it.", grader_error=True), "execution_time": round(time.monotonic() - start, 3)})
         return 1
 
 
