@@ -199,6 +199,8 @@ def tied(sub, ref):
         before, after = sub.helpers.bi_tied(model, ids, row, delta)
     except StudentError as exc:
         raise Fail(f"BertForPretraining(config)(input_ids) raised {exc.type}: {exc.message}") from None
+    if not (torch.isfinite(before).all() and torch.isfinite(after).all()):  # NaN compares False with any bound
+        raise Fail("BertForPretraining(config)(input_ids) gave MLM logits that are not finite numbers (NaN or inf)")
     change = (after - before).double().abs()
     others = torch.cat((change[..., :row], change[..., row + 1:]), dim=-1)
     if change[..., row].max() < 1e-6:
