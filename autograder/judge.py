@@ -384,6 +384,7 @@ class Judge:
                  reference_as_submission: Callable[[], Program] | None = None):
         self.checks = checks
         self.earlier = earlier_cells(checks)  # the test cells a notebook test cell shares its variables with
+        self._stood_in: list[str] = []  # the names the worker replaced by stand-ins for the check's second run
         self.reference = reference
         self.limits = limits
         self.cell_globals = cell_globals
@@ -497,8 +498,9 @@ class Judge:
             if fraction < 1 and spec.depends_on and time.monotonic() < budget_end and \
                     self.reference.binds_all(spec.depends_on):  # (`autograder check` has no reference)
                 # the student's other parts may be what failed it: again, the reference answering for them
+                self._stood_in = []
                 again = self._attempt(spec, submission, budget_end, substitute=True)
-                fraction, message, stub = self._better(spec, (fraction, message, stub), again)
+                fraction, message, stub = self._better(self._stood_in, (fraction, message, stub), again)
         except Pending as exc:
             result.status, result.message = PENDING, str(exc) or PENDING_GPU
             return result
@@ -536,13 +538,16 @@ class Judge:
         return fraction, message, stub
 
     @staticmethod
-    def _better(spec: CheckSpec, own: tuple[float, str, bool], again: tuple[float, str, bool]) -> tuple[float, str, bool]:
+    def _better(stood_in: list[str], own: tuple[float, str, bool],
+                again: tuple[float, str, bool]) -> tuple[float, str, bool]:
         """The better of the run with the student's own parts and the run with the reference's in their place, with
         a message that says only what is true. Better with the reference's (full marks included): graded so, and
         only this part counts, which the message says.
         A tie: the second run's message (it is about this part, with the reference's parts), saying so and that
         the student's own parts gave the same score; it claims nothing about where the points were lost."""
-        names = ", ".join(spec.depends_on)
+        names = ", ".join(stood_in)
+        if not stood_in:  # nothing could stand in (a class that is no nn.Module): the second run was the first
+            return own
         if again[0] > own[0]:
             return again[0], _noted(again[1], f"(graded with the reference's {names} in place of yours, so that only "
                                               "this part counts here)"), again[2]
@@ -556,8 +561,9 @@ class Judge:
 
         submission.worker.callbacks = ReferenceAnswers(self.reference, spec.depends_on)
         kinds = self.reference.definition_kinds()
-        submission.worker.request("substitute", [[name, kinds.get(name, "")] for name in spec.depends_on],
-                                  what="preparing the check")
+        replaced = submission.worker.request("substitute", [[name, kinds.get(name, "")] for name in spec.depends_on],
+                                             what="preparing the check")
+        self._stood_in = [name for name in spec.depends_on if isinstance(replaced, list) and name in replaced]
 
     def _execute(self, spec: CheckSpec, submission: Program, deadline: float, limit: tuple[float, float | None],
                  prepare: Callable[[], None] | None = None) -> tuple[float, str]:

@@ -9,14 +9,14 @@ SPEC = CheckSpec("MHA: output", 3, "2. Multi-head attention", depends_on=("scale
 
 def test_a_better_run_with_the_references_parts_is_graded_so():
     own, again = (0.0, "your scaled_dot_product raised ValueError", False), (1 / 3, "the output differs", False)
-    assert Judge._better(SPEC, own, again) == (1 / 3, "the output differs\n(graded with the reference's "
+    assert Judge._better(list(SPEC.depends_on), own, again) == (1 / 3, "the output differs\n(graded with the reference's "
                                                "scaled_dot_product in place of yours, so that only this part counts "
                                                "here)", False)
 
 
 def test_a_tie_says_which_run_the_message_is_about_and_claims_nothing_else():
     own, again = (0.0, "your scaled_dot_product raised ValueError", False), (0.0, "the output differs", False)
-    score, message, _ = Judge._better(SPEC, own, again)
+    score, message, _ = Judge._better(list(SPEC.depends_on), own, again)
     assert score == 0.0
     assert message == ("the output differs\n(this is the run with the reference's scaled_dot_product in place of "
                        "yours; yours gave the same score)")
@@ -25,10 +25,15 @@ def test_a_tie_says_which_run_the_message_is_about_and_claims_nothing_else():
 
 def test_a_worse_run_with_the_references_parts_leaves_the_students_own():
     own = (0.5, "half the heads differ", True)
-    assert Judge._better(SPEC, own, (0.0, "the reference could not answer", False)) == own
+    assert Judge._better(list(SPEC.depends_on), own, (0.0, "the reference could not answer", False)) == own
 
 
 def test_full_marks_with_the_references_parts_say_how_they_were_graded():
-    assert Judge._better(SPEC, (0.0, "your scaled_dot_product raised", False), (1.0, "", False)) == \
+    assert Judge._better(list(SPEC.depends_on), (0.0, "your scaled_dot_product raised", False), (1.0, "", False)) == \
         (1.0, "(graded with the reference's scaled_dot_product in place of yours, so that only this part counts here)",
          False)
+
+
+def test_nothing_stood_in_for_the_students_parts_keeps_the_first_run_and_claims_nothing():
+    own, again = (0.0, "your MomentumSGD raised ValueError", False), (0.0, "your MomentumSGD raised ValueError", False)
+    assert Judge._better([], own, again) == own  # (a plain class cannot stand in: the second run was the first)
