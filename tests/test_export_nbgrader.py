@@ -235,6 +235,17 @@ def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, 
         bob = gb.find_submission("vectors", "bob")
         assert (bob.score, bob.late_submission_penalty) == (11.0, 11.0)
 
+    # the written answer graded by hand in formgrader: graded again, the feedback page says so (not "pending")
+    with Gradebook(db, "vectors101") as gb:
+        gb.find_grade("q_softmax", "vectors", "vectors", "alice").manual_score = 2.0
+        gb.db.commit()
+    assert command_line(["nbgrader-grade", "vectors", "--quiet", "--student", "alice"]) == 0
+    shutdown_fork_server()
+    page = (course / "feedback" / "alice" / "vectors" / "vectors.html").read_text()
+    assert "graded by hand: 2 / 2" in page and "13 / 13" in page
+    with Gradebook(db, "vectors101") as gb:
+        assert gb.find_grade("q_softmax", "vectors", "vectors", "alice").score == 2.0  # kept, never reset
+
 
 @pytest.mark.parametrize("kind", ["nbgrader", "otter"])
 def test_an_imported_course_exports_as_a_course_nbgrader_accepts(kind, tmp_path):

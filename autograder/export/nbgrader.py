@@ -36,7 +36,7 @@ import warnings
 import zlib
 from pathlib import Path
 from autograder.files import write_atomic
-from autograder.status import PENDING, UNGRADED
+from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED
 from autograder.notebook.markers import hand_graded, nbgrader_meta
 
 SETUP_ID = "autograder_setup"
@@ -437,10 +437,15 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
                     gb.update_or_create_submission(name, student)
                 for check in result.checks:
                     grade_id = ids.get(check.name)
-                    if grade_id is None:
+                    if grade_id is None:  # a written answer (its cell's grade_id is the check's name): nbgrader's
+                        if check.status == PENDING:
+                            _as_formgrader_graded(gb, check, nb_id, name, student)
                         continue
                     g = gb.find_grade(grade_id, nb_id, name, student)
-                    if check.status in (PENDING, UNGRADED):  # no score yet: flagged for the instructor, never 0
+                    if check.status == PENDING and g.manual_score is not None:  # graded by hand in formgrader
+                        g.auto_score, g.needs_manual_grade = None, False
+                        _graded_by_hand(check, float(g.manual_score))  # so the feedback page says it
+                    elif check.status in (PENDING, UNGRADED):  # no score yet: flagged for the instructor, never 0
                         g.auto_score, g.needs_manual_grade = None, True
                     else:
                         g.auto_score, g.needs_manual_grade = check.score, False
@@ -465,6 +470,25 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
             scores[student] = result.score
             scores.not_final |= bool(result.ungraded)
     return scores
+
+
+def _as_formgrader_graded(gb, check, nb_id: str, name: str, student: str) -> None:
+    """A pending written answer the instructor graded in formgrader, as graded (for the feedback page)."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        manual = gb.find_grade(check.name, nb_id, name, student).manual_score
+    except MissingEntry:
+        return
+    if manual is not None:
+        _graded_by_hand(check, float(manual))
+
+
+def _graded_by_hand(check, score: float) -> None:
+    """A pending check as the instructor graded it in formgrader: its score, no longer pending."""
+    check.score = max(0.0, min(score, check.max_score))
+    check.status = PASSED if check.score >= check.max_score else PARTIAL if check.score > 0 else FAILED
+    check.message = f"graded by hand: {check.score:g} / {check.max_score:g}"
 
 
 def _picked_notebooks(submitted: Path, name: str, notebook: str, students: list[str] | None,
