@@ -175,6 +175,8 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
     used = names_read([c.source for c in out.cell_checks], test_sources)
     reference = extract(out.answer_key, used)
+    if paths.assignment.is_dir():  # generated whole: a file dropped from `files` leaves it too
+        shutil.rmtree(paths.assignment)
     _write_notebook(paths.assignment / config.notebook, out.student)
     for name in config.files:
         _copy(paths.source / name, paths.assignment / name)

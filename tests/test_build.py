@@ -223,3 +223,15 @@ def test_a_release_named_by_its_assignment_is_built_when_stale_and_the_command_s
     (source / "assignment.toml").write_text((source / "assignment.toml").read_text() + "\n# edited\n")
     resolve_release("vectors", root=tmp_path)
     assert "is out of date with" in capsys.readouterr().err
+
+
+def test_a_file_dropped_from_files_leaves_the_student_folder_on_the_next_build(tmp_path):
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    (source / "extra.txt").write_text("data")
+    toml = (source / "assignment.toml").read_text()
+    (source / "assignment.toml").write_text(toml.replace("files = [", 'files = ["extra.txt", ', 1))
+    paths = build(source)
+    assert (paths.assignment / "extra.txt").is_file()
+    (source / "assignment.toml").write_text(toml)
+    assert not (build(source).assignment / "extra.txt").exists()
