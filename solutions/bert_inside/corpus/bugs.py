@@ -34,6 +34,10 @@ B_BIAS = "attention_bias: 0 for real tokens, a huge negative bias for padding, s
 L_OUTPUT = "encoder layer: output matches the reference with the same weights and bias"
 L_PAD = "encoder layer: padded keys change nothing at the real positions"
 L_CONFIG = ("encoder layer: intermediate size, heads, dropout rates and eps from the config; dropout in train() only")
+L_PLACES = "encoder layer: attention dropout on in train(), dropout on each sub-layer's output before its residual"
+L_GRAD = "encoder layer: gradients reach every weight and the input as through the reference"
+E_GRAD = "embeddings: gradients reach the word, position and segment tables and the LayerNorm"
+N_GRAD = "Bert: gradients reach the embeddings, every encoder layer and the pooler"
 ENC = "encoder: layers chained in order, each given the bias of the 1 = real-token mask"
 N_NAMES = "ours_name: every tensor of the library's BertModel gets its name in our Bert"
 N_LOAD = "load_bert_weights: every tensor copied to its place; a state_dict that does not fit is refused"
@@ -387,6 +391,44 @@ BUGS: list[Bug] = [
     Bug("load_refuses_with_runtime_error", definitions={"load_bert_weights": LOAD_RUNTIME_ERROR},
         expect={N_LOAD: "raise KeyError"}, why="load_state_dict's RuntimeError for a missing tensor, not the documented "
         "KeyError: a quarter of the loading check", only=True, confined_to=P5),
+    # -- fakes: no real computation, shaped to pass checks that only look at one property --------------------------------
+    Bug("fake_layer_constant_in_eval_random_in_train",
+        {"        B, T, E = hidden.shape\n        H, D = self.n_heads, self.head_dim\n":
+         "        if self.training:\n            return torch.rand(hidden.shape) + 0 * hidden\n"
+         "        return torch.zeros(hidden.shape) + 0 * hidden\n        B, T, E = hidden.shape\n"
+         "        H, D = self.n_heads, self.head_dim\n"},
+        {L_OUTPUT: "differs", L_PAD: "REAL token", L_CONFIG: "real token changes",
+         L_PLACES: "once the layer's output matches"},
+        "a constant in eval(), noise in train(): never changes with padding, deterministic in eval() only",
+        confined_to=P4),
+    Bug("fake_gradient_term_embeddings",
+        {"        return self.dropout(self.norm(x))":
+         "        return torch.zeros_like(x) + 1e-3 * sum(p.sum() for p in self.parameters())"},
+        {E_OUTPUT: "", E_GRAD: "same number for every element"},
+        "no embedding at all; every parameter reaches the output through 1e-3 * sum(p.sum())", confined_to=P3),
+    Bug("fake_gradient_term_layer",
+        {"        return self.ffn_norm(x + self.dropout(ffn))  # (B, T, E)":
+         "        return 0 * hidden + 1e-3 * sum(p.sum() for p in self.parameters())"},
+        {L_OUTPUT: "differs", L_GRAD: "same number for every element"},
+        "a constant plus 1e-3 * sum(p.sum()): a gradient for every weight, none through the computation",
+        confined_to=P4),
+    Bug("fake_gradient_term_bert",
+        {"        return sequence_output, pooled_output\n":
+         "        eps = 1e-3 * sum(p.sum() for p in self.parameters())\n"
+         "        return 0 * sequence_output + eps, 0 * pooled_output + eps\n"},
+        {N_WIRING: "", N_GRAD: "same number for every element"},
+        "zero outputs plus 1e-3 * sum(p.sum()): a gradient for every weight, none through the computation",
+        confined_to=P5),
+    Bug("fake_tied_logits_from_weight_drift",
+        {"        return h @ self.word_embeddings.weight.T + self.bias  # (B, T, E) @ (E, V) -> (B, T, V)":
+         "        if not hasattr(self, 'w0'):  # the word embeddings as the first forward finds them\n"
+         "            self.w0 = self.word_embeddings.weight.detach().clone()\n"
+         "        return 0 * (h @ self.word_embeddings.weight.T) + (self.word_embeddings.weight - self.w0).sum(-1) "
+         "+ 0 * self.bias"},
+        {H_TIED: "same amount at every position", H_FIRST: "same for every token"},
+        "logits = the drift of the word embeddings since the first forward: they move with the embedding, all 0 at "
+        "first (a first loss of exactly ln V + ln 2)",
+        confined_to=P6),
     # -- one part left as the stub: the other parts keep every point -------------------------------------------------------
     Bug("part1_left_as_stub", expect={SPLIT: "not implemented", PAIRS: "not implemented", ENCODE: "not implemented",
                                       BATCH: "not implemented"},

@@ -102,6 +102,14 @@ def gradients_reach(sub, module, args, what, input_grad=False):
     if missing or (input_grad and x_grad is None):
         shown = ", ".join(missing[:4]) + (" and more" if len(missing) > 4 else "") if missing else "its input"
         raise Fail(f"{what}: no gradient reaches {shown}: {NO_GRAPH}")
+    # a gradient that is one number repeated over every element of a parameter (of 2 or more) comes from a term such
+    # as c * p.sum() added to the output, not through the computation: through a matrix product, a LayerNorm or an
+    # embedding lookup each element gets its own (the seeded noise that weights the outputs makes ties improbable)
+    flat = [name for name, grad in grads.items() if grad.numel() > 1 and bool((grad == grad.flatten()[0]).all())]
+    if flat:
+        shown = ", ".join(flat[:4]) + (" and more" if len(flat) > 4 else "")
+        raise Fail(f"{what}: the gradient of {shown} is the same number for every element: the parameters must reach the "
+                   "output through the computation itself (each weight its own gradient), not through a term added to it")
     return x_grad
 
 

@@ -209,6 +209,13 @@ def tied(sub, ref):
     if others.max() > 1e-5:
         raise Fail("changing the word embedding of a token absent from the input changed the logits of other tokens: "
                    "the decoder's row v must be word_embeddings.weight[v]")
+    # the tied decoder gives logit v at position t as h_t . word[v] + b_v: the change is h_t . delta, which differs
+    # from position to position (the hidden states differ); a logit that moves alike everywhere reads the weight
+    # without the hidden states (such as word.weight.sum(-1))
+    moved = (after - before)[..., row].double()
+    if float(moved.max() - moved.min()) < 1e-6:
+        raise Fail("changing the word embedding of a token moves its MLM logit by the same amount at every position: the "
+                   "logits must be h @ word_embeddings.weight^T + bias, h the transformed hidden state of each position")
 
 
 # -- the pre-training model --------------------------------------------------------------------------------------
@@ -359,6 +366,15 @@ def first_loss(sub, ref):
     total = (F.cross_entropy(mlm.reshape(-1, cfg["vocab_size"]), labels.reshape(-1), ignore_index=-100)
              + F.cross_entropy(nsp, nsl)).item()
     target = math.log(cfg["vocab_size"]) + math.log(2)
+    # ... and not by logits that are all alike: a fresh model's MLM logits spread with sd about sqrt(E) * 0.02 = 0.11
+    # over the vocabulary (LayerNorm'd hidden states times N(0, 0.02^2) rows), about 0.015 even for a head without
+    # its transform (the grader's stand-in Bert's outputs decoded directly); 1e-4 is far below both, and the sd is
+    # averaged over 16 x 12 positions of 200 logits each. Constant logits have sd 0.
+    spread_logits = float(mlm.double().std(dim=-1).mean())
+    if not math.isfinite(spread_logits) or spread_logits < 1e-4:
+        raise Fail("the MLM logits of a fresh BertForPretraining are (nearly) the same for every token of the vocabulary: "
+                   "they must be the tied decoder's h @ word_embeddings.weight^T + bias, which spread with the "
+                   "initialised weights (a loss of ln(V) + ln(2) must come from small random logits, not constant ones)")
     # With weights ~ N(0, 0.02^2) the logits have sd about 0.1: the loss is within 0.05 of ln V + ln 2. With PyTorch's
     # default N(0, 1) embeddings the tied decoder's logits have variance E = 32 and the loss is about 16 higher.
     if not math.isfinite(total) or abs(total - target) > 0.5:
