@@ -55,6 +55,14 @@ MHA_INLINE_SQRT_E = '''        logits = q @ k.transpose(-2, -1) / math.sqrt(E)  
         values = attention @ v  # (B, H, T, D)
 '''
 
+# train_epoch and evaluate handing binary_accuracy the model's (B, 1) logits with (B,) labels (the loss squeezed)
+LOOPS_KEEP_B1_LOGITS = {
+    "        logits = model(token_ids).squeeze(1)  # (B, 1) -> (B,)\n        loss = criterion(logits, labels)":
+    "        logits = model(token_ids)  # (B, 1)\n        loss = criterion(logits.squeeze(1), labels)",
+    "            logits = model(token_ids).squeeze(1)  # (B,)": "            logits = model(token_ids)  # (B, 1)",
+    "total_loss += criterion(logits, labels).item() * n": "total_loss += criterion(logits.squeeze(1), labels).item() * n",
+}
+
 # -- garbage that a check comparing a function with itself would reward ----------------------------------
 SDP_Q_Q = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):
     return q, q
@@ -131,6 +139,40 @@ BUGS: list[Bug] = [
         {"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)":
          "values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop)"},
         {P2_MASK: "mask does not reach"}, "MHA drops the mask"),
+    Bug("mha_scales_q_twice",
+        {"q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)":
+         "q = q.view(B, T, H, D).transpose(1, 2) / math.sqrt(D)  # (B, H, T, D)"},
+        {P2_OUTPUT: "divided by D instead of sqrt(D)", P2_MASK: "divided by D instead of sqrt(D)"},
+        "q divided by sqrt(D) before scaled_dot_product, which divides again (with D = sqrt(E) this once read as "
+        "'divided by sqrt(E)')", only=True),
+    Bug("mha_mask_inverted",
+        {"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)":
+         "values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=None if mask is None else 1 - mask.float())"},
+        {P2_MASK: "mask reaching the attention is inverted", "part2_public": "as it is (1 = padding)"},
+        "MHA hands scaled_dot_product 1 - mask (this once got a message about splitting qkv_proj's output)",
+        only=True),
+    Bug("mha_dropout_on_values",
+        {"        values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)\n":
+         "        values, _ = scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=mask)\n"
+         "        values = F.dropout(values, drop)  # (B, H, T, D)\n"},
+        {P2_DROPOUT: "not attention with dropped attention weights"},
+        "dropout on the attention's values instead of its weights: random in train() only, like the right one",
+        only=True),
+    Bug("mha_dropout_on_output",
+        {"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)":
+         "values, _ = scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=mask)",
+         "return self.o_proj(values)  # (B, T, E)": "return F.dropout(self.o_proj(values), drop)  # (B, T, E)"},
+        {P2_DROPOUT: "not attention with dropped attention weights"}, "dropout on the module's output", only=True),
+    Bug("mha_xavier_per_qkv_block",
+        {"        for layer in (self.qkv_proj, self.o_proj):\n"
+         "            nn.init.xavier_uniform_(layer.weight)\n":
+         "        with torch.no_grad():\n"
+         "            for block in self.qkv_proj.weight.split(embed_dim, dim=0):  # W_Q, W_K, W_V each Xavier\n"
+         "                nn.init.xavier_uniform_(block)\n"
+         "        nn.init.xavier_uniform_(self.o_proj.weight)\n"
+         "        for layer in (self.qkv_proj, self.o_proj):\n"},
+        {"part2_public": "whole (3E, E) weight with one call"},
+        "Xavier bounds of E x E blocks (fan_out E), wider than the (3E, E) weight's", only=True),
     Bug("mha_detached",
         {"qkv = self.qkv_proj(embedding)  # (B, T, 3E)": "qkv = self.qkv_proj(embedding).detach()  # (B, T, 3E)"},
         {P2_GRADS: "no gradient reaches qkv_proj"}, "detaches the projection"),
@@ -160,6 +202,10 @@ BUGS: list[Bug] = [
     Bug("ffn_residual_adds_block_input",
         {"x = self.norm2(x + self.ffn(x))": "x = self.norm2(embedding + self.ffn(x))"},
         {P3_RESIDUAL: "feed-forward residual adds the block input"}, "second residual adds the block input"),
+    Bug("ffn_branch_dropped_twice",
+        {"x = self.norm2(x + self.ffn(x))": "x = self.norm2(x + self.dropout(self.ffn(x)))"},
+        {P3_FFN: "dropped twice"}, "self.dropout on the feed-forward branch, whose ffn already ends in Dropout",
+        only=True),
     Bug("block_mask_not_passed",
         {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
          "x = self.norm1(embedding + self.dropout(self.attn(embedding)))"},
@@ -186,6 +232,15 @@ BUGS: list[Bug] = [
          "x, _ = self.blocks((x, mask))": "for block in self.blocks:\n            x, mask = block((x, mask))"},
         {P5_BLOCKS: "nn.Sequential", P5_MODES: "in eval() two calls"},
         "a Python list: the blocks are not registered, so eval() does not reach them"),
+    Bug("positional_encoding_default_rate",
+        {"self.pos_encoding = PositionalEncoding(embed_dim, layer_drop_rate)":
+         "self.pos_encoding = PositionalEncoding(embed_dim)"},
+        {P5_POSITIONAL: "PositionalEncoding(embed_dim, layer_drop_rate)"},
+        "the positional encoding's dropout at its default 0.1 (its rate is read nowhere in eval())", only=True),
+    Bug("positional_encoding_without_dropout",
+        {"self.pos_encoding = PositionalEncoding(embed_dim, layer_drop_rate)":
+         "self.pos_encoding = PositionalEncoding(embed_dim, 0.0)"},
+        {P5_POSITIONAL: "dropped 0% of the embeddings"}, "no dropout after the positional encoding", only=True),
     Bug("bert_mask_not_passed",
         {"x, _ = self.blocks((x, mask))": "x, _ = self.blocks((x, None))"},
         {P5_CHAIN: "did not get the padding mask", P5_LOGITS: "mask does not reach the blocks"}, "drops the mask"),
@@ -244,6 +299,15 @@ BUGS: list[Bug] = [
     Bug("model_without_padding_mask",
         {"logits = model(masked_ids, padding_mask)": "logits = model(masked_ids)"},
         {P6_STEP: "padding mask"}, "no padding mask for the model"),
+    Bug("loss_positions_labels_above_0",
+        {"    loss = nn.CrossEntropyLoss(ignore_index=-100)(logits.reshape(-1, vocab_size), labels.reshape(-1))":
+         "    sel = labels > 0  # the masked positions\n    loss = F.cross_entropy(logits[sel], labels[sel])"},
+        {P6_STEP: "original id is 0 are left out"}, "selects the loss positions by labels > 0: drops the real token 0",
+        only=True),
+    Bug("padding_mask_for_pad_id_0",
+        {"padding_mask = token_ids == pad_id": "padding_mask = token_ids == 0"},
+        {P6_STEP: "padding mask token_ids == pad_id"}, "the padding mask built for pad_id 0 whatever pad_id is",
+        only=True),
     Bug("step_sets_train_mode",
         {"    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, generator=generator)":
          "    model.train()\n    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, "
@@ -257,6 +321,28 @@ BUGS: list[Bug] = [
         {"predictions = (logits.reshape(-1) > 0).float()":
          "predictions = (torch.sigmoid(torch.sigmoid(logits.reshape(-1))) > 0.5).float()"},
         {P7_ACCURACY: "sigmoid twice"}, "sigmoid on top of a sigmoid"),
+    Bug("accuracy_not_flattened",
+        {"predictions = (logits.reshape(-1) > 0).float()": "predictions = (logits > 0).float()",
+         "return (predictions == labels.reshape(-1).float()).float().mean()":
+         "return (predictions == labels).float().mean()"},
+        {P7_ACCURACY: "compares every logit with every label"},
+        "(B, 1) logits against (B,) labels broadcast to (B, B)", only=True),
+    Bug("accuracy_not_flattened_loops_pass_b1_logits",
+        {"predictions = (logits.reshape(-1) > 0).float()": "predictions = (logits > 0).float()",
+         "return (predictions == labels.reshape(-1).float()).float().mean()":
+         "return (predictions == labels).float().mean()", **LOOPS_KEEP_B1_LOGITS},
+        {P7_ACCURACY: "compares every logit with every label"},
+        "the same accuracy, called by loops that keep the model's (B, 1) logits: the loops are graded with the "
+        "reference's binary_accuracy, so the mistake costs the accuracy check only", only=True),
+    Bug("loops_accuracy_on_probabilities",
+        {"binary_accuracy(logits.detach(), labels)": "binary_accuracy(torch.sigmoid(logits.detach()), labels)",
+         "binary_accuracy(logits, labels).item()": "binary_accuracy(torch.sigmoid(logits), labels).item()"},
+        {P7_LOOPS: "predicting the same class for every example"},
+        "the loops hand binary_accuracy sigmoid(logits): every prediction positive", only=True),
+    Bug("classifier_dropout_on_encoder_output",
+        {"_, hidden = self.rnn(embedded)": "_, hidden = self.rnn(self.dropout(embedded))"},
+        {P7_DROPOUT: "GRU does not read the encoder's last hidden states unchanged"},
+        "dropout on BERT's output before the GRU too", only=True),
     Bug("forward_returns_probabilities",
         {"return self.out(self.dropout(hidden))  # (B, output_dim)":
          "return torch.sigmoid(self.out(self.dropout(hidden)))  # (B, output_dim)"},

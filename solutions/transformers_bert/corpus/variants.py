@@ -8,6 +8,7 @@ are drawn (and whether the generator is used), how the GRU's final states are se
 from __future__ import annotations
 
 from autograder.corpus import Variant
+from bugs import LOOPS_KEEP_B1_LOGITS
 
 
 # -- part 1 -------------------------------------------------------------------------------------------
@@ -339,8 +340,8 @@ GRU_SWAPPED = '''class BERTGRUSentiment(nn.Module):
 '''
 
 ACC_ROUND = '''def binary_accuracy(logits, labels):
-    rounded = torch.round(torch.sigmoid(logits))
-    return (rounded == labels).float().sum() / len(labels)
+    rounded = torch.round(torch.sigmoid(logits)).flatten()  # (B, 1) logits or (B,): any shape of B elements
+    return (rounded == labels.flatten()).float().sum() / len(rounded)
 '''
 
 ACC_SIGMOID = '''def binary_accuracy(logits, labels):
@@ -397,6 +398,12 @@ VARIANTS: list[Variant] = [
              "BERTGRUSentiment": GRU_SWAPPED},
             "softmax and dropout written by hand with mask == 1 indexing; masking as in Hugging Face's "
             "DataCollatorForLanguageModeling; gradient clipping in the MLM step; [backward; forward] state order"),
+    Variant("block_returns_a_list", replace={"return x, mask": "return [x, mask]"},
+            why="TransformerBlock returns [embedding, mask], a list: unpacked, indexed and chained by nn.Sequential "
+                "as the documented tuple is"),
+    Variant("loops_keep_b1_logits", replace=LOOPS_KEEP_B1_LOGITS,
+            why="train_epoch and evaluate give binary_accuracy the model's (B, 1) logits with (B,) labels, as its "
+                "docstring allows (the same number of elements)"),
     Variant("mask_inputs_per_token_loop", {"mask_inputs": MASK_PER_TOKEN_LOOP},
             "the MLM corruption written as a Python loop over the tokens: correct, and slow on the checks' large "
             "samples, which keep the whole check_seconds for it"),

@@ -30,7 +30,7 @@ def tb_grads(module, inputs, weight):
     """Backward of (module(*inputs) * weight).sum(); every parameter's gradient (None: it got none)."""
     module.zero_grad(set_to_none=True)
     out = module(*inputs)
-    if isinstance(out, tuple):
+    if isinstance(out, (tuple, list)):  # a block's (embedding, mask), a list accepted as everywhere else
         out = out[0]
     (out * weight).sum().backward()
     return {name: None if p.grad is None else p.grad.detach().clone() for name, p in module.named_parameters()}

@@ -6,12 +6,13 @@ either must reproduce the reference. If neither does, but the module is right gi
 scaled_dot_product (part 1), it passes: part 1's mistakes are graded in part 1. Otherwise the judge
 computes the usual wiring mistakes and names the one that matches.
 """
+import itertools
 import math
 
 import torch
 
 from _common import close, in_layout, load_weights, output_problem, own_attention_problem
-from autograder.testing import Fail, StudentError, check, expect_shape, keep
+from autograder.testing import Fail, StudentError, check, expect_shape, gen, keep
 
 # The student's code checked here calls these parts; where they fail it, the reference answers for them
 DEPENDS_ON = ["scaled_dot_product"]
@@ -46,8 +47,8 @@ def _forward(module, x, mask):
 
 def _attention(q, k, v, mask=None, scale=None):
     logits = q @ k.transpose(-2, -1) / (math.sqrt(q.size(-1)) if scale is None else scale)
-    if mask is not None:
-        logits = logits.masked_fill(mask.bool()[:, None, None, :], float("-inf"))
+    if mask is not None:  # the notebook's -1e9: a row with every key masked (an inverted mask) stays uniform
+        logits = logits.masked_fill(mask.bool()[:, None, None, :], -1e9)
     return torch.softmax(logits, dim=-1) @ v
 
 
@@ -108,6 +109,9 @@ def matches_with_own_attention(sub, got, state, x, mask, E, H, layout):
 
 
 def diagnose(got_by_layout, state_a, x, mask, E, H):
+    """The one usual mistake whose output the student's matches (in either layout); none when several match (the
+    checks' sizes keep them apart: D != H, so dividing by sqrt(D) twice is not dividing by sqrt(E))."""
+    D = E // H
     variants = [
         (dict(o_proj=False), "the output is the concatenated heads without o_proj: apply self.o_proj last"),
         (dict(split_transpose=False), "the heads are split with a view (B, H, T, D) straight from (B, T, E): "
@@ -119,16 +123,23 @@ def diagnose(got_by_layout, state_a, x, mask, E, H):
          "(B, T, H, D) -> transpose(1, 2) -> (B, H, T, D), and back the same way"),
         (dict(scale=math.sqrt(E)), "the attention logits are divided by sqrt(E) (the model width) instead of "
                                    "sqrt(D) (the head dimension E / H)"),
+        (dict(scale=float(D)), "the attention logits are divided by D instead of sqrt(D): scaled_dot_product "
+                               "divides by sqrt(D) already, so do not scale q or k before calling it"),
     ]
     if mask is not None:
         variants.append((dict(mask=None), "the mask does not reach the attention: pass it on to "
                                           "scaled_dot_product"))
+        variants.append((dict(mask=1 - mask), "the mask reaching the attention is inverted: pass it on as it is "
+                                              "(1 = padding, must not be attended to; 0 = real token)"))
+    matches = set()
     for kwargs, message in variants:
         for layout, got in enumerate(got_by_layout):
             kw = dict(kwargs)
             m = kw.pop("mask", mask)
             if close(got, judge_mha(in_layout(state_a, layout, E, H), x, m, E, H, layout, **kw)):
-                return message
+                matches.add(message)
+    if len(matches) == 1:
+        return matches.pop()
     return ("the output differs from the reference's with the same weights in both accepted qkv layouts "
             f"({LAYOUTS[0]} and {LAYOUTS[1]}): check how you split qkv_proj's output into q, k, v and heads, "
             "and how you merge the heads back")
@@ -161,14 +172,16 @@ def check_outputs(sub, ref, E, H, x, mask, seed):
 @check("MHA: output matches the reference with the same weights", points=3, part=PART, depends_on=DEPENDS_ON)
 def mha_output(sub, ref):
     g = torch.Generator().manual_seed(201)
-    for E, H, B, T in ((16, 4, 2, 5), (12, 3, 3, 4), (8, 1, 1, 3)):
+    # D = E / H is never H here, so sqrt(D) * sqrt(D) = D is never sqrt(E): dividing by sqrt(D) twice and dividing by
+    # sqrt(E) give different outputs (with H = 1, D = E and sqrt(E) is the right scale)
+    for E, H, B, T in ((24, 4, 2, 5), (12, 3, 3, 4), (8, 1, 1, 3)):
         check_outputs(sub, ref, E, H, torch.randn(B, T, E, generator=g), None, seed=E * 10 + H)
 
 
 @check("MHA: the padding mask hides padded positions", points=2, part=PART, depends_on=DEPENDS_ON)
 def mha_mask(sub, ref):
     g = torch.Generator().manual_seed(202)
-    E, H, B, T = 16, 4, 3, 6
+    E, H, B, T = 24, 4, 3, 6
     x = torch.randn(B, T, E, generator=g)
     mask = torch.zeros(B, T)
     mask[1, 4:] = 1
@@ -214,6 +227,50 @@ def mha_dropout(sub, ref):
                        "attention dropout cannot be checked")
         raise Fail("in train() mode with attn_drop_rate=0.5 the output is deterministic: pass attn_drop_rate "
                    "to scaled_dot_product while self.training is True")
+    problem = _weight_dropout_problem(sub, module, E, H, 0.5)
+    if problem:
+        raise Fail(problem)
+
+
+def _uniform_attention_state(E, H, layout):
+    """q = k = 0, so every attention row is uniform over the keys; v = the input; o_proj the identity; zero biases."""
+    zeros = torch.zeros(E, E)
+    state = {"qkv_proj.weight": torch.cat([zeros, zeros, torch.eye(E)]), "qkv_proj.bias": torch.zeros(3 * E),
+             "o_proj.weight": torch.eye(E), "o_proj.bias": torch.zeros(E)}
+    return in_layout(state, layout, E, H)
+
+
+def _kept_key_means(x, H, p):
+    """Each head's output when dropout at rate p zeroes some of its uniform weights 1 / T and scales the others by
+    1 / (1 - p): one row per subset of kept keys, (B, 2^T, H, D)."""
+    B, T, E = x.shape
+    subsets = torch.tensor(list(itertools.product((0.0, 1.0), repeat=T)), dtype=torch.float64)  # (2^T, T)
+    return (subsets @ x.double() / (T * (1 - p))).view(B, 2 ** T, H, E // H)
+
+
+def _weight_dropout_problem(sub, module, E, H, p):
+    """Why the module's train() output is not attention with dropped attention WEIGHTS, or None. With q = k = 0
+    every weight is 1 / T and v = x, so with the weights dropped each head's output at each position is the sum of
+    x over the keys its dropout kept, times 1 / (T (1 - p)): one subset of keys for all D features of the head,
+    whatever the draw. Dropout on the values, the heads or the output zeroes single features instead: a head's
+    D = 4 features all kept or all dropped has probability 1/8, for all 80 head outputs 8^-80 (< 1e-72)."""
+    B, T, D = 4, 5, E // H
+    x = torch.randn(B, T, E, generator=gen(205))
+    for layout in (0, 1):
+        load_weights(sub, module, _uniform_attention_state(E, H, layout), f"MultiHeadAttention({E}, {H}, {p})")
+        module.eval()
+        if close(_forward(module, x, None), x.mean(1, keepdim=True).expand(B, T, E)):
+            break
+    else:
+        return None  # these weights do not give the documented wiring's output: the output checks say why
+    module.train()
+    got = _forward(module, x, None).double().view(B, T, 1, H, D)
+    gap = (got - _kept_key_means(x, H, p)[:, None]).abs().amax(-1).amin(2)  # (B, T, H): the best subset's
+    if bool((gap < 1e-4).all()):
+        return None
+    return (f"in train() with attn_drop_rate={p} the output is not attention with dropped attention weights: "
+            "apply dropout to the attention weights (scaled_dot_product's attn_drop_rate, kept weights scaled by "
+            "1 / (1 - p)), not to the values, the heads or the output")
 
 
 @check("MHA: gradients reach qkv_proj and o_proj", points=1, part=PART, depends_on=DEPENDS_ON)

@@ -66,6 +66,27 @@ def tb_probe_block(block, attn_weight=None, ffn_weight=None, identity_norms=True
     return block
 
 
+def tb_ffn_branch(block, x):
+    """One forward of the block in its mode: what ffn's first Linear got, what its last Linear returned (both None
+    when not called) and the block's output embedding."""
+    linears = [m for m in block.ffn if isinstance(m, nn.Linear)]
+    seen = {}
+
+    def record_input(module, args):  # returns None: the input is left as it is
+        seen.setdefault("input", args[0].detach().clone())
+
+    def record_output(module, args, out):
+        seen.setdefault("linear", out.detach().clone())
+
+    hooks = [linears[0].register_forward_pre_hook(record_input), linears[-1].register_forward_hook(record_output)]
+    try:
+        out = block((x, None))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen.get("input"), seen.get("linear"), out[0].detach().clone()
+
+
 def tb_describe_sequential(seq):
     """(type name, p, in_features, out_features) of each module of an nn.Sequential-like container."""
     return [(type(m).__name__, getattr(m, "p", None), getattr(m, "in_features", None),
@@ -290,12 +311,46 @@ def block_ffn(sub, ref):
     _probe(sub, block, ffn_weight="keep")  # attention outputs zeros, identity norms: y = x + FFN(x)
     f = _run(block, x, None) - x.double()
     tanh_gelu = lambda t: F.gelu(t, approximate="tanh")  # noqa: E731 - nn.GELU(approximate="tanh") is fine too
-    if close(f, _ffn(x.double(), state)) or close(f, _ffn(x.double(), state, tanh_gelu)):
-        return
-    if close(f, _ffn(x.double(), state, F.relu)):
-        raise Fail("the feed-forward network uses ReLU; the notebook's uses GELU (nn.GELU())")
-    raise Fail(_residual_problem(sub, E, H) or "the feed-forward network does not compute "
-               "Linear(E, E) -> GELU -> Linear(E, E) with ffn.0 and ffn.2")
+    if not (close(f, _ffn(x.double(), state)) or close(f, _ffn(x.double(), state, tanh_gelu))):
+        if close(f, _ffn(x.double(), state, F.relu)):
+            raise Fail("the feed-forward network uses ReLU; the notebook's uses GELU (nn.GELU())")
+        raise Fail(_residual_problem(sub, E, H) or "the feed-forward network does not compute "
+                   "Linear(E, E) -> GELU -> Linear(E, E) with ffn.0 and ffn.2")
+    _ffn_branch_dropout(sub, E, H, state)
+
+
+def _ffn_branch_dropout(sub, E, H, state):
+    """In train(), the feed-forward branch is dropped once, by ffn's own final Dropout(layer_drop_rate), before its
+    residual: no second dropout on it (self.dropout belongs to the attention branch). Read from what ffn's Linear
+    layers get and return, so a mistake of the attention branch (graded by the next check) does not count here."""
+    B, T, p = 4, 8, 0.5
+    block = _block(sub, E, H, 0.0, p)
+    _load(sub, block, state, f"TransformerBlock({E}, {H}, 0.0, {p})")
+    _probe(sub, block, ffn_weight="keep")  # attention outputs zeros, identity norms: y = x' + Dropout(FFN(x'))
+    block.train()
+    try:
+        x1, f, y = sub.helpers.tb_ffn_branch(block, torch.randn(B, T, E, generator=gen(333)))
+    except StudentError as exc:
+        raise Fail(f"a forward of TransformerBlock({E}, {H}, 0.0, {p}) in train() failed: {exc.type}: "
+                   f"{exc.message}") from None
+    if x1 is None or f is None:
+        raise Fail("in train() the block's forward did not run self.ffn: x = norm2(x' + self.ffn(x'))")
+    d, f = (y - x1).double(), f.double()  # the branch's output, and the last Linear's output before the Dropout
+    dropped = d.abs() < 1e-7
+    kept = lambda scale: torch.allclose(d[~dropped], scale * f[~dropped], atol=1e-4, rtol=1e-4)  # noqa: E731
+    if not kept(2):  # 1 / (1 - p)
+        if kept(4):
+            raise Fail("in train() the feed-forward branch is dropped twice (its kept values are scaled by 4 = "
+                       "1 / (1 - p)^2 with p = 0.5): ffn already ends with nn.Dropout(layer_drop_rate); do not apply "
+                       "self.dropout to its output again")
+        raise Fail("in train() the feed-forward branch must go through ffn's nn.Dropout(layer_drop_rate) once before "
+                   "its residual (kept values scaled by 1 / (1 - p))")
+    frac = dropped.double().mean().item()
+    # 512 values, each dropped independently with p = 0.5: the dropped fraction has a standard deviation of 0.022,
+    # so [0.3, 0.7] is 9 standard deviations wide on each side (false failure < 1e-18).
+    if frac < 0.3 or frac > 0.7:
+        raise Fail(f"in train() with layer_drop_rate=0.5 about half of the feed-forward branch's output should be "
+                   f"dropped before its residual; {frac:.0%} was: apply ffn's own final nn.Dropout to it, once")
 
 
 @check("block: dropout on the attention branch in train() only", points=1, part=PART, depends_on=DEPENDS_ON)

@@ -266,14 +266,42 @@ def bert_positional(sub, ref):
     got = _logits(model, ids, None, V)
     emb = state["embedding.weight"][ids].double()
     pe = positional_encoding(T, E).double()
-    if close(got, _head(emb + pe, state)):
-        return
-    if close(got, _head(emb, state)):
-        raise Fail("the positional encoding is not added: x = self.pos_encoding(self.embedding(token_ids))")
-    if close(got, _head(emb * math.sqrt(E) + pe, state)):
-        raise Fail("the token embeddings are multiplied by sqrt(E); the notebook's model adds the positional "
-                   "encoding to the embeddings as they are")
-    raise Fail("with its blocks removed the model does not return head(pos_encoding(embedding(ids)))")
+    if not close(got, _head(emb + pe, state)):
+        if close(got, _head(emb, state)):
+            raise Fail("the positional encoding is not added: x = self.pos_encoding(self.embedding(token_ids))")
+        if close(got, _head(emb * math.sqrt(E) + pe, state)):
+            raise Fail("the token embeddings are multiplied by sqrt(E); the notebook's model adds the positional "
+                       "encoding to the embeddings as they are")
+        raise Fail("with its blocks removed the model does not return head(pos_encoding(embedding(ids)))")
+    _positional_dropout(sub)
+
+
+def _positional_dropout(sub):
+    """In train(), the positional encoding's dropout acts at layer_drop_rate: built as
+    PositionalEncoding(embed_dim, layer_drop_rate), not with its default rate (0.1) or another one. With the blocks
+    returning their input, what reaches the head is read back from the logits (the head's (V, E) weight, V > E,
+    has full column rank), so it does not matter here whether and how the blocks are called."""
+    V, E, H, B, T, p = 40, 16, 2, 4, 10, 0.5
+    ids = _ids(gen(522), B, T, V, with_mask_id=False)
+    model = keep(sub.SmallBERT, 1, V, E, H, 0.1, p)  # attn_drop_rate 0.1, layer_drop_rate 0.5
+    state = _own_weights(model)
+    x0 = state["embedding.weight"][ids].double() + positional_encoding(T, E).double()
+    _probe(sub, model, [torch.zeros(E, E)])  # one block returning its input
+    model.train()
+    logits = _logits(model, ids, None, V) - state["head.bias"].double()
+    x = torch.linalg.lstsq(state["head.weight"].double(), logits.reshape(-1, V).T).solution.T.reshape(B, T, E)
+    dropped = x.abs() < 1e-4
+    frac = dropped.double().mean().item()
+    # 640 values, each dropped independently with p = 0.5: the dropped fraction has a standard deviation of 0.0198,
+    # so [0.35, 0.65] is 7.6 standard deviations wide on each side (false failure < 1e-13); the default rate 0.1,
+    # attn_drop_rate 0.1 and no dropout (0) are 20 or more standard deviations away.
+    if frac < 0.35 or frac > 0.65:
+        raise Fail(f"in train() SmallBERT(1, {V}, {E}, {H}, attn_drop_rate=0.1, layer_drop_rate=0.5) dropped "
+                   f"{frac:.0%} of the embeddings, not about 50%: build the positional encoding as "
+                   "PositionalEncoding(embed_dim, layer_drop_rate), whose dropout acts after adding the code")
+    if not close(x[~dropped], 2 * x0[~dropped], atol=1e-3):
+        raise Fail("in train() what reaches the head is not pos_encoding(embedding(ids)) after one dropout at "
+                   "layer_drop_rate (kept values scaled by 1 / (1 - p)), with blocks that return their input")
 
 
 @check("SmallBERT: blocks chained in order, each gets the mask", points=1, part=PART, depends_on=DEPENDS_ON)

@@ -318,11 +318,23 @@ def _as_float(loss, what):
 @check("MLM step: loss on the selected positions, one optimizer step", points=1.5, part=PART,
        depends_on=["mask_inputs"])
 def mlm_step(sub, ref):
-    V, E, lr, pad_id = 12, 6, 0.5, 0
+    V, E = 12, 6
     g = gen(641)
     params = {"emb": torch.randn(V + 1, E, generator=g), "weight": torch.randn(V, E, generator=g),
               "bias": 0.1 * torch.randn(V, generator=g)}
-    ids, real = padded_batch(642, 16, 10, V, pad_id=pad_id, min_len=4)
+    # pad_id 0 with the regular ids 1..V-1, as in the notebook's demo
+    _check_steps(sub, params, padded_batch(642, 16, 10, V, pad_id=0, min_len=4)[0], 0, V)
+    # pad_id 5 with id 0 a frequent real token: a step that finds padding or the selected positions by the value 0
+    # (token_ids == 0, labels > 0) fails here. 58 of the 111 real tokens are 0, each selected with probability 0.3:
+    # a step that selects none of them (and so hides labels > 0) has probability 0.7^58 (about 1e-9).
+    ids, real = padded_batch(643, 16, 10, V, pad_id=5, min_len=4, low=0)
+    ids[real & (torch.rand(ids.shape, generator=gen(644)) < 0.5)] = 0
+    _check_steps(sub, params, ids, 5, V)
+
+
+def _check_steps(sub, params, ids, pad_id, V, lr=0.5):
+    """Three steps of the student's mlm_train_step (train, train, eval) on the stand-in model against the judge's
+    own loss and SGD update, step by step."""
     try:
         steps = sub.helpers.tb_mlm_steps(params["emb"], params["weight"], params["bias"], ids, lr,
                                          [True, True, False], 0.3, V, V, pad_id)
@@ -330,7 +342,7 @@ def mlm_step(sub, ref):
         raise Fail(exc.describe("your mlm_train_step (on a small stand-in model)")) from None
     before = {k: v.double() for k, v in params.items()}
     for i, step in enumerate(steps):
-        what = f"mlm_train_step (call {i + 1}, model in {'train' if i < 2 else 'eval'}() mode)"
+        what = f"mlm_train_step (pad_id={pad_id}, call {i + 1}, model in {'train' if i < 2 else 'eval'}() mode)"
         loss = _as_float(step["loss"], what)
         if len(step["mask_inputs"]) != 1:
             raise Fail(f"{what}: corrupt the batch by calling mask_inputs once per step")
@@ -359,8 +371,14 @@ def mlm_step(sub, ref):
         expected = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100)
         if not math.isfinite(loss) or abs(loss - expected.item()) > 1e-4 * max(1.0, abs(expected.item())):
             everything = F.cross_entropy(logits.reshape(-1, V), ids.reshape(-1))
-            hint = (": it is averaged over every position; only the selected ones (label != -100) count"
-                    if abs(loss - everything.item()) < 1e-4 else "")
+            positive = labels.reshape(-1) > 0
+            hint = ""
+            if abs(loss - everything.item()) < 1e-4:
+                hint = ": it is averaged over every position; only the selected ones (label != -100) count"
+            elif positive.any() and abs(loss - F.cross_entropy(logits.reshape(-1, V)[positive],
+                                                               labels.reshape(-1)[positive]).item()) < 1e-4:
+                hint = (": selected positions whose original id is 0 are left out; 0 is a regular token here, every "
+                        "position with a label other than -100 counts")
             raise Fail(f"{what}: the returned loss is not the cross-entropy of the model's logits against the labels "
                        f"over the selected positions{hint}")
         expected.backward()

@@ -24,22 +24,46 @@ import torch.nn as nn
 from autograder.seeding import seed_torch  # torch.manual_seed's stream, without its cost on a machine with no GPU
 
 
-def tb_tiny_bert(hidden_size=32, n_layers=2, n_heads=2, vocab_size=100, seed=0):
-    """A small randomly initialised transformers BertModel (no download), seeded."""
+def tb_tiny_bert(hidden_size=32, n_layers=2, n_heads=2, vocab_size=100, seed=0, bert_dropout=0.1):
+    """A small randomly initialised transformers BertModel (no download), seeded; bert_dropout is its own
+    hidden and attention dropout (BERT's default 0.1)."""
     import transformers
     config = transformers.BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=n_layers,
                                      num_attention_heads=n_heads, intermediate_size=2 * hidden_size,
-                                     max_position_embeddings=64)
+                                     max_position_embeddings=64, hidden_dropout_prob=bert_dropout,
+                                     attention_probs_dropout_prob=bert_dropout)
     with torch.random.fork_rng():
         seed_torch(seed)
         return transformers.BertModel(config)
 
 
-def tb_classifier(hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size=32, seed=0):
+def tb_classifier(hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size=32, seed=0, bert_dropout=0.1):
     """The notebook's BERTGRUSentiment around a tiny BERT; its own weights seeded too."""
-    bert = tb_tiny_bert(hidden_size=hidden_size)
+    bert = tb_tiny_bert(hidden_size=hidden_size, bert_dropout=bert_dropout)
     seed_torch(seed)
     return submission.BERTGRUSentiment(bert, hidden_dim, output_dim, n_layers, bidirectional, dropout)
+
+
+def tb_gru_input(clf, token_ids):
+    """What the classifier's GRU reads in a train() forward: its first input (a PackedSequence unpacked to
+    (B, T, features)); None when the forward never calls clf.rnn."""
+    seen = []
+
+    def hook(module, args, kwargs):
+        seen.append(args[0] if args else kwargs.get("input"))
+
+    handle = clf.rnn.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        clf.train()
+        clf(token_ids)
+    finally:
+        handle.remove()
+    if not seen:
+        return None
+    x = seen[0]
+    if isinstance(x, nn.utils.rnn.PackedSequence):
+        x = nn.utils.rnn.pad_packed_sequence(x, batch_first=True)[0]
+    return x.detach().clone()
 
 
 def tb_state(module):
@@ -141,8 +165,9 @@ def _close(a, b):
     return close(a, b, atol=1e-5)
 
 
-def _classifier(side, hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size=32):
-    return keep(side.helpers.tb_classifier, hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size)
+def _classifier(side, hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size=32, **kwargs):
+    return keep(side.helpers.tb_classifier, hidden_dim, output_dim, n_layers, bidirectional, dropout, hidden_size,
+                **kwargs)
 
 
 def _student_classifier(sub, *args, **kwargs):
@@ -285,6 +310,23 @@ def classifier_dropout(sub, ref):
     got = _logits(clf, _ids(731, 3, 7), 1, "BERTGRUSentiment")
     if not _close(got, remote_attr(clf, "out.bias").double().expand_as(got)):
         raise Fail("the output layer must read self.dropout(final hidden state): out(self.dropout(hidden))")
+    _gru_reads_encoder_output(sub, ref)
+
+
+def _gru_reads_encoder_output(sub, ref):
+    """In train(), the GRU reads the encoder's last hidden states as they are: the notebook's dropout acts on the
+    final state only. The tiny encoder's own dropout is 0 here, so its output is the same in train() and eval(),
+    and the reference's GRU input (the same seeded encoder) is what the student's must be. A dropout at rate 0.3
+    on the 4 x 10 x 32 encoder states leaves them all unchanged with probability 0.7^1280 (< 1e-190)."""
+    ids = _ids(733, 4, 10)
+    clf = _student_classifier(sub, 16, 1, 2, True, 0.3, bert_dropout=0.0)
+    got = sub.helpers.tb_gru_input(clf, ids)
+    expected = ref.helpers.tb_gru_input(_classifier(ref, 16, 1, 2, True, 0.3, bert_dropout=0.0), ids)
+    if got is None:
+        raise Fail("in train() the forward never called self.rnn: run the GRU module on the encoder's output")
+    if not _close(got, expected):
+        raise Fail("in train() the GRU does not read the encoder's last hidden states unchanged: the dropout acts "
+                   "on the final hidden state only, out(self.dropout(hidden)), not on BERT's output")
 
 
 @check("binary_accuracy: positive iff the logit is > 0", points=1, part=PART)
@@ -292,15 +334,26 @@ def accuracy(sub, ref):
     logits = torch.tensor([0.1, 0.3, 0.45, -0.2, 2.0, -3.0, 0.05, -0.4])
     labels = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
     g = gen(741)
-    cases = [(logits, labels), (3 * torch.randn(1000, generator=g), torch.randint(0, 2, (1000,), generator=g).float())]
+    cases = [(logits, labels), (3 * torch.randn(1000, generator=g), torch.randint(0, 2, (1000,), generator=g).float()),
+             # the docstring asks only for the same number of elements: the model's (B, 1) logits with (B,) labels
+             # (and the reverse) must not broadcast to (B, B)
+             (logits.reshape(-1, 1), labels), (logits, labels.reshape(-1, 1))]
     for z, y in cases:
         got = sub.binary_accuracy(z, y)
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = float(got)
         if not isinstance(got, (int, float)) or isinstance(got, bool):
             raise Fail(f"binary_accuracy must return one number (a 0-d tensor or a float), got {type(got).__name__}")
-        if abs(got - ((z > 0).float() == y).float().mean().item()) < 1e-6:
+        if abs(got - ((z.reshape(-1) > 0).float() == y.reshape(-1)).float().mean().item()) < 1e-6:
             continue
+        if z.shape != y.shape:
+            shapes = f"logits of shape {tuple(z.shape)} and labels of shape {tuple(y.shape)}"
+            if abs(got - ((z > 0).float() == y).float().mean().item()) < 1e-6:
+                raise Fail(f"binary_accuracy with {shapes} compares every logit with every label (the comparison "
+                           f"broadcasts to ({len(y)}, {len(y)})): flatten both first, logits.reshape(-1) and "
+                           "labels.reshape(-1); the docstring asks only for the same number of elements")
+            raise Fail(f"binary_accuracy with {shapes} is not the fraction of examples with (logit > 0) == label: "
+                       "flatten both first (the docstring asks only for the same number of elements)")
         if abs(got - ((z > 0.5).float() == y).float().mean().item()) < 1e-6:
             raise Fail("binary_accuracy thresholds the raw logits at 0.5: a logit is not a probability; predict "
                        "positive when sigmoid(logit) > 0.5, i.e. logit > 0")
@@ -349,7 +402,10 @@ def loops(sub, ref):
     g = gen(751)
     V, E, N, batch = 30, 5, 10, 4  # batches of 4, 4 and 2 examples
     emb, w, b = torch.randn(V, E, generator=g), torch.randn(E, generator=g), torch.zeros(1)
-    ids, labels = torch.randint(0, V, (N, 6), generator=g), torch.randint(0, 2, (N,), generator=g).float()
+    ids = torch.randint(0, V, (N, 6), generator=g)
+    # The model's logits get 8 of these 10 labels right (0.75, 1 and 0.5 by batch) in both loops; predicting every
+    # example positive would score 0.6 (by batch 0.5, 0.75, 0.5), every one negative 0.4: none of these coincide.
+    labels = torch.tensor([1.0, 1, 0, 0, 1, 1, 1, 0, 1, 0])
     for which in ("evaluate", "train_epoch"):
         try:
             run = sub.helpers.tb_run_loops(emb, w, b, ids, labels, batch, which)
@@ -384,9 +440,24 @@ def loops(sub, ref):
                 raise Fail("train_epoch's optimizer steps do not follow each batch's own gradient: call "
                            "optimizer.zero_grad() in every batch, before loss.backward() (or right after step())")
         # the notebook asks for means over the examples; a mean of batch means is accepted too
-        if not any(abs(result[0] - loss) < 1e-5 and abs(result[1] - acc) < 1e-5
-                   for loss, acc in (_expected_means(sub, calls, labels), _expected_means(sub, calls, labels, False))):
-            raise Fail(f"{which} must return the mean loss and the mean accuracy (binary_accuracy) over the examples")
+        means = (_expected_means(sub, calls, labels), _expected_means(sub, calls, labels, False))
+        if any(abs(result[0] - loss) < 1e-5 and abs(result[1] - acc) < 1e-5 for loss, acc in means):
+            continue
+        if any(abs(result[1] - _constant_accuracy(labels, calls, label, weighted)) < 1e-5
+               for label in (0.0, 1.0) for weighted in (True, False)):
+            raise Fail(f"{which} reports the accuracy of predicting the same class for every example: pass the "
+                       "model's logits themselves to binary_accuracy (a sigmoid's output is always > 0, so every "
+                       "prediction on it is positive)")
+        raise Fail(f"{which} must return the mean loss and the mean accuracy (binary_accuracy) over the examples")
+
+
+def _constant_accuracy(labels, calls, label, weighted=True):
+    """The loop's accuracy if every prediction were `label` (over the examples, or the mean of batch means)."""
+    hits = (labels == label).double()
+    if weighted:
+        return hits.mean().item()
+    starts = [sum(c["n"] for c in calls[:i]) for i in range(len(calls))]
+    return sum(hits[s:s + c["n"]].mean().item() for s, c in zip(starts, calls)) / len(calls)
 
 
 # The accuracy rubric: 8 x clamp((acc - 0.50) / 0.40, 0, 1) on the validation split, measured by the grader from
