@@ -13,6 +13,7 @@ from pathlib import Path
 from autograder.files import file_digest, package_digest
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
+from autograder.rubric.check import RUBRIC_FILE
 
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
 # what must match for a result to stand: the bytes and the release (not the path they were given by: the same
@@ -80,7 +81,8 @@ def _earlier_ids(out_dir: Path) -> dict[str, str]:
     return found
 
 
-RESULT_FILES = (MARKER, "grading.json", "results.json")  # any of them: a result's folder (it may hold more: rubric.json)
+# any of them: a result's folder (rubric.json: `autograder rubric` measured it first, `grade` merges into it)
+RESULT_FILES = (MARKER, "grading.json", "results.json", RUBRIC_FILE)
 
 
 def not_a_result_folder(folder: Path) -> bool:
