@@ -73,11 +73,11 @@ def student_confinement(limits: Limits) -> tuple[Confinement, str]:
 def files_beside(path: Path, nb) -> dict[str, str]:
     """The files the notebook reads by a literal relative path that lie beside it (data/iris.csv): visible to its
     worker, read-only, at the same relative paths, as the grader ships them."""
-    from autograder.notebook.opened import files_read
+    from autograder.notebook.opened import files_read, normal_path
 
     found = {}
     for opened in files_read(nb):
-        name = "/".join(p for p in opened.path.replace("\\", "/").split("/") if p not in ("", "."))
+        name = normal_path(opened.path)
         target = Path(path).resolve().parent / name
         if name and ".." not in name.split("/") and target.is_file():
             found[name] = str(target)

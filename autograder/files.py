@@ -93,3 +93,11 @@ def package_digest() -> str:
     for path in sorted(root.rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
+
+
+def resolved(path: Path) -> Path:
+    """The path with links resolved and made absolute; as given where that fails (a loop of links)."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):
+        return Path(path)

@@ -20,9 +20,8 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
-from autograder.kernel import KernelNamespace, definitions_at_top, failing_line, run_test_cell
+from autograder.kernel import KernelNamespace, assertion_text, definitions_at_top, run_test_cell
 from autograder.notebook.extract import Extraction
-from autograder.notebook.markers import hidden_lines
 from autograder.sandbox.client import (
     Hang, MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
 )
@@ -30,7 +29,7 @@ from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import HELPERS_LABEL, Remote
 from autograder.seeding import seed_torch
-from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED
+from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, status_of
 from autograder.testing import CheckSpec, Fail, Pending, take_notes
 
 # what a student reads (never a command: the instructor's is in `autograder grade`'s output, commands/grade.py)
@@ -226,8 +225,7 @@ class ProgramProxy:
 
     def binds_at_top(self, name: str) -> bool:
         """Whether the notebook binds `name` with a statement the grader runs, read from its source (no worker)."""
-        units = object.__getattribute__(self, "_program").extraction.units
-        return any(name in unit.names for unit in units if unit.kind != "import")
+        return object.__getattribute__(self, "_program").binds_all([name])
 
 
 class JudgeImports:
@@ -364,16 +362,10 @@ def check_error(spec: CheckSpec, exc: BaseException) -> CheckBroken | None:
 
 
 def _assertion_message(spec: CheckSpec, exc: AssertionError) -> str:
-    """What the student reads of a check's failed assertion: its message, unless it failed on a hidden line of a
-    test cell (a message there, np.testing's, would show hidden values); without a message, the public line."""
-    line = failing_line(exc, f"<test cell {spec.name}>", spec.source) if spec.fn is None else 0
-    if line and line in hidden_lines(spec.source):
-        return "a hidden test failed"
-    if str(exc):
-        return str(exc)
-    if line and spec.public:  # students have the cell's public code anyway
-        return f"this assertion failed: {spec.source.split(chr(10))[line - 1].strip()}"
-    return "an assertion in this public check failed" if spec.public else "a hidden check failed"
+    """What the student reads of a check's failed assertion (kernel.assertion_text for a test cell: the public
+    cell's line that failed, never a hidden line's message)."""
+    text = assertion_text(exc, f"<test cell {spec.name}>", spec.source, spec.public) if spec.fn is None else str(exc)
+    return text or ("an assertion in this public check failed" if spec.public else "a hidden check failed")
 
 
 class Judge:
@@ -511,7 +503,7 @@ class Judge:
         finally:
             result.seconds = round(time.monotonic() - start, 3)
         result.score = round(fraction * spec.points, 6)
-        result.status = PASSED if fraction >= 1 else PARTIAL if fraction > 0 else FAILED
+        result.status = status_of(fraction, 1)
         result.message = message
         result.stub_hit = stub
         return result

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from autograder.notebook.markers import hidden_lines
 from autograder.sandbox.client import StudentError, WorkerError
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import Remote, keep, proxy_class, remote_isinstance, remote_type
@@ -442,6 +443,18 @@ def failing_line(exc: BaseException, filename: str, source: str) -> int:
         if frame.filename == filename and 0 < (frame.lineno or 0) <= n_lines:
             return frame.lineno or 0
     return 0
+
+
+def assertion_text(exc: AssertionError, filename: str, source: str, show_line: bool = True) -> str:
+    """What a student reads of an assertion the cell `source` (run as `filename`) failed: "a hidden test failed" on
+    a hidden line, whatever its message (np.testing's would show the hidden values); else its message; else, with
+    `show_line`, the line that failed; else nothing."""
+    line = failing_line(exc, filename, source)
+    if line and line in hidden_lines(source):
+        return "a hidden test failed"
+    if str(exc):
+        return str(exc)
+    return f"this assertion failed: {source.split(chr(10))[line - 1].strip()}" if line and show_line else ""
 
 
 # -- what does not hold, said when the notebook is built ------------------------------------------------------

@@ -22,3 +22,8 @@ MANUAL = "graded by hand"  # how the message of a check graded by hand starts (t
 def by_hand(status: str, message: str) -> bool:
     """Whether a check's result is pending because a person grades it."""
     return status == PENDING and message.startswith(MANUAL)
+
+
+def status_of(score: float, points: float) -> str:
+    """The status of a scored check: PASSED with every point, PARTIAL with some, FAILED with none."""
+    return PASSED if score >= points else PARTIAL if score > 0 else FAILED

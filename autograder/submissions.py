@@ -26,6 +26,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.files import resolved
+
 GRADESCOPE_METADATA = "submission_metadata.yml"
 MAX_EXTRACTED_BYTES = 256 * 1024 * 1024  # per notebook taken from a zip (the reader's own limit)
 
@@ -320,13 +322,6 @@ def refuse_links_out(subs: list[Submission], root: Path) -> None:
                          f"({s.path.resolve()}): not graded")
 
 
-def _resolved(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return path
-
-
 # -- all together --------------------------------------------------------------------------------------
 
 def discover(args: list[str | Path], notebook: str | None = None, assignment: str | None = None,
@@ -371,8 +366,8 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
         else:
             loose.append(arg)
     if loose:
-        given = {_resolved(p) for p in loose}  # a file given by name is that file's submission, not its folder's too
-        inputs.submissions = [s for s in inputs.submissions if _resolved(s.path) not in given]
+        given = {resolved(p) for p in loose}  # a file given by name is that file's submission, not its folder's too
+        inputs.submissions = [s for s in inputs.submissions if resolved(s.path) not in given]
         inputs.submissions += [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(loose), loose)]
         inputs.layouts.append(f"{len(loose)} notebook file(s)")
     ids = unique_ids([s.student for s in inputs.submissions])

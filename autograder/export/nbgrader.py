@@ -36,7 +36,7 @@ import warnings
 import zlib
 from pathlib import Path
 from autograder.files import write_atomic
-from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED
+from autograder.status import PENDING, UNGRADED, status_of
 from autograder.notebook.markers import hand_graded, nbgrader_meta
 
 SETUP_ID = "autograder_setup"
@@ -487,7 +487,7 @@ def _as_formgrader_graded(gb, check, nb_id: str, name: str, student: str) -> Non
 def _graded_by_hand(check, score: float) -> None:
     """A pending check as the instructor graded it in formgrader: its score, no longer pending."""
     check.score = max(0.0, min(score, check.max_score))
-    check.status = PASSED if check.score >= check.max_score else PARTIAL if check.score > 0 else FAILED
+    check.status = status_of(check.score, check.max_score)
     check.message = f"graded by hand: {check.score:g} / {check.max_score:g}"
 
 

@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from autograder.files import file_digest, package_digest
+from autograder.files import file_digest, package_digest, resolved
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
 from autograder.rubric.check import RUBRIC_FILE
@@ -30,10 +30,7 @@ def fingerprint(path: Path, release_id: str, digest: str | None = None) -> dict:
 
 def _origin(path: Path) -> str:
     """The file's absolute path, links resolved: where the bytes graded came from."""
-    try:
-        return str(Path(path).resolve())
-    except (OSError, RuntimeError):
-        return str(path)
+    return str(resolved(path))
 
 
 def apart_from_earlier(out_dir: Path, paths: list[Path], ids: list[str],

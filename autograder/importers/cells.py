@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import ast
 
-from autograder.kernel import KernelNamespace, failing_line, run_test_cell
-from autograder.notebook.markers import hidden_lines
+from autograder.kernel import KernelNamespace, assertion_text, run_test_cell
 from autograder.sandbox.client import StudentError
 from autograder.testing import check
 
@@ -67,19 +66,11 @@ def partial_credit(value, points: float) -> float:
 
 
 def failed_assertion(exc: AssertionError, source: str, filename: str) -> AssertionError:
-    """What a student reads of a failed assertion: "a hidden test failed" when the cell's failing line is a hidden
-    one, whatever its message (np.testing's would show the hidden expected values); otherwise the assertion's
-    message, or which line failed. A student's own AssertionError stays the student's ("your f raised ...")."""
+    """What a student reads of a failed assertion (kernel.assertion_text: "a hidden test failed" on a hidden line,
+    whatever its message). A student's own AssertionError stays the student's ("your f raised ...")."""
     if isinstance(exc, StudentError):
         return exc
-    line = failing_line(exc, filename, source)
-    if line in hidden_lines(source):
-        return AssertionError("a hidden test failed")
-    if str(exc):
-        return exc
-    if line:
-        return AssertionError(f"this assertion failed: {source.split(chr(10))[line - 1].strip()}")
-    return AssertionError("an assertion of this test failed")
+    return AssertionError(assertion_text(exc, filename, source) or "an assertion of this test failed")
 
 
 def seeded(program, seed: str) -> None:

@@ -91,10 +91,11 @@ def files_read(nb) -> list[Opened]:
             writes |= written
         elif cell.get("cell_type") == "markdown":
             reads += _markdown(cell_source(cell), index)
-    return [o for o in reads if _normal(o.path) not in {_normal(w) for w in writes}]
+    return [o for o in reads if normal_path(o.path) not in {normal_path(w) for w in writes}]
 
 
-def _normal(path: str) -> str:
+def normal_path(path: str) -> str:
+    """A relative path as one spelling: `./data//x.csv` and `data\\x.csv` are `data/x.csv`."""
     parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
     return "/".join(parts)
 
@@ -102,6 +103,6 @@ def _normal(path: str) -> str:
 def unshipped(nb, shipped: list[str]) -> list[Opened]:
     """The files the notebook reads that are not among `shipped` (assignment.toml `files`) nor inside a folder
     listed there."""
-    have = {_normal(s) for s in shipped}
+    have = {normal_path(s) for s in shipped}
     return [o for o in files_read(nb)
-            if not any(_normal(o.path) == h or _normal(o.path).startswith(h + "/") for h in have)]
+            if not any(normal_path(o.path) == h or normal_path(o.path).startswith(h + "/") for h in have)]

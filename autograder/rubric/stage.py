@@ -53,7 +53,7 @@ from autograder.sandbox.client import MissingName, StudentError, WorkerError, Wo
 from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.ladder import choose, describe
-from autograder.status import FAILED, PARTIAL, PASSED, PENDING
+from autograder.status import FAILED, PENDING, status_of
 
 HELPER_SOURCE = (Path(__file__).with_name("worker_side.py")).read_text(encoding="utf-8")
 FP32_TOLERANCE = (1e-3, 1e-3)  # (absolute, relative) agreement of cached and full logits, fp32 cache
@@ -226,7 +226,7 @@ class RubricRun:
         else:
             points = rubric_points(accuracy, c.points, c.floor, c.full)
             check.score = points
-            check.status = PASSED if points >= c.points else PARTIAL if points > 0 else FAILED
+            check.status = status_of(points, c.points)
             subset = "" if n == self.vset.n_total else f" (the first {n} of its {self.vset.n_total} reviews)"
             check.message = (
                 f"validation accuracy {accuracy:.2%} ({correct}/{n} reviews of the seeded validation split{subset}), "
