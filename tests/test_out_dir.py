@@ -78,6 +78,28 @@ def test_grades_csv_and_summary_list_every_result_in_the_folder(tmp_path, exampl
     assert "2 submission" in (out / "summary.md").read_text()
 
 
+def test_a_run_with_nothing_left_to_grade_keeps_the_isolation_line(tmp_path, example_release, submission):
+    out, first = tmp_path / "out", submission("first.ipynb")
+    grade(example_release, [first], GradeOptions(out, quiet=True))
+    line = next(x for x in (out / "summary.md").read_text().splitlines() if x.startswith("Isolation:"))
+    grade(example_release, [first], GradeOptions(out, quiet=True))  # already graded: no worker starts
+    assert line in (out / "summary.md").read_text()
+
+
+def test_isolation_line_counts_each_confinement_the_results_record():
+    from autograder.grading.run import isolation_line
+    from autograder.reports.results import SubmissionResult
+
+    def result(name, confinement):
+        return SubmissionResult(name, f"{name}.ipynb", [], confinement=confinement)
+
+    full, weak = "isolated: own PID namespace", "restricted: no namespaces (seccomp and Landlock only)"
+    assert isolation_line([result("a", full), result("b", "")], "") == f"Isolation: full confinement ({full})."
+    mixed = isolation_line([result("a", full), result("b", weak), result("c", weak)], full)
+    assert mixed.startswith("Isolation: 2 submission(s) with restricted confinement") and "1 submission(s) with full" in mixed
+    assert isolation_line([], full) == f"Isolation: full confinement ({full})."
+
+
 def not_final_class():
     """Two final grades (11, 7), one not final (9 decided, 2 ungraded) and one not graded at all (every check
     ungraded: its grading process kept dying)."""

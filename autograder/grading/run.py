@@ -208,10 +208,10 @@ class Run:
 
     def summarize(self) -> None:
         """summary.md and summary.csv, and a few lines on stderr (unless quiet)."""
-        final = self.done()
-        extra = [f"Isolation: {level_of(self.status)} confinement ({self.status})."] if self.status else []
+        final, every = self.done(), self.in_folder()
+        extra = [isolation_line(every, self.status)] if any(r.confinement for r in every) or self.status else []
         extra += [f"Memory: {self.memory}."] if self.memory else []
-        write_summary(self.out, self.in_folder(), self.release.config.title, extra)
+        write_summary(self.out, every, self.release.config.title, extra)
         if not self.options.quiet:
             print("\n".join(self._closing_lines(final)), file=sys.stderr, flush=True)
 
@@ -225,6 +225,20 @@ class Run:
             lines.append(f"mean score {format_mean(figures.mean)} / {figures.max_score:g}; per-check summary in "
                          f"{self.out / 'summary.md'}")
         return lines
+
+
+def isolation_line(results: list[SubmissionResult], status: str) -> str:
+    """How the workers of the results in a folder were confined, as each result records it (an earlier command's
+    too); `status`, the preflight's line, where none records it."""
+    seen: dict[str, int] = {}
+    for r in results:
+        if r.confinement:
+            seen[r.confinement] = seen.get(r.confinement, 0) + 1
+    if len(seen) <= 1:
+        only = next(iter(seen), status)
+        return f"Isolation: {level_of(only)} confinement ({only})."
+    return "Isolation: " + "; ".join(f"{n} submission(s) with {level_of(s)} confinement ({s})"
+                                     for s, n in sorted(seen.items(), key=lambda kv: -kv[1])) + "."
 
 
 def grade(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
