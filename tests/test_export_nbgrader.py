@@ -147,6 +147,15 @@ def test_generate_autograde_and_gradebook(course, tmp_path):
     nbformat.write(filled(release_nb, source_nb, {}), gina / "Untitled.ipynb")
     assert grade_into_gradebook(str(source), course_dir, ["gina", "carol"], quiet=True) == {"gina": 11}
 
+    # a submission folder without a notebook: 0 on every grade cell, as nbgrader autograde gives it
+    dan = course_dir / "submitted" / "dan" / "vectors"
+    dan.mkdir(parents=True)
+    (dan / "notes.txt").write_text("the notebook is on my laptop")
+    assert grade_into_gradebook(str(source), course_dir, ["dan"], quiet=True) == {"dan": 0}
+    with Gradebook(db) as gb:
+        grades = gb.find_submission("vectors", "dan").notebooks[0].grades
+        assert grades and all(g.auto_score == 0 and not g.needs_manual_grade for g in grades)
+
 
 def test_the_course_lands_outside_the_project_by_default(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

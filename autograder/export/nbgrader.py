@@ -406,7 +406,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
         raise FileNotFoundError(f"{exported}: export the assignment first (autograder export nbgrader {assignment} "
                                 f"--course {course})")
     ids = check_grade_ids(nbformat.read(exported, as_version=4))
-    picked = _picked_notebooks(course / "submitted", name, notebook, students, release.student_code)
+    picked, empty = _picked_notebooks(course / "submitted", name, notebook, students, release.student_code)
     submitted = [path for _, _, path, _ in picked]
     config = nbgrader_config(course)
     coursedir = CourseDirectory(config=config, root=str(course))
@@ -427,14 +427,16 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes nbgrader's own autograde shows too
         warnings.filterwarnings("ignore", module="sqlalchemy")
+        for student, folder in empty:
+            with Gradebook(db, course_id) as gb:
+                _submission_entry(gb, coursedir, name, student, folder)
+                for g in gb.find_submission_notebook(nb_id, name, student).grades:  # nbgrader autograde's way
+                    g.auto_score, g.needs_manual_grade = 0.0, False
+                gb.db.commit()
+            scores[student] = 0.0
         for (student, folder, path, _), result in zip(picked, results):
             with Gradebook(db, course_id) as gb:
-                gb.update_or_create_student(student)
-                timestamp = coursedir.get_existing_timestamp(str(folder))  # as nbgrader autograde reads it
-                if timestamp:
-                    gb.update_or_create_submission(name, student, timestamp=timestamp)
-                else:
-                    gb.update_or_create_submission(name, student)
+                _submission_entry(gb, coursedir, name, student, folder)
                 for check in result.checks:
                     grade_id = ids.get(check.name)
                     if grade_id is None:  # a written answer (its cell's grade_id is the check's name): nbgrader's
@@ -472,6 +474,16 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
     return scores
 
 
+def _submission_entry(gb, coursedir, name: str, student: str, folder: Path) -> None:
+    """The student and their submission in the gradebook, timestamped as nbgrader autograde reads it."""
+    gb.update_or_create_student(student)
+    timestamp = coursedir.get_existing_timestamp(str(folder))
+    if timestamp:
+        gb.update_or_create_submission(name, student, timestamp=timestamp)
+    else:
+        gb.update_or_create_submission(name, student)
+
+
 def _as_formgrader_graded(gb, check, nb_id: str, name: str, student: str) -> None:
     """A pending written answer the instructor graded in formgrader, as graded (for the feedback page)."""
     from nbgrader.api import MissingEntry
@@ -491,26 +503,29 @@ def _graded_by_hand(check, score: float) -> None:
     check.message = f"graded by hand: {check.score:g} / {check.max_score:g}"
 
 
-def _picked_notebooks(submitted: Path, name: str, notebook: str, students: list[str] | None,
-                      released: frozenset[str]) -> list[tuple[str, Path, Path, str]]:
+def _picked_notebooks(submitted: Path, name: str, notebook: str, students: list[str] | None, released: frozenset[str]
+                      ) -> tuple[list[tuple[str, Path, Path, str]], list[tuple[str, Path]]]:
     """(student, their submitted/<student>/<name>/ folder, the notebook to grade, a note) for each student, the
     notebook picked by the rule every other path uses (submissions.pick_notebook: "Untitled.ipynb" with the work
-    in it beats the untouched handout). A student asked for without a submission, or whose folder holds no
-    notebook, is named on stderr: nothing of theirs goes into the gradebook."""
+    in it beats the untouched handout); and (student, folder) for each folder that holds no notebook, named on
+    stderr (nbgrader autograde gives such a submission 0). A student asked for without a submission folder is
+    named on stderr: nothing of theirs goes into the gradebook."""
     from autograder.submissions import pick_notebook
 
     folders = sorted(p for p in submitted.glob(f"*/{name}") if p.is_dir() and not p.parent.name.startswith(".")
                      and (students is None or p.parent.name in students))
     for student in sorted(set(students or ()) - {f.parent.name for f in folders}):
         print(f"warning: {student} has no submission of {name} in {submitted}", file=sys.stderr)
-    picked = []
+    picked, empty = [], []
     for folder in folders:
         path, note = pick_notebook(folder, notebook, released)
         if path is None:
-            print(f"warning: {folder.parent.name} submitted no notebook for {name} ({folder})", file=sys.stderr)
+            print(f"warning: {folder.parent.name} submitted no notebook for {name} ({folder}): 0 in the gradebook, "
+                  "as nbgrader autograde gives", file=sys.stderr)
+            empty.append((folder.parent.name, folder))
         else:
             picked.append((folder.parent.name, folder, path, note))
-    return picked
+    return picked, empty
 
 
 def _replace_copy(src: Path, dst: Path) -> None:
