@@ -25,7 +25,7 @@ class DiskFull(OSError):
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
-    """Write `data` (text as UTF-8) to a temporary file beside `path`, then rename it over `path`. A full disk
+    """Write `data` (text as UTF-8, each lone surrogate as U+FFFD) to a temporary file beside `path`, then rename it over `path`. A full disk
     raises DiskFull naming the path."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,7 +34,9 @@ def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None
         raise _full(exc, path) from None
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            # a lone surrogate (from a notebook's "\ud800" escape or a file name's undecodable byte) has no UTF-8:
+            # it is written as U+FFFD, never an error that loses the file
+            fh.write(data.encode("utf-8", "replace") if isinstance(data, str) else data)
         os.chmod(tmp, 0o644 if mode is None else mode)  # mkstemp's 0600 would hide a result from its reader
         os.replace(tmp, path)
     except BaseException as exc:

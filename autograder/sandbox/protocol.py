@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import signal
 import struct
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ STACK_SIGNAL = signal.SIGUSR2  # on it, a worker's faulthandler writes the stack
 MAX_HEADER_BYTES = 64 * 1024 * 1024
 MAX_BLOB_BYTES = 1024 * 1024 * 1024
 _LEN = struct.Struct("<Q")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _ALIGN = 64  # tensor data offsets in a blob: aligned for any dtype's vectorised loads
 MAX_DIMS = 64
 # the dtypes that travel (by their names in torch), with their element sizes
@@ -248,18 +250,28 @@ class Decoder:
         self.judge_function = judge_function
 
     def decode(self, data: Any, depth: int = 0) -> Any:
+        """The value `data` encodes. Whatever in it cannot be decoded (a number past int()'s digit limit, a device of
+        no such name...) is a ProtocolError: the peer's data, never the receiver's error."""
+        try:
+            return self._value(data, depth)
+        except ProtocolError:
+            raise
+        except (ValueError, TypeError, OverflowError, RuntimeError, AttributeError, KeyError, IndexError) as exc:
+            raise ProtocolError(f"malformed value in message ({type(exc).__name__})") from None
+
+    def _value(self, data: Any, depth: int = 0) -> Any:
         if depth > 70:
             raise ProtocolError("value nested too deeply")
         if data is None or isinstance(data, (bool, int, float, str)):
             return data
         if isinstance(data, list):
-            return [self.decode(x, depth + 1) for x in data]
+            return [self._value(x, depth + 1) for x in data]
         if not isinstance(data, dict) or len(data) == 0:
             raise ProtocolError(f"unexpected value in message: {type(data).__name__}")
         if "__tuple__" in data:
-            return tuple(self.decode(x, depth + 1) for x in data["__tuple__"])
+            return tuple(self._value(x, depth + 1) for x in data["__tuple__"])
         if "__dict__" in data:
-            return {self._key(k, depth): self.decode(v, depth + 1) for k, v in data["__dict__"]}
+            return {self._key(k, depth): self._value(v, depth + 1) for k, v in data["__dict__"]}
         if "__tensor__" in data:
             t = self.tensors.get(data["__tensor__"])
             if t is None:
@@ -278,12 +290,12 @@ class Decoder:
             parts = data["__complex__"]
             if not isinstance(parts, list) or len(parts) != 2:
                 raise ProtocolError("malformed complex number in message")
-            real, imag = (self.decode(x, depth + 1) for x in parts)
+            real, imag = (self._value(x, depth + 1) for x in parts)
             if not all(type(x) in (int, float) for x in (real, imag)):
                 raise ProtocolError("malformed complex number in message")
             return complex(real, imag)
         if "__set__" in data:
-            items = [self.decode(x, depth + 1) for x in data["__set__"]] if isinstance(data["__set__"], list) else None
+            items = [self._value(x, depth + 1) for x in data["__set__"]] if isinstance(data["__set__"], list) else None
             if items is None or not all(_plain_hashable(x) for x in items):
                 raise ProtocolError("malformed set in message")
             return frozenset(items) if data.get("frozen") else set(items)
@@ -306,7 +318,7 @@ class Decoder:
         if "__generator__" in data:
             try:
                 generator = torch.Generator(device=str(data.get("device", "cpu")))
-                generator.set_state(self.decode(data["__generator__"], depth + 1))
+                generator.set_state(self._value(data["__generator__"], depth + 1))
             except (RuntimeError, TypeError, ValueError) as exc:
                 raise ProtocolError(f"malformed generator in message: {exc}") from None
             return generator
@@ -324,7 +336,7 @@ class Decoder:
         return t if tag.get("leaf", True) else t.clone()
 
     def _key(self, k, depth):
-        key = self.decode(k, depth + 1)
+        key = self._value(k, depth + 1)
         try:
             hash(key)
         except TypeError:
@@ -484,7 +496,24 @@ def _header(data) -> dict:
         raise ProtocolError("malformed message header: nested too deeply") from None
     if not isinstance(header, dict):
         raise ProtocolError("message header is not an object")
+    if b"\\ud" in data or b"\\uD" in data:  # an escaped surrogate: perhaps a lone one, which no UTF-8 file can hold
+        try:
+            header = _without_lone_surrogates(header)
+        except RecursionError:
+            raise ProtocolError("malformed message header: nested too deeply") from None
     return header
+
+
+def _without_lone_surrogates(value):
+    """`value` with each lone surrogate of its strings (a student's `"\\ud800"`) replaced by U+FFFD: every string the
+    judge takes can be written to results.json, feedback.md and grades.csv."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if _SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [_without_lone_surrogates(x) for x in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def read_message(stream: Readable) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -289,6 +289,22 @@ def corpus(key) -> list[tuple[dict, object]]:
         "evil_return.ipynb", "returns an always-equal object and a tensor subclass that fakes comparisons",
         "hostile", lost={N: "could not use what your code returned", **{c: "" for c in SOFTMAX_CHECKS}})
 
+    add(variant(key, {SOFTMAX: 'def softmax(x, dim=-1):\n    raise ValueError("bad \\ud800 surrogate \\udcff")\n'}),
+        "surrogate_message.ipynb", "an error message holding lone surrogates, which no UTF-8 file can hold",
+        "hostile", lost={c: "ValueError" for c in SOFTMAX_CHECKS})
+    stub = student_notebook()
+    stub.cells.append(nbformat.v4.new_code_cell(
+        "import sys\nclass Patch:\n"
+        "    sys.set_int_max_str_digits(0)\n"
+        "    _w = sys.modules['autograder.sandbox.worker']\n"
+        "    _original = _w.Worker.op_end_check\n"
+        "    def _end(self, seed, _original=_original):\n"
+        "        _original(self, seed)\n"
+        "        return 10 ** 5000, False\n"
+        "    _w.Worker.op_end_check = _end\n"))
+    add(stub, "undecodable_reply.ipynb", "the stub, its worker answering with a number past int()'s digit limit",
+        "hostile", lost={N: "", SP: "", SR: "", SV: "", SS: "", T: ""})
+
     # -- hostile: the grading run's files, the network, the confinement itself ---------------------------
     add(variant(key, {NORMALIZE: normalize_doing(
         "    import os\n    found = []\n"
