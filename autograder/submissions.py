@@ -60,9 +60,10 @@ RUN_FILES = frozenset({"grades.csv", "summary.md", "summary.csv", "class-report.
 
 def safe_id(text: str) -> str:
     """A folder name from `text`: letters and digits of any script (NFC, as a Mac's NFD names are not), ._@+-
-    and _ only, at most 120 characters, never one of the run's own files."""
+    and _ only, at most 120 characters, never one of the run's own files, never beginning with @, + or - (which a
+    spreadsheet opening grades.csv reads as a formula, and a shell as an option)."""
     text = unicodedata.normalize("NFC", text)
-    base = re.sub(r"[^\w.@+-]+", "_", text)[:120].strip("._") or "submission"
+    base = re.sub(r"[^\w.@+-]+", "_", text)[:120].lstrip("._@+-").rstrip("._") or "submission"
     return f"{base}_submission" if base.lower() in RUN_FILES else base
 
 

@@ -67,6 +67,17 @@ def test_ids_never_take_the_name_of_a_file_the_run_writes():
     assert ids[-1] == "hw_1" and len(set(ids)) == len(ids)
 
 
+def test_no_cell_of_grades_csv_reads_as_a_formula():
+    from autograder.reports.results import SubmissionResult
+    from autograder.reports.table import grades_csv
+
+    ids = submission_ids(["+1+1.ipynb", "-2+3@A1.ipynb", "@SUM(A1).ipynb", "=cmd.ipynb", "a@b.ipynb"])
+    assert not any(i[:1] in "=+-@" for i in ids) and ids[-1] == "a@b"
+    broken = SubmissionResult("cmd", "=cmd.ipynb", [], error="=cmd.ipynb is not a notebook")
+    row = grades_csv([broken], []).splitlines()[1]
+    assert row.endswith(",'=cmd.ipynb is not a notebook")
+
+
 def test_grades_csv_and_summary_list_every_result_in_the_folder(tmp_path, example_release, submission):
     out = tmp_path / "out"
     first, late = submission("first.ipynb"), submission("grades.csv.ipynb")

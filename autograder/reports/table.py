@@ -28,8 +28,14 @@ def grades_csv(results: list[SubmissionResult], check_names: list[str]) -> str:
         error = r.error or (f"not final: {len(r.ungraded)} check(s) ungraded (grader problem)" if r.ungraded else "")
         total = "" if r.ungraded else f"{r.score:g}"
         writer.writerow([r.submission, *cells, total, f"{r.max_score:g}",
-                         f"{sum(c.max_score for c in r.pending):g}", error])
+                         f"{sum(c.max_score for c in r.pending):g}", as_text(error)])
     return buf.getvalue()
+
+
+def as_text(cell: str) -> str:
+    """A cell a spreadsheet shows as the text it is: one beginning with =, +, -, @ (a file name in an error, say
+    "=HYPERLINK(...).ipynb is not a notebook") would be read as a formula; a quote in front makes it text."""
+    return "'" + cell if cell[:1] in ("=", "+", "-", "@", "\t", "\r") else cell
 
 
 def write_grades(out_dir: Path, results: list[SubmissionResult], check_names: list[str]) -> Path:
