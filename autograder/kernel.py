@@ -39,7 +39,7 @@ from typing import Protocol
 from autograder.notebook.markers import hidden_lines
 from autograder.sandbox.client import StudentError, WorkerError
 from autograder.sandbox.protocol import Handle
-from autograder.sandbox.remote import Remote, keep, proxy_class, remote_isinstance, remote_type
+from autograder.sandbox.remote import PROTOCOL_METHODS, Remote, keep, proxy_class, remote_isinstance, remote_type
 
 
 class Imports(Protocol):
@@ -129,6 +129,15 @@ class Translating(Remote):
         return _translate(lambda: Remote.__call__(Remote._req(self, "getpath", "__next__")))
 
 
+def _translated_method(name: str):
+    method = getattr(Remote, name)
+    return lambda self, *args: _translate(method, self, *args)
+
+
+for _name in PROTOCOL_METHODS:  # `a + b`, `-a`, `bool(a)`... raise the student's exceptions as a kernel would
+    setattr(Translating, _name, _translated_method(_name))
+
+
 def _translate(op, *args, **kwargs):
     try:
         return translating(op(*args, **kwargs))
@@ -160,7 +169,9 @@ def kernel_isinstance(obj, classes) -> bool:
     return any(c in (object, Remote, Translating) or _remote_isinstance(obj, c) for c in classes)
 
 
-def _remote_isinstance(obj: Remote, cls: type) -> bool:
+def _remote_isinstance(obj: Remote, cls) -> bool:
+    if isinstance(cls, Remote):  # the notebook's own class: asked of that class in the worker
+        return bool(_translate(Remote.__instancecheck__, cls, obj))
     try:
         return remote_isinstance(obj, f"{cls.__module__}.{cls.__qualname__}")
     except StudentError:  # a class the worker cannot import by that name: not the object's class

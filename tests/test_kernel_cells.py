@@ -121,6 +121,36 @@ def sum(a, b):  # a built-in's name the assignment itself defines
     ### BEGIN SOLUTION
     return a + b
     ### END SOLUTION
+
+
+class Value:
+    def __init__(self, data):
+        self.data = data
+
+    def __add__(self, other):
+        return Value(self.data + (other.data if isinstance(other, Value) else other))
+
+    def __radd__(self, other):
+        return self + other
+
+    def __mul__(self, other):
+        return Value(self.data * (other.data if isinstance(other, Value) else other))
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return self * -1
+
+    def __lt__(self, other):
+        return self.data < (other.data if isinstance(other, Value) else other)
+
+    def __str__(self):
+        return f"Value({self.data})"
+
+
+def values():
+    v = Value(1.0)
+    return [v, v, Value(2.0)]
 '''
 
 RAISES = '''try:
@@ -201,12 +231,22 @@ assert all(isinstance(r, complex) for r in roots(1, 0, 1))
 assert sorted(abs(r - 1j) < 1e-9 for r in roots(1, 0, 1)) == [False, True]
 assert primes_below(10) == {2, 3, 5, 7} and primes_below(2) == set()'''
 
+OBJECTS = '''import builtins
+a, b = Value(2.0), Value(3.0)
+assert (a + b).data == 5.0 and (2 * a).data == 4.0 and (-a).data == -2.0 and (a * b).data == 6.0
+assert builtins.sum([a, b]).data == 5.0, "sum() adds to 0 first: Value needs __radd__"
+assert a < b and not b < a and b > a and sorted([b, a])[0].data == 2.0
+assert isinstance(a + b, Value) and not isinstance(3, Value) and isinstance(a, (int, Value))
+assert f"{a}" == "Value(2.0)" and str(b) == "Value(3.0)" and bool(a)
+first, again, other = values()
+assert first == again and first != other and len({first, again, other}) == 2 and first in [other, again]'''
+
 CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("steps", "1. Kernel", STEPS),
          ("types", "1. Kernel", TYPES), ("sets", "2. Shared", SETS), ("reads", "2. Shared", READS),
          ("deletes", "3. Deleted", DELETES), ("after_delete", "3. Deleted", AFTER_DELETE),
          ("restored", "4. Restored", RESTORED), ("autograd", "5. Tensors", AUTOGRAD), ("real", "5. Tensors", REAL),
          ("number", "5. Tensors", NUMBER), ("names", "6. Names", NAMES),
-         ("plain", "7. Plain values", PLAIN)]
+         ("plain", "7. Plain values", PLAIN), ("objects", "8. Objects", OBJECTS)]
 
 
 def _notebook(path: Path, cells=CELLS) -> Path:
@@ -251,6 +291,7 @@ def graded(tmp_path_factory):
         "lazy": {"return x.mean()": "return lambda: x.mean()"},
         "newton": {"x = x - f(x) / fprime(x)": "x = x - f(x) / (2 * x)"},
         "len": {"    return np.arange(3)\n": "    return np.arange(5)\n\n\ndef len(x):\n    return 3\n"},
+        "no_radd": {"    def __radd__(self, other):\n        return self + other\n": ""},
     }
     notebooks = [key] + [make_submission(root / f"{name}.ipynb", key, edit) for name, edit in wrong.items()]
     return dict(zip(["key", *wrong], _grade(paths.release, notebooks, root / "out")))
@@ -444,3 +485,10 @@ def test_a_builtins_name_is_the_notebooks_only_where_the_assignment_defines_it(g
 def test_functions_complex_numbers_and_sets_cross_to_student_code_and_back(graded):
     assert graded["key"]["plain"].status == "passed"  # a lambda, a def of the cell, math.sin: called back
     assert graded["newton"]["plain"].status == "failed"  # ... and a wrong newton is wrong with them
+
+
+@pytest.mark.slow
+def test_the_notebooks_objects_answer_operators_conversions_and_type_questions(graded):
+    assert graded["key"]["objects"].status == "passed"  # a + b, 2 * a, -a, <, sorted, isinstance, f"{a}", in, sets
+    no_radd = graded["no_radd"]["objects"]
+    assert no_radd.status == "failed" and "TypeError" in no_radd.message and "__radd__" not in no_radd.message

@@ -331,3 +331,97 @@ def test_a_shipped_python_file_imports_as_beside_a_notebook(tmp_path):
         assert prog.start().errors == {} and ProgramProxy(prog).make_bars(3) == [1, 1, 1]
     finally:
         prog.close()
+
+
+def test_a_stub_reached_through_another_function_is_named():
+    p = program("def step(x):\n    raise NotImplementedError()\n\ndef train(x):\n    return step(x) + 1\n\n"
+                "class Model:\n    def __init__(self):\n        raise NotImplementedError()\n\n"
+                "class Value:\n    def __add__(self, other):\n        raise NotImplementedError()\n\n"
+                "def build():\n    return Model()\n\ndef total():\n    return Value() + 1\n")
+    try:
+        sub = p.proxy()
+        p.start()
+        messages = []
+        for call in (sub.train, sub.step, sub.build, sub.total):
+            with pytest.raises(StudentError) as caught:
+                call(*([1] if call in (sub.train, sub.step) else []))
+            assert caught.value.stub
+            messages.append(caught.value.describe())
+        stub = "which is not implemented yet (it raised NotImplementedError)"
+        assert messages == ["your train calls step, " + stub, "your step is not implemented yet (it raised "
+                            "NotImplementedError)", "your build calls Model, " + stub,
+                            "your total calls Value.__add__, " + stub]
+    finally:
+        p.close()
+
+
+OBJECTS = '''
+import math
+class Value:
+    def __init__(self, data, _children=()):
+        self.data = data
+        self.grad = 0.0
+        self._prev = set(_children)
+    def __add__(self, other):
+        other = other if isinstance(other, Value) else Value(other)
+        return Value(self.data + other.data, (self, other))
+    def __radd__(self, other):
+        return self + other
+    def __mul__(self, other):
+        other = other if isinstance(other, Value) else Value(other)
+        return Value(self.data * other.data, (self, other))
+    def __rmul__(self, other):
+        return self * other
+    def __neg__(self):
+        return self * -1
+    def __sub__(self, other):
+        return self + (-other)
+    def __pow__(self, k):
+        return Value(self.data ** k, (self,))
+    def __lt__(self, other):
+        return self.data < (other.data if isinstance(other, Value) else other)
+    def __repr__(self):
+        return f"Value(data={self.data})"
+    def __float__(self):
+        return float(self.data)
+class Neuron:
+    def __init__(self, n):
+        self.w = [Value(0.5 * i) for i in range(n)]
+        self.b = Value(0.0)
+    def parameters(self):
+        return self.w + [self.b]
+'''
+
+
+def test_operators_conversions_and_type_questions_are_answered_by_the_object_in_its_worker():
+    p = program(OBJECTS)
+    try:
+        sub = p.proxy()
+        p.start()
+        a, b = keep(sub.Value, 2.0), keep(sub.Value, 3.0)
+        assert (a + b).data == 5.0 and (a * b).data == 6.0 and (2 * a).data == 4.0 and (a + 1).data == 3.0
+        assert (-a).data == -2.0 and (a - b).data == -1.0 and (a ** 2).data == 4.0 and sum([a, b]).data == 5.0
+        assert a < b and not (b < a) and b > a and float(a) == 2.0 and bool(a)
+        assert str(a) == "Value(data=2.0)" and f"{a}" == "Value(data=2.0)"
+        assert isinstance(a, sub.Value) and not isinstance(a, sub.Neuron) and not isinstance(3, sub.Value)
+        n = keep(sub.Neuron, 3)
+        params = n.parameters()
+        # one object, one handle: the same object reached twice is equal to itself and nothing else
+        assert n.b in params and n.b == n.b and n.w[0] != n.b and len(set(params + params)) == 4
+        with pytest.raises(StudentError):
+            a @ b  # Value has no __matmul__: the student's TypeError, as in a kernel
+    finally:
+        p.close()
+
+
+def test_a_traceback_quotes_the_line_of_every_statement_of_a_cell():
+    p = program("def outer(x):\n    return inner(x) + 1\n\n\ndef inner(x):\n    return 1 / x\n")
+    try:
+        sub = p.proxy()
+        p.start()
+        with pytest.raises(StudentError) as caught:
+            sub.outer(0)
+        assert caught.value.trace == ["cell 1, line 2, in outer: return inner(x) + 1",
+                                      "cell 1, line 6, in inner: return 1 / x"]
+    finally:
+        p.close()

@@ -125,8 +125,9 @@ TRIPPED = "NotRunAgain"  # what a definition that hung an earlier check raises (
 class StudentError(Exception):
     """Code in the worker raised. Carries the student-facing description only."""
 
-    def __init__(self, what: str, info: dict, explain_name=None, explain_hang=None):
+    def __init__(self, what: str, info: dict, explain_name=None, explain_hang=None, functions: frozenset = frozenset()):
         self.what = what
+        self.functions = functions  # the notebook's top-level callables (a stub among them is named: describe)
         self.type = str(info.get("type", "Exception"))
         self.message = str(info.get("message", ""))
         self.trace = [str(x) for x in info.get("traceback", [])][:8]
@@ -145,6 +146,15 @@ class StudentError(Exception):
         self.message = self.hung or self.message  # what checks quote of an error
         super().__init__(self.describe())
 
+    def stub_function(self) -> str:
+        """The notebook's function or method that raised NotImplementedError (the innermost frame of the notebook's
+        code), by its qualified name when its class is the notebook's: `mask_inputs`, `Value.__add__`; never a cell's
+        top level."""
+        found = re.search(r", in ([A-Za-z_][A-Za-z0-9_.]*): ", self.trace[-1]) if self.trace else None
+        name = found.group(1) if found else ""
+        name = name[:-len(".__init__")] if name.endswith(".__init__") else name  # constructing Value: `Value`
+        return name if name.split(".")[0] in self.functions else ""  # `mask_inputs` or `Value.__add__`
+
     def describe(self, what: str = "") -> str:
         """The student-facing message; `what` names the code that raised in the check's words ("your train_epoch
         (on a small stand-in model)") where the request was a worker helper's."""
@@ -152,6 +162,9 @@ class StudentError(Exception):
         if self.hung:
             return self.hung
         if self.stub:
+            stub = self.stub_function()
+            if stub and not re.search(rf"\b{re.escape(stub)}\b", what):  # a helper it calls is the stub
+                return f"{what} calls {stub}, which is not implemented yet (it raised NotImplementedError)"
             return f"{what} is not implemented yet (it raised NotImplementedError)"
         if self.unsent:
             return f"{what} returned a value the grader cannot take: {self.message}"
@@ -688,8 +701,9 @@ class WorkerProcess:
 
     def decode_reply(self, reply: dict, tensors: dict, what: str, child_label: str | None = None):
         if "error" in reply:
+            defined = self.report.defined if self.report else {}
             raise StudentError(what, reply["error"] if isinstance(reply["error"], dict) else {}, self.explain_name,
-                               self.explain_hang)
+                               self.explain_hang, frozenset(n for n, kind in defined.items() if kind == "callable"))
         if "ok" not in reply:
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected reply")
         try:

@@ -1,5 +1,7 @@
-"""Proxies for objects that live in a worker: attribute access, calls, indexing and iteration are
-requests to the worker; what comes back is plain data or another proxy."""
+"""Proxies for objects that live in a worker: attribute access, calls, indexing, iteration, operators (`a + b`,
+`2 * a`, `-a`, `a < b`), conversions (`float(a)`, `str(a)`, f-strings), truth, `in` and `isinstance(x, sub.Value)`
+are requests to the worker, answered by the object with Python's own rules; what comes back is plain data or another
+proxy. `==` and hashing are the identity of the worker's object (never its own __eq__, which could say anything)."""
 from __future__ import annotations
 
 from typing import Any, Protocol
@@ -79,6 +81,91 @@ class Remote:
     def __repr__(self):
         h = object.__getattribute__(self, "_handle")
         return f"<remote {h.type_name}: {object.__getattribute__(self, '_label')}>"
+
+    # -- Python's protocols, answered by the object in its worker ---------------------------------------------
+    def __eq__(self, other):
+        """The same object of the same worker (handles are one per object within a check): `a.b in a.params()`
+        and sets of them work as on the objects themselves; never the student's own __eq__, which could say
+        anything."""
+        if not isinstance(other, Remote):
+            return NotImplemented
+        return (object.__getattribute__(self, "_worker") is object.__getattribute__(other, "_worker")
+                and object.__getattribute__(self, "_handle") == object.__getattribute__(other, "_handle"))
+
+    def __ne__(self, other):
+        same = self.__eq__(other)
+        return same if same is NotImplemented else not same
+
+    def __hash__(self):
+        return hash((id(object.__getattribute__(self, "_worker")), object.__getattribute__(self, "_handle")))
+
+    def __bool__(self):
+        return self._req("unop", "bool")
+
+    def __contains__(self, item):
+        return self._req("unop", "contains", item)
+
+    def __str__(self):
+        return self._shown("str")
+
+    def __format__(self, spec):
+        return self._shown("format", spec)
+
+    def _shown(self, how: str, *args) -> str:
+        """str() or format() of the object, as its own __str__ gives it; the proxy's repr where that cannot be had
+        (a message that quotes it is still written)."""
+        try:
+            text = self._req("unop", how, *args)
+        except Exception:  # noqa: BLE001 - the worker gone, its __str__ raising or hanging: the placeholder
+            return repr(self)
+        return text if isinstance(text, str) else repr(self)
+
+    def __float__(self):
+        return self._req("unop", "float")
+
+    def __int__(self):
+        return self._req("unop", "int")
+
+    def __index__(self):
+        return self._req("unop", "index")
+
+    def __complex__(self):
+        return self._req("unop", "complex")
+
+    def __round__(self, *ndigits):
+        return self._req("unop", "round", *ndigits)
+
+    def __instancecheck__(self, instance):
+        """isinstance(x, sub.Value): asked of the class in the worker."""
+        return self._req("instance_of", instance)
+
+    def __subclasscheck__(self, subclass):
+        return self._req("subclass_of", subclass)
+
+
+def _operator(name: str, reflected: bool = False, unary: bool = False):
+    if unary:
+        return lambda self: self._req("unop", name)
+    return lambda self, other: self._req("binop", name, other, reflected)
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift",
+              "rshift"):
+    setattr(Remote, f"__{_name.rstrip('_')}__", _operator(_name))
+    setattr(Remote, f"__r{_name.rstrip('_')}__", _operator(_name, reflected=True))
+for _name in ("lt", "le", "gt", "ge"):  # Python itself swaps a comparison whose left side declines
+    setattr(Remote, f"__{_name}__", _operator(_name))
+for _name in ("neg", "pos", "abs", "invert"):
+    setattr(Remote, f"__{_name}__", _operator(_name, unary=True))
+
+# the protocol methods above, for Translating (autograder.kernel) to wrap
+PROTOCOL_METHODS = ("__bool__", "__contains__", "__float__", "__int__", "__index__", "__complex__", "__round__",
+                    "__instancecheck__", "__subclasscheck__",
+                    *(f"__{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
+                                            "or", "xor", "lshift", "rshift")),
+                    *(f"__r{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
+                                             "or", "xor", "lshift", "rshift")),
+                    "__lt__", "__le__", "__gt__", "__ge__", "__neg__", "__pos__", "__abs__", "__invert__")
 
 
 _NAMED: dict[tuple[type, str], type] = {}  # in order of last use: the least recently used name goes first

@@ -7,10 +7,12 @@ other object stays here and the judge receives a handle to it.
 """
 from __future__ import annotations
 
+import builtins
 import faulthandler
 import io
 import json
 import linecache
+import operator
 import os
 import random
 import sys
@@ -57,12 +59,35 @@ def safe_str(obj, limit: int = MAX_MESSAGE_CHARS) -> str:
 def student_traceback(exc: BaseException) -> list[str]:
     """Frames of the student's own cells only (the worker's and libraries' frames say nothing to them)."""
     lines = []
-    for frame in traceback.extract_tb(exc.__traceback__):
+    for (raw, _), frame in zip(traceback.walk_tb(exc.__traceback__), traceback.extract_tb(exc.__traceback__)):
         if frame.filename.startswith("<cell "):
             cell = frame.filename[6:-1]
             code = (frame.line or "").strip()
-            lines.append(f"cell {cell}, line {frame.lineno}, in {frame.name}: {code}"[:300])
+            name = getattr(raw.f_code, "co_qualname", frame.name)  # Value.__add__, not __add__ (Python 3.11+)
+            lines.append(f"cell {cell}, line {frame.lineno}, in {name}: {code}"[:300])
     return lines[-8:]
+
+
+# the operators a judge's proxy forwards (remote.Remote): the names its requests may carry
+BINARY_OPERATORS = {name: getattr(operator, name) for name in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift", "rshift",
+    "lt", "le", "gt", "ge")}
+UNARY_OPERATORS = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs, "invert": operator.invert,
+                   "bool": bool, "float": float, "int": int, "index": operator.index, "complex": complex,
+                   "str": str, "format": format, "round": round, "contains": operator.contains}
+
+
+def _cache_lines(filename: str, first: int, source: str) -> None:
+    """The lines of one statement of a cell, put in place among the cell's others in linecache: a traceback
+    through any statement of the cell quotes its line (a later statement never blanks an earlier one's)."""
+    lines = list(linecache.cache.get(filename, (0, None, [], filename))[2])
+    own = source.splitlines(True)
+    if own and not own[-1].endswith("\n"):
+        own[-1] += "\n"
+    start = first - 1
+    lines += ["\n"] * max(0, start + len(own) - len(lines))
+    lines[start:start + len(own)] = own
+    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
 
 
 def _refuse(obj):
@@ -83,14 +108,20 @@ class Worker:
         self.helpers = types.ModuleType("helpers")
         self.helpers.submission = self.module  # type: ignore[attr-defined]  # a module's attributes are its globals: the helper code's `submission`
         self.objects: dict[int, object] = {0: self.module, 1: self.helpers}
+        self.kept: dict[int, int] = {}  # id() of an object handed out -> its handle's number (objects keeps it alive)
         self.next_id = 2
         self.stub_hit = False
 
     # -- encoding -------------------------------------------------------------------------------
     def _keep(self, obj) -> Handle:
-        oid = self.next_id
-        self.next_id += 1
-        self.objects[oid] = obj
+        """A handle for `obj`: the same one each time the same object is handed out in a check, so that the judge
+        can tell the same object from another (`a.b in a.parameters()`, a set of them)."""
+        oid = self.kept.get(id(obj))
+        if oid is None or self.objects.get(oid) is not obj:
+            oid = self.next_id
+            self.next_id += 1
+            self.objects[oid] = obj
+            self.kept[id(obj)] = oid
         return Handle(oid, safe_str(getattr(type(obj), "__qualname__", "object"), 100))
 
     def _resolve(self, handle: Handle):
@@ -149,7 +180,7 @@ class Worker:
             write_message(self.out, {"progress": i})
             filename = f"<cell {unit['cell']}>"
             source = "\n" * (unit["line"] - 1) + unit["source"]
-            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            _cache_lines(filename, unit["line"], unit["source"])
             try:
                 exec(compile(source, filename, "exec"), self.module.__dict__)
             except BaseException as exc:  # noqa: BLE001 - a cell that fails to run is reported, the next one still runs
@@ -220,9 +251,31 @@ class Worker:
         return out, False
 
     def op_isinstance(self, target, dotted):
+        """isinstance() with a class named by its dotted path ("torch.nn.Module"); a plain name is the notebook's
+        own class ("Value"), else a built-in one."""
         module_name, _, attr = dotted.rpartition(".")
-        cls = getattr(__import__(module_name, fromlist=[attr]), attr)
+        if module_name:
+            cls = getattr(__import__(module_name, fromlist=[attr]), attr)
+        else:
+            cls = getattr(self.module, attr, None) or getattr(builtins, attr)
         return isinstance(target, cls), False
+
+    def op_instance_of(self, cls, obj):
+        """isinstance(obj, cls) with the class itself (a test's `isinstance(x, sub.Value)`)."""
+        return isinstance(obj, cls), False
+
+    def op_subclass_of(self, cls, other):
+        return issubclass(other, cls), False
+
+    def op_binop(self, target, name, other, reflected):
+        """An operator with Python's own rules (`a + b`, then b.__radd__...), the object on the left or, with
+        `reflected`, on the right (`2 * a`)."""
+        fn = BINARY_OPERATORS[name]
+        return (fn(other, target) if reflected else fn(target, other)), False
+
+    def op_unop(self, target, name, *args):
+        """-a, abs(a), bool(a), float(a), str(a), format(a, spec), round(a, n), `x in a`..."""
+        return UNARY_OPERATORS[name](target, *args), False
 
     def op_type(self, target):
         t = type(target)
@@ -237,6 +290,7 @@ class Worker:
         each check). Handles are numbered from 2 again, so a check's requests and replies do not depend on
         the checks before it (recording.py replays them)."""
         self.objects = {0: self.module, 1: self.helpers}
+        self.kept = {}
         self.next_id = 2
         standins.restore(self.module, self.substituted)
         self.substituted = {}
