@@ -26,7 +26,7 @@ from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
-    HIDDEN, MarkerError, check_cell, hand_graded, is_test_cell, nbgrader_meta, notebook_language, public_lines, secret_lines,
+    HIDDEN, MarkerError, check_cell, hand_graded, is_test_cell, locked_code, nbgrader_meta, notebook_language, public_lines, secret_lines,
     solution_source, student_source,
 )
 from autograder.files import write_atomic
@@ -195,6 +195,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     manifest = {
         "format": BUILD_FORMAT, "config": config.to_dict(), "source_hash": source_hash(paths.source, config),
         "helpers": helpers, "student_code": sorted(set(code_digests(out.student))),
+        "locked": locked_code(out.answer_key),  # read-only cells as handed out: restored in every submission
         "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout, **_manual(f, c)}
                    for f, c in checks],
     }

@@ -42,6 +42,9 @@ class Release:
     # digests of the student notebook's code cells as handed out (notebook.load.code_digests): what tells a
     # submitted notebook with no work in it from one with the student's (submissions.pick_notebook)
     student_code: frozenset[str] = frozenset()
+    # {grade_id: source} of the read-only code cells as handed out (notebook.markers.locked_code); None: a release
+    # built before the manifest held them (the answer key says)
+    locked: dict[str, str] | None = None
     _recording: object = None
 
     @property
@@ -122,4 +125,13 @@ def _release(release_dir: Path, manifest_bytes: bytes) -> Release:
         checks.append(spec)
     units = [Unit(**u) for u in json.loads((release_dir / "reference.json").read_text(encoding="utf-8"))]
     return Release(release_dir, config, checks, Extraction(units, []), manifest.get("helpers", []),
-                   hashlib.sha256(manifest_bytes).hexdigest(), frozenset(manifest.get("student_code", ())))
+                   hashlib.sha256(manifest_bytes).hexdigest(), frozenset(manifest.get("student_code", ())),
+                   _locked(manifest.get("locked")))
+
+
+def _locked(value) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not (isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+        raise ReleaseError("its read-only cells are not a table of grade ids and sources; build the assignment again")
+    return dict(value)

@@ -324,3 +324,35 @@ def test_a_pip_requirement_that_cannot_be_pinned_is_one_line_and_exit_2(example_
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "a.zip").exists()
+
+
+def test_the_zip_reads_shipped_files_and_restores_read_only_cells(tmp_path, tmp_root):
+    """In the Gradescope image the release is forgotten before student code runs: the shipped input files stay
+    (the workers read them), and read-only cells are put back from the manifest (the zip has no answer key)."""
+    import nbformat
+
+    from autograder.grading import build_and_record
+
+    source = tmp_path / "solutions" / "reads"
+    (source / "data").mkdir(parents=True)
+    (source / "tests").mkdir()
+    (source / "data" / "n.txt").write_text("3")
+    (source / "assignment.toml").write_text('title = "reads"\nnotebook = "reads.ipynb"\nfiles = ["data/n.txt"]\n')
+    setup = nbformat.v4.new_code_cell("SCALE = 2")
+    setup.metadata["nbgrader"] = {"grade_id": "setup", "locked": True, "solution": False, "grade": False}
+    answer = nbformat.v4.new_code_cell("def load():\n    ### BEGIN SOLUTION\n    return float(open('data/n.txt').read()) "
+                                       "* SCALE\n    ### END SOLUTION")
+    answer.metadata["nbgrader"] = {"grade_id": "load", "solution": True, "grade": False}
+    test = nbformat.v4.new_code_cell("assert load() == 6.0")
+    test.metadata["nbgrader"] = {"grade_id": "load_test", "solution": False, "grade": True, "points": 1}
+    nbformat.write(nbformat.v4.new_notebook(cells=[setup, answer, test]), source / "reads.ipynb")
+    paths = build_and_record(source)
+    zip_path, _ = export_gradescope(load_release(paths.release))
+    root = gradescope_tree(tmp_root / "reads", zip_path)
+    make_submission(root / "submission" / "reads.ipynb", paths.release / "answer_key.ipynb",
+                    {"SCALE = 2": "SCALE = 5"})  # a read-only cell changed to fit another answer
+    data = run_autograder(root)
+    assert data["score"] == 1, data["output"]
+    assert "read-only" in data["output"]
+    assert (root / "source" / "release" / "reads" / "files" / "data" / "n.txt").is_file()
+    assert not (root / "source" / "release" / "reads" / "manifest.json").exists()

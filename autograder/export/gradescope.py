@@ -383,10 +383,22 @@ def _what_was_found(root: Path) -> str:
     return f" (it holds {', '.join(files[:8])}{more})"
 
 
+def forget_secrets(release_dir: Path) -> None:
+    """Delete what of a release students must not read (reference, hidden tests, manifest); keep `files/`, the
+    assignment's input files, which students have anyway and which their code reads while it is graded."""
+    for entry in release_dir.iterdir():
+        if entry.name == "files" and entry.is_dir() and not entry.is_symlink():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
     """Grade /autograder/submission; write /autograder/results/results.json. Never raises.
 
-    `forget_release` deletes the release bundle (reference, hidden tests) once it is loaded, before
+    `forget_release` deletes the release bundle (reference, hidden tests; not the shipped files) once it is loaded, before
     any student code runs: Gradescope starts every submission from a fresh copy of the image, and a
     container that refuses namespaces cannot hide the files from the worker otherwise."""
     results = root / "results" / "results.json"
@@ -403,8 +415,8 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
 
         release = load_release(release_dir)
         release.recording()  # read now: the recording made by setup.sh in this image, kept in memory
-        if forget_release:
-            shutil.rmtree(release_dir)
+        if forget_release:  # the reference and hidden tests go; the shipped files stay: the workers read them
+            forget_secrets(release_dir)
         notebook, note = pick_notebook(root / "submission", release.config.notebook, release.student_code)
         if notebook is None:
             _write(results, _failure(f"No notebook (.ipynb file) found in your submission{_what_was_found(root)}. "
