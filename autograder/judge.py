@@ -21,6 +21,7 @@ import torch
 
 from autograder.config import Limits
 from autograder.kernel import KernelNamespace, assertion_text, definitions_at_top, run_test_cell
+from autograder.kernel import earlier_cells as shared_cells
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
     Hang, MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
@@ -270,14 +271,8 @@ def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, impor
 
 
 def earlier_cells(checks: Sequence[CheckSpec]) -> dict[str, list[tuple[str, str]]]:
-    """For each notebook test cell, the test cells before it in its part ((name, source), notebook order)."""
-    seen: dict[str, list[tuple[str, str]]] = {}
-    out = {}
-    for spec in checks:
-        if spec.fn is None and spec.part:
-            out[spec.name] = list(seen.setdefault(spec.part, []))
-            seen[spec.part].append((spec.name, spec.source))
-    return out
+    """For each notebook test cell, the earlier test cells it may share variables with (kernel.earlier_cells)."""
+    return shared_cells([(spec.name, spec.part, spec.source) for spec in checks if spec.fn is None and spec.part])
 
 
 def _fraction(value) -> float:

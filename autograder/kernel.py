@@ -15,12 +15,11 @@ computed; student code stays in its worker. What holds, for every name the cell 
   arrays) is the judge's own already;
 - `del name` of a notebook name removes it from the student's module (the student's functions then meet a
   NameError, and so does the cell) until the cell binds it back to what it read or the check ends;
-- the test cells of one question (a part) share their variables in notebook order: a cell that reads a name an
-  earlier cell of its part binds runs after those cells, replayed in the same namespace (their failures are
-  theirs, not this cell's: a name they did not get to bind is reported as such).
+- test cells share their variables in notebook order: a cell that reads a name an earlier cell of its part binds
+  runs after those cells, replayed in the same namespace, and after the earlier cells of other parts that bind a
+  name it reads (their failures are theirs, not this cell's: a name they did not get to bind is reported as such).
 What does not hold is named when the notebook is built (`cell_caveats`): binding a notebook name to another
-value changes the cell's name only, never what the student's functions call; a variable of a test cell of
-another part is not there; IPython magics are not Python. Replayed cells run their calls again, so a cell that
+value changes the cell's name only, never what the student's functions call; IPython magics are not Python. Replayed cells run their calls again, so a cell that
 changes the student's state (appends to a global) changes it once per replay.
 """
 from __future__ import annotations
@@ -382,6 +381,19 @@ def names_read(source: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def earlier_cells(cells: Sequence[tuple[str, str, str]]) -> dict[str, list[tuple[str, str]]]:
+    """For each test cell (name, part, source), in notebook order: the earlier cells it may share variables with,
+    (name, source) in notebook order: those of its part, and those of other parts that bind a name it reads and
+    binds not itself (`X, y` set by the cell of the question before, as the kernel kept them)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    seen: list[tuple[str, str, str]] = []
+    for name, part, source in cells:
+        wanted = names_read(source) - bound_at_top(source)
+        out[name] = [(n, s) for n, p, s in seen if p == part or wanted & bound_at_top(s)]
+        seen.append((name, part, source))
+    return out
+
+
 def shared_with(source: str, earlier: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The earlier cells (name, source) of the part to replay before `source`: all of them when it reads a name one
     of them binds and it does not bind itself, or when one of them deletes a name (the student's functions then
@@ -480,10 +492,8 @@ class GradedCell:
 
 def cell_caveats(cells: list[GradedCell], notebook_names: set[str], definitions: set[str]) -> list[tuple[int, int, str]]:
     """(cell number, line, what does not hold) for test cells whose meaning in the grader differs from the
-    kernel's: a magic line, a function or class of the notebook (`definitions`) bound to another value, a
-    variable of a test cell of another part (`notebook_names`: every name the notebook's own code binds)."""
+    kernel's: a magic line, a function or class of the notebook (`definitions`) bound to another value."""
     found: list[tuple[int, int, str]] = []
-    setters: dict[str, GradedCell] = {}
     for cell in cells:
         try:
             tree = ast.parse(cell.source)
@@ -491,9 +501,7 @@ def cell_caveats(cells: list[GradedCell], notebook_names: set[str], definitions:
             found.append((cell.number, exc.lineno or 1, "not Python (an IPython magic or shell line?): the check fails "
                           "for every notebook; write it in Python"))
             continue
-        found += _rebinds(cell, tree, definitions) + _other_parts(cell, tree, notebook_names, setters)
-        for name in bound_at_top(cell.source):
-            setters.setdefault(name, cell)
+        found += _rebinds(cell, tree, definitions)
     return found
 
 
@@ -505,17 +513,4 @@ def _rebinds(cell: GradedCell, tree, definitions: set[str]) -> list[tuple[int, i
                                & definitions):
                 out.append((cell.number, node.lineno, f"binds `{name}`, which the notebook defines: in the grader this "
                             "changes the test's name only; the student's functions keep calling their own"))
-    return out
-
-
-def _other_parts(cell: GradedCell, tree, notebook_names: set[str], setters: dict) -> list[tuple[int, int, str]]:
-    own = bound_at_top(cell.source)
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own | notebook_names:
-            setter = setters.get(node.id)
-            if setter is not None and setter.part != cell.part:
-                out.append((cell.number, node.lineno, f"reads `{node.id}`, which test cell {setter.name!r} of part "
-                            f"{setter.part!r} sets: test cells share variables within their part only"))
-                own = own | {node.id}  # said once per name
     return out

@@ -241,15 +241,28 @@ def test_cells_whose_meaning_differs_are_named(tmp_path):
                                 [setter, same_question, nbformat.v4.new_markdown_cell("## Part B"), shared])
     (report,) = import_assignment(source, "hw", tmp_path / "solutions")
     problems = "\n".join(report.not_converted)
-    assert ("shared: variable `total`: set by test cell 'setter' of another question ('Part A'): test cells share "
-            "variables within their question only") in problems
-    assert "same_question" not in problems
+    assert "shared" not in problems and "same_question" not in problems
     tests = (report.target / "tests" / "nbgrader_tests.py").read_text()
     assert "notebook_cell('same_question', 1, 'Part A', IMPORTS, SOURCE_same_question, earlier=(" in tests
     assert "setter: IPython magic or shell line" in problems
     notes = "\n".join(report.notes)
+    assert ("test cell 'shared' reads `total`, set by test cell 'setter' of another question ('Part A'): that cell "
+            "runs first") in notes
     assert "test cell 'setter' binds `lookup`, which the notebook defines" in notes
     assert "test cell 'setter' catches `np.linalg.LinAlgError`" in notes
+
+
+def test_a_test_cell_reading_another_questions_variable_runs_after_that_cell(tmp_path):
+    setter = nbformat.v4.new_code_cell("X, y = [1, 2], [2, 4]")
+    setter.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "test_load", "points": 1}
+    reader = nbformat.v4.new_code_cell("assert len(X) == len(y)")
+    reader.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "test_fit", "points": 1}
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb",
+                                [setter, nbformat.v4.new_markdown_cell("## Part B"), reader])
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert report.not_converted == []
+    tests = (report.target / "tests" / "nbgrader_tests.py").read_text()
+    assert "SOURCE_test_fit, earlier=(('test_load', SOURCE_test_load), ))" in tests
 
 
 def test_nbgraders_delimiters_anywhere_in_a_line_become_exact_markers():

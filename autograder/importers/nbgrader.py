@@ -31,6 +31,7 @@ from autograder.importers.common import (
     reads_function, tests_header, top_level_bindings, write_assignment,
 )
 from autograder.importers.report import ImportReport
+from autograder.kernel import earlier_cells
 from autograder.notebook.foreign import AUTOTEST, find_foreign
 from autograder.notebook.markers import (
     HIDDEN, MarkerError, cell_source, find_regions, hand_graded, is_solution_cell, is_test_cell, nbgrader_meta,
@@ -294,14 +295,15 @@ def _foreign_exceptions(c: Check, tree, report: ImportReport) -> None:
 
 
 def _earlier_variables(c: Check, tree, defined: set[str], earlier: dict[str, Check], report: ImportReport) -> None:
-    """A variable of a test cell under another heading: the test cells of one question share their variables
-    (autograder/kernel.py), those of different questions do not."""
+    """A variable of a test cell under another heading: that cell runs first when this one is graded (replayed, as
+    the kernel kept its variables: kernel.earlier_cells); said, since its failure then fails this check too."""
     own = {name for node in tree.body for name in top_level_bindings(node)}
     for name in sorted(loaded_names(tree) - own - defined):
         if name in earlier and earlier[name].part != c.part:
-            report.refuse(c.name, f"variable `{name}`", f"set by test cell {earlier[name].name!r} of another question "
-                          f"({earlier[name].part!r}): test cells share variables within their question only; bind it "
-                          "in this cell (the check fails until then)")
+            report.note(f"test cell {c.name!r} reads `{name}`, set by test cell {earlier[name].name!r} of another "
+                        f"question ({earlier[name].part!r}): that cell runs first when {c.name!r} is graded, as in "
+                        "nbgrader's kernel (where it fails, this check fails too)")
+            return
 
 
 # -- writing the assignment ----------------------------------------------------------------------------------
@@ -311,19 +313,20 @@ def tests_module(out: Conversion, notebook: str) -> str:
                          "Each test cell runs whole (hidden tests included) in the grader, with the meaning it has in "
                          "nbgrader's\nkernel (autograder/importers/cells.py); each item nbgrader grades by hand is a "
                          "manual check (pending).\n", "notebook_cell", out.imports)
-    part_cells: dict[str, list[str]] = {}  # part -> the (name, source variable) pairs of its test cells so far
-    for c, variable in zip(out.checks, variable_names([c.name for c in out.checks])):
+    variables = dict(zip([c.name for c in out.checks], variable_names([c.name for c in out.checks])))
+    # the earlier test cells each one shares variables with: its question's, and those binding a name it reads
+    shares = earlier_cells([(c.name, c.part, c.source) for c in out.checks if not c.manual])
+    for c, variable in zip(out.checks, variables.values()):
         if c.manual:
             scheme = [f"# Mark scheme of {c.name!r} (nbgrader's, for whoever grades it by hand; not in the notebooks):",
                       *(f"#   {line}".rstrip() for line in c.scheme)] if c.scheme else []
             lines += ["", *scheme, f"check_{variable} = manual({c.name!r}, {c.points:g}, {c.part!r}, {c.what!r})"]
             continue
-        earlier = part_cells.setdefault(c.part, [])
+        earlier = [f"({name!r}, SOURCE_{variables[name]})" for name, _ in shares.get(c.name, [])]
         shared = f", earlier=({''.join(e + ', ' for e in earlier)})" if earlier else ""
         lines += ["", f"SOURCE_{variable} = {literal(c.source)}",
                   f"check_{variable} = notebook_cell({c.name!r}, {c.points:g}, {c.part!r}, IMPORTS, SOURCE_{variable}"
                   f"{shared})"]
-        earlier.append(f"({c.name!r}, SOURCE_{variable})")
     return "\n".join(lines + reads_function(out.reads)) + "\n"
 
 

@@ -19,6 +19,8 @@ import sys
 import traceback
 import types
 
+from typing import Any, Callable
+
 import torch
 
 from autograder.sandbox import standins
@@ -72,7 +74,7 @@ def student_traceback(exc: BaseException) -> list[str]:
 BINARY_OPERATORS = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift", "rshift",
     "lt", "le", "gt", "ge")}
-UNARY_OPERATORS = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs, "invert": operator.invert,
+UNARY_OPERATORS: dict[str, Callable[..., Any]] = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs, "invert": operator.invert,
                    "bool": bool, "float": float, "int": int, "index": operator.index, "complex": complex,
                    "str": str, "format": format, "round": round, "contains": operator.contains}
 
@@ -80,7 +82,8 @@ UNARY_OPERATORS = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs
 def _cache_lines(filename: str, first: int, source: str) -> None:
     """The lines of one statement of a cell, put in place among the cell's others in linecache: a traceback
     through any statement of the cell quotes its line (a later statement never blanks an earlier one's)."""
-    lines = list(linecache.cache.get(filename, (0, None, [], filename))[2])
+    entry = linecache.cache.get(filename)
+    lines = list(entry[2]) if entry is not None and len(entry) > 2 else []
     own = source.splitlines(True)
     if own and not own[-1].endswith("\n"):
         own[-1] += "\n"
