@@ -177,7 +177,70 @@ def _remote_isinstance(obj: Remote, cls) -> bool:
         return False
 
 
-KERNEL_BUILTINS = {"type": kernel_type, "isinstance": kernel_isinstance}
+# -- library calls on the student's objects -----------------------------------------------------------------
+
+def kernel_call(fn, *args, **kwargs):
+    """Every call of a test cell (see _RemoteCalls). A library's function or class called with the student's
+    objects (`torch.optim.SGD(model.parameters(), lr=0.1)`, `clip_grad_norm_(model.parameters(), 1.0)`) runs in
+    the student's worker, on the objects themselves, as in the kernel: an optimizer built in the grader would hold
+    copies of the parameters. Anything else runs here."""
+    proxy = None if isinstance(fn, Remote) else _first_proxy(args, kwargs)
+    path = library_path(fn) if proxy is not None else None
+    if path is None:
+        return fn(*args, **kwargs)
+    worker = object.__getattribute__(proxy, "_worker")
+    try:
+        return translating(worker.request("construct", path, list(args), kwargs, what=f"{path.replace(':', '.')}"))
+    except StudentError as exc:
+        if exc.type == "LookupError" and exc.message.startswith(NO_LIBRARY_CALLABLE):  # not there: here after all
+            return fn(*args, **kwargs)
+        raise as_kernel_exception(exc) from None
+
+
+NO_LIBRARY_CALLABLE = "no such library callable in the worker"  # worker.op_construct's LookupError
+
+
+def _first_proxy(args, kwargs):
+    for value in (*args, *kwargs.values()):
+        for item in (value if type(value) in (list, tuple) else (value,)):
+            if isinstance(item, Remote):
+                return item
+    return None
+
+
+def library_path(fn) -> str | None:
+    """"module:qualname" of a library's function or class the worker can import by that name; None for built-ins,
+    a test cell's own definitions, bound methods and the grader's own code."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not (isinstance(module, str) and isinstance(qualname, str)) or "<" in qualname:
+        return None
+    if module.partition(".")[0] in ("builtins", "__main__", "autograder") or module not in sys.modules:
+        return None
+    found: object = sys.modules[module]
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return f"{module}:{qualname}" if found is fn else None
+
+
+class _RemoteCalls(ast.NodeTransformer):
+    """Every call `f(...)` of a cell becomes `__ag_call__(f, ...)` (kernel_call), but for the built-ins that read
+    their caller's frame."""
+
+    CALL_NAME = "__ag_call__"
+    FRAME_READERS = frozenset({"super", "locals", "globals", "vars", "dir", "eval", "exec", "breakpoint",
+                               "currentframe", "_getframe", CALL_NAME})
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name in self.FRAME_READERS:
+            return node
+        call = ast.Call(func=ast.Name(self.CALL_NAME, ast.Load()), args=[func, *node.args], keywords=node.keywords)
+        return ast.copy_location(call, node)
+
+
+KERNEL_BUILTINS = {"type": kernel_type, "isinstance": kernel_isinstance, "__ag_call__": kernel_call}
 
 
 # -- the student's module: names a cell deletes -----------------------------------------------------------------
@@ -290,10 +353,12 @@ class _CompiledCell:
 
 def _compile_cell(source: str, filename: str) -> _CompiledCell:
     tree = ast.parse(source, filename)
+    names = ast.parse(source, filename)  # read only: the names the cell uses, as written
+    tree = ast.fix_missing_locations(_RemoteCalls().visit(tree))
     last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     body = ast.Module(body=tree.body[:-1] if last is not None else list(tree.body), type_ignores=[])
     shown = compile(ast.Expression(last.value), filename, "eval") if last is not None else None
-    return _CompiledCell(tree, compile(body, filename, "exec"), shown)
+    return _CompiledCell(names, compile(body, filename, "exec"), shown)
 
 
 _compiled_cell = functools.lru_cache(maxsize=1024)(_compile_cell)
@@ -304,6 +369,8 @@ def run_cell(source: str, filename: str, namespace: dict):
     cell = (_compile_cell if len(source) > CACHED_CELL_CHARS else _compiled_cell)(source, filename)
     if isinstance(namespace, KernelNamespace):
         namespace.import_used(cell.tree)
+    elif _RemoteCalls.CALL_NAME not in namespace:
+        namespace[_RemoteCalls.CALL_NAME] = kernel_call  # (a namespace of the caller's own: the cell's calls need it)
     exec(cell.body, namespace)
     return None if cell.last is None else eval(cell.last, namespace)
 

@@ -151,6 +151,25 @@ class Value:
 def values():
     v = Value(1.0)
     return [v, v, Value(2.0)]
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 1)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def train_step(model, X, y, loss_fn, optimizer):
+    ### BEGIN SOLUTION
+    optimizer.zero_grad()
+    loss = loss_fn(model(X), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+    ### END SOLUTION
 '''
 
 RAISES = '''try:
@@ -241,13 +260,24 @@ assert f"{a}" == "Value(2.0)" and str(b) == "Value(3.0)" and bool(a)
 first, again, other = values()
 assert first == again and first != other and len({first, again, other}) == 2 and first in [other, again]'''
 
+TRAINS = '''import torch
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # over the student's parameters themselves
+loss_fn = torch.nn.MSELoss()  # the cell's own object, sent to the student's code
+X, y = torch.ones(4, 2), torch.zeros(4, 1)
+first = train_step(model, X, y, loss_fn, optimizer)
+second = train_step(model, X, y, loss_fn, optimizer)
+assert second < first, "one optimizer step lowers the loss"
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)'''
+
 CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("steps", "1. Kernel", STEPS),
          ("types", "1. Kernel", TYPES), ("sets", "2. Shared", SETS), ("reads", "2. Shared", READS),
          ("deletes", "3. Deleted", DELETES), ("after_delete", "3. Deleted", AFTER_DELETE),
          ("restored", "4. Restored", RESTORED), ("autograd", "5. Tensors", AUTOGRAD), ("real", "5. Tensors", REAL),
          ("number", "5. Tensors", NUMBER), ("names", "6. Names", NAMES),
          ("plain", "7. Plain values", PLAIN), ("objects", "8. Objects", OBJECTS),
-         ("elsewhere", "9. Later", "assert value == 4, 'value is set by the cell of part 2'")]
+         ("elsewhere", "9. Later", "assert value == 4, 'value is set by the cell of part 2'"),
+         ("trains", "10. Training", TRAINS)]
 
 
 def _notebook(path: Path, cells=CELLS) -> Path:
@@ -294,6 +324,7 @@ def graded(tmp_path_factory):
         "len": {"    return np.arange(3)\n": "    return np.arange(5)\n\n\ndef len(x):\n    return 3\n"},
         "no_radd": {"    def __radd__(self, other):\n        return self + other\n": ""},
         "triple": {"    return x * 2\n": "    return x * 3\n"},
+        "no_step": {"    optimizer.step()\n": ""},
     }
     notebooks = [key] + [make_submission(root / f"{name}.ipynb", key, edit) for name, edit in wrong.items()]
     return dict(zip(["key", *wrong], _grade(paths.release, notebooks, root / "out")))
@@ -499,3 +530,9 @@ def test_a_cell_reading_a_variable_of_another_parts_cell_runs_after_it(graded):
     assert graded["key"]["elsewhere"].status == "passed"  # part 2's `value = parse(2)` replayed first
     failed = graded["triple"]["elsewhere"]  # ... and it holds what the student's parse gave, as in the kernel
     assert failed.status == "failed" and failed.message == "value is set by the cell of part 2"
+
+
+@pytest.mark.slow
+def test_a_cell_builds_an_optimizer_over_the_students_model_and_passes_its_own_objects(graded):
+    assert graded["key"]["trains"].status == "passed"  # SGD(model.parameters()) built in the worker; MSELoss sent
+    assert graded["no_step"]["trains"].message == "one optimizer step lowers the loss"

@@ -425,3 +425,13 @@ def test_a_traceback_quotes_the_line_of_every_statement_of_a_cell():
                                       "cell 1, line 6, in inner: return 1 / x"]
     finally:
         p.close()
+
+
+def test_the_judge_never_unpickles_and_a_worker_unpickles_only_what_the_judge_sent():
+    import pickle
+
+    data = torch.frombuffer(bytearray(pickle.dumps(torch.nn.MSELoss())), dtype=torch.uint8)
+    message = {"__pickled__": {"__tensor__": "t0"}}
+    with pytest.raises(ProtocolError, match="pickled object in a message to the judge"):
+        Decoder({"t0": data}, lambda h: h).decode(message)  # the judge's decoder
+    assert isinstance(Decoder({"t0": data}, lambda h: h, unpickle=True).decode(message), torch.nn.MSELoss)

@@ -28,7 +28,7 @@ from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.processes import MONITORED, MemoryMonitor, kill_tree, process_table, process_tree
 from autograder.sandbox.protocol import (
-    MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, JudgeFunction, ProtocolError,
+    MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, JudgeFunction, Pickled, ProtocolError,
     decode_message,
     message_parts, pack_sources,
 )
@@ -789,7 +789,29 @@ class WorkerProcess:
             if object.__getattribute__(obj, "_worker") is not self:
                 raise TypeError("an object from one worker cannot be passed to another")
             return object.__getattribute__(obj, "_handle")
-        raise TypeError(f"cannot send a {type(obj).__name__} to the worker")
+        return self._pickled(obj)
+
+    def _pickled(self, obj) -> Pickled:
+        """A judge's object that is not data (a test cell's `nn.MSELoss()`, a DataLoader) as a pickle the worker
+        unpickles (the worker's objects in it travel as their handles). A class or function the worker cannot import
+        by name (one a test cell defines) cannot go: TypeError, as before."""
+        import io
+        import pickle
+
+        def persistent_id(x):
+            if isinstance(x, Remote):
+                handle = self._encode_remote(x)
+                return (handle.id, handle.path)
+            return None
+
+        buf = io.BytesIO()
+        pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.persistent_id = persistent_id  # type: ignore[method-assign]
+        try:
+            pickler.dump(obj)
+        except Exception:  # noqa: BLE001 - unpicklable: a lambda inside, a test cell's own class, a lock...
+            raise TypeError(f"cannot send a {type(obj).__name__} to the worker") from None
+        return Pickled(buf.getvalue())  # (pickle itself refuses a class the judge cannot find by name: a cell's own)
 
 
 

@@ -68,6 +68,15 @@ class JudgeFunction:
     nonce: int
 
 
+@dataclass(frozen=True)
+class Pickled:
+    """An object of the judge's that is not data (a loss module, a DataLoader a test cell built) sent to a worker
+    pickled: the worker unpickles it, the judge never unpickles anything. `handles`: the worker's objects it refers
+    to, by their place in the pickle's persistent ids."""
+
+    data: bytes
+
+
 _PLAIN_HASHABLE = (type(None), bool, int, float, complex, str)
 
 
@@ -184,6 +193,8 @@ class Encoder:
         if _is_numpy_scalar(obj):
             return self.encode(obj.item(), depth)
         handle = self.on_unknown(obj)
+        if isinstance(handle, Pickled):
+            return {"__pickled__": self._tensor(torch.frombuffer(bytearray(handle.data), dtype=torch.uint8))}
         if isinstance(handle, JudgeFunction):
             return {"__judge_function__": handle.id, "name": handle.name, "nonce": handle.nonce}
         if not isinstance(handle, Handle):
@@ -242,8 +253,9 @@ class Decoder:
     transformers configuration becomes the real object (in a worker), else a ConfigValue (in the judge)."""
 
     def __init__(self, tensors: dict[str, torch.Tensor], make_handle, build_configs: bool = False,
-                 judge_function=None):
+                 judge_function=None, unpickle: bool = False):
         self.tensors = tensors
+        self.unpickle = unpickle  # a worker takes the judge's pickled objects; the judge refuses any
         self.make_handle = make_handle
         self.build_configs = build_configs
         # (id, name) -> the worker's function calling the judge's back; None (the judge): a message with one is refused
@@ -299,6 +311,10 @@ class Decoder:
             if items is None or not all(_plain_hashable(x) for x in items):
                 raise ProtocolError("malformed set in message")
             return frozenset(items) if data.get("frozen") else set(items)
+        if "__pickled__" in data:
+            if not self.unpickle:
+                raise ProtocolError("a pickled object in a message to the judge")
+            return self._unpickled(self._value(data["__pickled__"], depth + 1))
         if "__judge_function__" in data:
             if self.judge_function is None:
                 raise ProtocolError("a function in a message to the judge")
@@ -323,6 +339,17 @@ class Decoder:
                 raise ProtocolError(f"malformed generator in message: {exc}") from None
             return generator
         raise ProtocolError("unknown tagged value in message")
+
+    def _unpickled(self, data) -> Any:
+        """A pickled object of the judge's; its persistent ids are handles of this worker's objects."""
+        import io
+        import pickle
+
+        if not isinstance(data, torch.Tensor) or data.dtype != torch.uint8:
+            raise ProtocolError("malformed pickled object in message")
+        unpickler = pickle.Unpickler(io.BytesIO(data.numpy().tobytes()))
+        unpickler.persistent_load = lambda pid: self.make_handle(Handle(int(pid[0]), "object", str(pid[1])))  # type: ignore[method-assign]
+        return unpickler.load()
 
     def _with_autograd(self, t: torch.Tensor, tag: dict) -> torch.Tensor:
         """The copy as autograd saw the sender's tensor: requiring grad, with the leaf's .grad; a non-leaf's copy is

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import faulthandler
+import importlib
 import io
 import json
 import linecache
@@ -160,7 +161,7 @@ class Worker:
             return self.load(unpack_sources(header["units"], tensors))
         try:
             # in the try: a handle's path is looked up here, and what it raises is the reply
-            args = Decoder(tensors, self._resolve, build_configs=True, judge_function=self._judge_function
+            args = Decoder(tensors, self._resolve, build_configs=True, judge_function=self._judge_function, unpickle=True
                            ).decode(header.get("args", []))
             fn = getattr(self, f"op_{op}", None)
             if fn is None:
@@ -269,6 +270,18 @@ class Worker:
 
     def op_subclass_of(self, cls, other):
         return issubclass(other, cls), False
+
+    def op_construct(self, path, args, kwargs):
+        """A library's function or class, "module:qualname", called with the worker's objects (a test cell's
+        `torch.optim.SGD(model.parameters(), lr=0.1)`: an optimizer over the parameters themselves)."""
+        module_name, _, qualname = str(path).partition(":")
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError):
+            raise LookupError(f"no such library callable in the worker: {path}") from None
+        return target(*args, **kwargs), False
 
     def op_binop(self, target, name, other, reflected):
         """An operator with Python's own rules (`a + b`, then b.__radd__...), the object on the left or, with
