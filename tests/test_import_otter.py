@@ -463,3 +463,17 @@ def test_an_all_or_nothing_check_names_its_cases_code_for_mutation_analysis():
 
     spec = all_cases("q9", 4, "q9", [], [("q9 test 1", "double(1) == 2", False), ("q9 test 2", "halve(2)", True)])
     assert _parts_reading("halve", [spec._ag_check], []) == ["q9"]
+
+
+def test_torch_seeding_marks_only_what_draws_from_torchs_generator():
+    from autograder.importers.otter import seeded
+
+    context = seeded("torch.manual_seed(7)", ["import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n"
+                                              "    def __init__(self):\n        super().__init__()\n"
+                                              "        self.fc = nn.Linear(2, 1)\n\ndef zeros():\n"
+                                              "    return torch.zeros(2)\n"])
+    assert context.draw("assert torch.zeros(3).sum() == 0 and torch.tensor([1.0]).item() == 1.0") is None
+    assert context.draw("assert zeros().sum() == 0") is None
+    assert context.draw("x = torch.rand(2)") == "torch.rand"
+    assert context.draw("m = Net()") == "Net()"
+    assert context.draw("w = torch.empty(2).uniform_()") is not None

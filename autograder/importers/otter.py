@@ -415,10 +415,22 @@ class Seeded:
         return _draws(parse(source), self.roots, self.drawing) if self.lines else None
 
 
+# torch's global generator (seeded by torch.manual_seed) is drawn from by its sampling functions, tensors' in-place
+# samplers, dropout, nn.init and the layers whose constructors initialise weights; not by torch.zeros or torch.tensor
+_TORCH_DRAWS = re.compile(r"(^|\.)(rand|randn|randint|randperm|rand_like|randn_like|randint_like|bernoulli|multinomial|"
+                          r"normal|poisson|uniform_|normal_|random_|bernoulli_|exponential_|geometric_|log_normal_|"
+                          r"cauchy_|dropout\w*|Dropout\w*)$|(^|\.)nn\.init\.|(^|\.)nn\.[A-Z]\w*$")
+_GLOBAL_SEEDERS = {"torch", "torch.random", "torch.cuda"}  # `torch.manual_seed(0)`: its root stands for the above
+
+
 def _draws(tree, roots: set[str], drawing: set[str]) -> str | None:
+    torch_seeded = bool(roots & _GLOBAL_SEEDERS)
     for node in ast.walk(tree or ast.Module([], [])):
         name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        if name and any(name == r or name.startswith(r + ".") for r in roots):
+        method = f".{node.attr}" if isinstance(node, ast.Attribute) and name is None else None  # x.uniform_()
+        if torch_seeded and (name or method) and _TORCH_DRAWS.search(name or method or ""):
+            return name or method
+        if name and any(name == r or name.startswith(r + ".") for r in roots - _GLOBAL_SEEDERS):
             return name
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in drawing:
             return f"{node.func.id}()"
