@@ -280,4 +280,16 @@ def test_an_imported_course_exports_as_a_course_nbgrader_accepts(kind, tmp_path)
         assert not hidden or ids.index(SETUP_ID) < hidden[0]
         setup = nb.cells[ids.index(SETUP_ID)].source if SETUP_ID in ids else ""
         assert setup.count("BEGIN HIDDEN TESTS") == 1
+        # each point once: a question graded by hand is its answer cell, never also a hidden check's cell
+        from autograder.grading import resolve_release
+        release = resolve_release(str(report.target))
+        points = sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells
+                     if c.metadata.get("nbgrader", {}).get("grade"))
+        assert points == pytest.approx(release.max_score)
+        by_hand = [c.name for c in release.checks if c.fn is not None and hasattr(c.fn, "_ag_manual")]
+        graded = [c.metadata.get("autograder", {}).get("check", c.metadata["nbgrader"].get("grade_id"))
+                  for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+        assert by_hand and all(graded.count(name) == 1 for name in by_hand), (by_hand, graded)
+        if kind == "otter":  # otter's answer cells (q4_solution_4) are the questions graded by hand, no extra cell
+            assert not {"ag_q4", "ag_q5"} & set(ids) and {"q4", "q5"} <= set(graded)
     nbgrader(course, "generate_assignment", name, "--force")

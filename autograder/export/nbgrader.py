@@ -86,10 +86,12 @@ def _mark_hand_graded(nb, release) -> None:
     metas = [(c, nbgrader_meta(c)) for c in nb.cells]
     answers = [(c, m) for c, m in metas if m.get("solution") and not m.get("task")]
     for name, points in manual.items():
-        named = [m for _, m in answers if m.get("grade_id") == name] or \
-            [m for _, m in answers if str(m.get("grade_id", "")).startswith(f"{name}_") and not m.get("grade")]
+        named = [(c, m) for c, m in answers if m.get("grade_id") == name] or \
+            [(c, m) for c, m in answers if str(m.get("grade_id", "")).startswith(f"{name}_") and not m.get("grade")]
         if named:
-            named[0].update(grade=True, points=points)
+            cell, meta = named[0]
+            meta.update(grade=True, points=points)
+            cell.metadata.setdefault(META_KEY, {})["check"] = name  # its points are the check's: no cell of its own
     for cell, meta in answers:  # nbgrader refuses a markdown answer that is not graded
         if cell.get("cell_type") == "markdown" and not meta.get("grade"):
             meta.update(grade=True, points=meta.get("points", 0))
@@ -127,7 +129,7 @@ def nbgrader_notebook(source_nb, release, reference_source: str):
     _mark_hand_graded(nb, release)
     for cell in nb.cells:
         _complete_metadata(cell)
-    by_hand = {nbgrader_meta(c).get("grade_id") for c in nb.cells if hand_graded(c)}  # nbgrader grades them itself
+    by_hand = set(hand_graded_ids(nb))  # nbgrader grades them itself
     file_checks = [c for c in release.checks if c.fn is not None and c.name not in by_hand]
     tests = {p.name: p.read_text(encoding="utf-8") for p in sorted((release.dir / "tests").glob("*.py"))}
     # packed: a marker nbgrader reads (hidden tests, solutions) inside the reference or a test file must not
@@ -166,6 +168,12 @@ def nbgrader_notebook(source_nb, release, reference_source: str):
         for i, cell in enumerate(nb.cells):
             cell.setdefault("id", f"autograder-{i}")
     return nb
+
+
+def hand_graded_ids(nb) -> dict[str, str]:
+    """check name -> grade_id of each answer cell graded by hand (otter's `q4_solution_4` for the check q4)."""
+    return {c.get("metadata", {}).get(META_KEY, {}).get("check", nbgrader_meta(c).get("grade_id")):
+            nbgrader_meta(c).get("grade_id") for c in nb.cells if hand_graded(c)}
 
 
 def check_grade_ids(nb) -> dict[str, str]:
@@ -405,7 +413,8 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
     if not exported.is_file():
         raise FileNotFoundError(f"{exported}: export the assignment first (autograder export nbgrader {assignment} "
                                 f"--course {course})")
-    ids = check_grade_ids(nbformat.read(exported, as_version=4))
+    exported_nb = nbformat.read(exported, as_version=4)
+    ids, by_hand = check_grade_ids(exported_nb), hand_graded_ids(exported_nb)
     picked, empty = _picked_notebooks(course / "submitted", name, notebook, students, release.student_code)
     submitted = [path for _, _, path, _ in picked]
     config = nbgrader_config(course)
@@ -441,7 +450,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
                     grade_id = ids.get(check.name)
                     if grade_id is None:  # a written answer (its cell's grade_id is the check's name): nbgrader's
                         if check.status == PENDING:
-                            _as_formgrader_graded(gb, check, nb_id, name, student)
+                            _as_formgrader_graded(gb, check, by_hand.get(check.name, check.name), nb_id, name, student)
                         continue
                     g = gb.find_grade(grade_id, nb_id, name, student)
                     if check.status == PENDING and g.manual_score is not None:  # graded by hand in formgrader
@@ -484,12 +493,13 @@ def _submission_entry(gb, coursedir, name: str, student: str, folder: Path) -> N
         gb.update_or_create_submission(name, student)
 
 
-def _as_formgrader_graded(gb, check, nb_id: str, name: str, student: str) -> None:
-    """A pending written answer the instructor graded in formgrader, as graded (for the feedback page)."""
+def _as_formgrader_graded(gb, check, grade_id: str, nb_id: str, name: str, student: str) -> None:
+    """A pending written answer the instructor graded in formgrader (its cell `grade_id`), as graded (for the
+    feedback page)."""
     from nbgrader.api import MissingEntry
 
     try:
-        manual = gb.find_grade(check.name, nb_id, name, student).manual_score
+        manual = gb.find_grade(grade_id, nb_id, name, student).manual_score
     except MissingEntry:
         return
     if manual is not None:
