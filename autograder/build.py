@@ -14,6 +14,7 @@ Outputs (byte-for-byte deterministic for a given source):
 """
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import shutil
@@ -200,8 +201,34 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
                    for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
-    paths.notes = out.notes + loops_not_run(reference, f"{paths.source.name}/{config.notebook}", used)
+    where = f"{paths.source.name}/{config.notebook}"
+    paths.notes = out.notes + loops_not_run(reference, where, used) + plain_class_dependencies(checks, reference, where)
     return paths
+
+
+def plain_class_dependencies(checks, reference, where: str) -> list[str]:
+    """A check's depends_on naming a class of the notebook that is not a torch nn.Module: the grader stands in for
+    functions and nn.Module classes only (sandbox/standins.py), so such a check runs the student's own class."""
+    bases: dict[str, list[str]] = {}
+    for unit in reference.units:
+        try:
+            body = ast.parse(unit.source).body
+        except SyntaxError:
+            continue
+        bases.update({n.name: [ast.unparse(b) for b in n.bases] for n in body if isinstance(n, ast.ClassDef)})
+
+    def is_module(name: str, seen: frozenset = frozenset()) -> bool:
+        return any(b.rpartition(".")[2] == "Module" or (b in bases and b not in seen and is_module(b, seen | {name}))
+                   for b in bases.get(name, []))
+
+    users: dict[str, list[str]] = {}
+    for _, spec in checks:
+        for name in [n for n in spec.depends_on if n in bases and not is_module(n)]:
+            users.setdefault(name, []).append(spec.name)
+    return [f"{where}: depends_on names `{name}` ({len(names)} check(s): {', '.join(map(repr, names[:3]))}"
+            f"{', ...' if len(names) > 3 else ''}), a class that is not an nn.Module: the grader stands in for "
+            f"functions and nn.Module classes only, so these checks run the student's own `{name}` (where that is "
+            "broken, they fail with it)" for name, names in users.items()]
 
 
 def loops_not_run(reference, where: str, used) -> list[str]:

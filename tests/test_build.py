@@ -235,3 +235,22 @@ def test_a_file_dropped_from_files_leaves_the_student_folder_on_the_next_build(t
     assert (paths.assignment / "extra.txt").is_file()
     (source / "assignment.toml").write_text(toml)
     assert not (build(source).assignment / "extra.txt").exists()
+
+
+def test_depends_on_a_class_that_is_no_module_is_said_at_build_time(tmp_path):
+    source = tmp_path / "solutions" / "plain"
+    (source / "tests").mkdir(parents=True)
+    (source / "assignment.toml").write_text('title = "plain"\nnotebook = "plain.ipynb"\nfiles = []\n')
+    code = nbformat.v4.new_code_cell(
+        "import torch\n\nclass Value:\n    def __init__(self, data):\n        self.data = data\n\n"
+        "class Net(torch.nn.Module):\n    pass\n\nclass Deeper(Net):\n    pass\n\n"
+        "def double(v):\n    ### BEGIN SOLUTION\n    return Value(2 * v.data)\n    ### END SOLUTION\n")
+    code.metadata["nbgrader"] = {"grade_id": "code", "solution": True, "grade": False}
+    nbformat.write(nbformat.v4.new_notebook(cells=[code]), source / "plain.ipynb")
+    (source / "tests" / "test_plain.py").write_text(
+        "from autograder.testing import check\n\n\n"
+        "@check('double', points=1, part='2', depends_on=['Value', 'Net', 'Deeper'])\n"
+        "def double_check(sub, ref):\n    assert sub.double(sub.Value(2)).data == 4\n")
+    notes = build(source).notes
+    assert len(notes) == 1 and "depends_on names `Value` (1 check(s): 'double')" in notes[0], notes
+    assert "not an nn.Module" in notes[0]
