@@ -73,11 +73,12 @@ def student_confinement(limits: Limits) -> tuple[Confinement, str]:
 def files_beside(path: Path, nb) -> dict[str, str]:
     """The files the notebook reads by a literal relative path that lie beside it (data/iris.csv): visible to its
     worker, read-only, at the same relative paths, as the grader ships them."""
-    from autograder.notebook.opened import files_read, normal_path
+    from autograder.notebook.opened import files_read, normal_path, path_literals
 
     found = {}
-    for opened in files_read(nb):
-        name = normal_path(opened.path)
+    # read by a literal, or by a name bound to one (`DATA_PATH = "data/points.csv"`): the student's own files
+    for literal in [o.path for o in files_read(nb)] + path_literals(nb):
+        name = normal_path(literal)
         target = Path(path).resolve().parent / name
         if name and ".." not in name.split("/") and target.is_file():
             found[name] = str(target)

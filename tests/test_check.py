@@ -212,3 +212,14 @@ def test_a_file_the_notebook_reads_beside_it_is_there_for_its_public_checks(tmp_
     (tmp_path / "data" / "x.csv").write_text("a,b\n1,2\n")
     [result] = run_checks(tmp_path / "hw.ipynb").results
     assert (result.status, result.message) == ("passed", "")
+
+
+def test_a_file_named_by_a_constant_beside_the_notebook_is_there_too(tmp_path):
+    data = nbformat.v4.new_code_cell('DATA_PATH = "data/points.csv"\n\ndef load(path):\n    return open(path).read()')
+    test = nbformat.v4.new_code_cell('assert load(DATA_PATH).startswith("x,y"), "data/points.csv holds x,y"')
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "loads", "points": 1}
+    nbformat.write(nbformat.v4.new_notebook(cells=[data, test]), tmp_path / "hw.ipynb")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "points.csv").write_text("x,y\n1,2\n")
+    [result] = run_checks(tmp_path / "hw.ipynb").results
+    assert (result.status, result.message) == ("passed", "")

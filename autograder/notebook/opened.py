@@ -94,6 +94,22 @@ def files_read(nb) -> list[Opened]:
     return [o for o in reads if normal_path(o.path) not in {normal_path(w) for w in writes}]
 
 
+def path_literals(nb) -> list[str]:
+    """Every string literal of the code cells that could be a relative path (`DATA_PATH = "data/points.csv"`): what
+    a notebook may read by a name bound to it. Whether each is a file is for the caller to see."""
+    found: list[str] = []
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        try:
+            tree = ast.parse(cell_source(cell))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        found += [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and 0 < len(n.value) < 260 and relative(n.value) and "\0" not in n.value]
+    return list(dict.fromkeys(found))
+
+
 def normal_path(path: str) -> str:
     """A relative path as one spelling: `./data//x.csv` and `data\\x.csv` are `data/x.csv`."""
     parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
