@@ -258,3 +258,15 @@ def test_more_jobs_than_cpus_run_one_grading_process_per_cpu(capsys):
     assert jobs_for_this_machine(cpus + 62, cluster=False) == cpus
     assert f"--jobs {cpus + 62} on {cpus} CPU(s)" in capsys.readouterr().err
     assert jobs_for_this_machine(cpus + 62, cluster=True) == cpus + 62  # a cluster's processes are elsewhere
+
+
+def test_a_failed_import_of_the_grading_tool_a_notebook_came_with_is_no_note():
+    from autograder.grading.grader import load_notes
+    from autograder.notebook.extract import Extraction, Unit
+    from autograder.sandbox.client import LoadReport
+
+    units = [Unit(1, 2, "import otter", ["otter"], "import"), Unit(2, 1, "import missing_lib", ["missing_lib"], "import"),
+             Unit(2, 3, "grader = otter.Notebook()", ["grader"], "assignment")]
+    why = "raised ModuleNotFoundError"
+    report = LoadReport({}, {0: why, 1: why, 2: "raised NameError"}, "")
+    assert load_notes(report, Extraction(units, [])) == [f"cell 2, line 1 (missing_lib): {why}"]

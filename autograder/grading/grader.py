@@ -118,6 +118,21 @@ def load_recording(release: Release, confinement_status: str, cuda: bool) -> Rec
     return recording if recording.fingerprint == fingerprint(release.manifest_digest, confinement_status, cuda) else None
 
 
+GRADING_TOOLS = frozenset({"otter", "nbgrader"})  # imported by notebooks those tools handed out; not needed here
+
+
+def load_notes(report, extraction) -> list[str]:
+    """A note for each statement of the notebook that failed to run, but for assignments (a check that needs one
+    says so itself) and imports of the grading tool a notebook was handed out with (`import otter`)."""
+    notes = []
+    for index, why in sorted(report.errors.items()) if report else ():
+        unit = extraction.units[index]
+        if unit.kind in ("constant", "assignment") or (unit.kind == "import" and set(unit.names or ["?"]) <= GRADING_TOOLS):
+            continue
+        notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
+    return notes
+
+
 def handed_out_locked(release: Release) -> dict[str, str]:
     """The read-only code cells as handed out, by grade_id: from the manifest (a Gradescope bundle has no answer
     key), else from the release's answer key."""
@@ -287,11 +302,7 @@ class Grader:
                     pass
             checks = self.judge.grade(program)
             report = program.worker.report
-            if report:
-                for index, why in sorted(report.errors.items()):
-                    unit = extraction.units[index]
-                    if unit.kind not in ("constant", "assignment"):  # a check that needs it says so itself
-                        notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
+            notes += load_notes(report, extraction)
         except Exception as exc:  # noqa: BLE001 - a grader bug must still leave a result row
             return self._ungraded(path, sub_id, f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}", start)
         finally:
