@@ -15,7 +15,7 @@ from variants import LOAD_STRICT, LOAD_STRICT_TO_KEYERROR
 SPLIT = "NSP data: split_sentences splits after '.', '!' or '?' followed by whitespace"
 PAIRS = "NSP data: one true and one false pair per review with at least two sentences"
 RANDOM = ("NSP data: A uniform among sentences with a successor, false B spread over the other reviews, reproducible "
-          "with the generator")
+          "with the generator (None: torch's global generator)")
 ENCODE = "NSP encoding: [CLS] A [SEP] B [SEP], segment ids, padding and attention mask"
 TRUNC = "NSP encoding: the longer sentence is truncated first, from its end (input_ids)"
 BATCH = "NSP encoding: encode_pairs tokenises with the tokenizer and uses its own special ids"
@@ -23,7 +23,8 @@ M_LABELS = "MLM inputs: labels are the original ids at the selected positions, -
 M_SPECIAL = "MLM inputs: [CLS], [SEP] and padding are never selected"
 M_RATE = "MLM inputs: about mask_rate of the candidates are selected"
 M_PROP = "MLM inputs: 80% [MASK], 10% random token, 10% unchanged"
-M_RANDOM = "MLM inputs: random replacements are valid token ids, the generator makes the result reproducible"
+M_RANDOM = ("MLM inputs: random replacements drawn from every token id; the generator (None: torch's global one) makes "
+            "the result reproducible")
 E_SIZES = "embeddings: sizes, padding index, LayerNorm eps and dropout rate come from the config"
 E_OUTPUT = "embeddings: output matches the reference with the same weights"
 E_POS = "embeddings: position ids 0..T-1 for every length, up to max_position_embeddings"
@@ -34,7 +35,8 @@ B_BIAS = "attention_bias: 0 for real tokens, a huge negative bias for padding, s
 L_OUTPUT = "encoder layer: output matches the reference with the same weights and bias"
 L_PAD = "encoder layer: padded keys change nothing at the real positions"
 L_CONFIG = ("encoder layer: intermediate size, heads, dropout rates and eps from the config; dropout in train() only")
-L_PLACES = "encoder layer: attention dropout on in train(), dropout on each sub-layer's output before its residual"
+L_PLACES = ("encoder layer: attention dropout on the attention weights in train(), dropout on each sub-layer's output "
+            "before its residual")
 L_GRAD = "encoder layer: gradients reach every weight and the input as through the reference"
 E_GRAD = "embeddings: gradients reach the word, position and segment tables and the LayerNorm"
 N_GRAD = "Bert: gradients reach the embeddings, every encoder layer and the pooler"
@@ -116,6 +118,28 @@ LOAD_RUNTIME_ERROR = LOAD_STRICT.replace(LOAD_STRICT_TO_KEYERROR, "    model.loa
 assert LOAD_RUNTIME_ERROR != LOAD_STRICT
 
 
+# mask_tokens labelling only the tokens it changed: the selected tokens that stay unchanged get -100
+MASK_CHANGED_ONLY_LABELLED = """def mask_tokens(input_ids, attention_mask, tokenizer, mask_rate=0.15, generator=None):
+    special = (input_ids == tokenizer.cls_token_id) | (input_ids == tokenizer.sep_token_id)
+    candidates = attention_mask.bool() & ~special
+    selected = (torch.rand(input_ids.shape, generator=generator) < mask_rate) & candidates
+    action = torch.rand(input_ids.shape, generator=generator)
+    random_ids = torch.randint(len(tokenizer), input_ids.shape, generator=generator)
+    masked_ids = input_ids.clone()
+    masked_ids[selected & (action < 0.8)] = tokenizer.mask_token_id
+    to_random = selected & (action >= 0.8) & (action < 0.9)
+    masked_ids[to_random] = random_ids[to_random]
+    changed = selected & (action < 0.9)
+    labels = torch.where(changed, input_ids, torch.full_like(input_ids, -100))
+    return masked_ids, labels
+"""
+
+ATTENTION = "weights = self.attn_dropout(torch.softmax(scores, dim=-1))"
+CONTEXT = "context = (weights @ v).transpose(1, 2)"
+MLM_LOSS = "mlm = F.cross_entropy(mlm_logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100)"
+NSP_LOSS = "nsp = F.cross_entropy(nsp_logits, next_sentence_label)"
+
+
 BUGS: list[Bug] = [
     # -- part 1: NSP pairs ------------------------------------------------------------------------------------------
     Bug("split_drops_punctuation",
@@ -142,6 +166,15 @@ BUGS: list[Bug] = [
     Bug("nsp_false_b_from_next_review",
         {"other = reviews[with_sentences[j]]": "other = reviews[with_sentences[(position[r] + 1) % len(with_sentences)]]"},
         {RANDOM: "the next review's"}, "the false B always comes from the next review", confined_to=P1),
+    Bug("nsp_false_pair_first",
+        {TRUE_PAIR + "\n        " + FALSE_PAIR: FALSE_PAIR + "\n        " + TRUE_PAIR},
+        {PAIRS: "TRUE pair first"}, "each review's false pair before its true pair", confined_to=P1),
+    Bug("nsp_none_means_fixed_seed",
+        {"    with_sentences = [r for r, sentences in enumerate(reviews) if sentences]":
+         "    generator = generator or torch.Generator().manual_seed(0)  # None: a fixed seed, not the global generator\n"
+         "    with_sentences = [r for r, sentences in enumerate(reviews) if sentences]"},
+        {RANDOM: "torch's global generator"}, "generator=None replaced by a generator with a fixed seed: the same pairs "
+        "at every call", only=True, confined_to=P1),
     Bug("segment_ids_swapped",
         {SEGMENTS: "token_type_ids = [1] * (len(a) + 2) + [0] * (len(b) + 1)"},
         {ENCODE: "segment ids are swapped"}, "A gets segment 1 and B segment 0", confined_to=P1),
@@ -203,6 +236,18 @@ BUGS: list[Bug] = [
     Bug("random_ids_out_of_vocabulary",
         {"random_ids = torch.randint(len(tokenizer), input_ids.shape": "random_ids = torch.randint(len(tokenizer) + 1, input_ids.shape"},
         {M_RANDOM: "token ids of the vocabulary"}, "one id past the vocabulary", confined_to=P2),
+    Bug("random_ids_skip_zero",
+        {"random_ids = torch.randint(len(tokenizer), input_ids.shape": "random_ids = torch.randint(1, len(tokenizer), input_ids.shape"},
+        {M_RANDOM: "never drew the id(s) 0"}, "replacements from 1..V-1 ('0 is padding'), but id 0 is a word here",
+        only=True, confined_to=P2),
+    Bug("mask_none_means_fixed_seed",
+        {CANDIDATES: "if generator is None:  # a fixed seed: the same corruption at every call\n"
+                     "        generator = torch.Generator().manual_seed(42)\n    " + CANDIDATES},
+        {M_RANDOM: "torch's global generator"}, "generator=None replaced by a generator with a fixed seed",
+        only=True, confined_to=P2),
+    Bug("mask_unchanged_not_labelled", definitions={"mask_tokens": MASK_CHANGED_ONLY_LABELLED},
+        expect={M_LABELS: "stay unchanged", M_RATE: "select each candidate", M_PROP: "kept their id"},
+        why="only the changed tokens are labelled: the selected tokens that keep their id get -100", confined_to=P2),
     Bug("mlm_global_generator",
         {"selected = (torch.rand(input_ids.shape, generator=generator) < mask_rate)": "selected = (torch.rand(input_ids.shape) < mask_rate)",
          "action = torch.rand(input_ids.shape, generator=generator)": "action = torch.rand(input_ids.shape)"},
@@ -273,6 +318,14 @@ BUGS: list[Bug] = [
         {"weights = self.attn_dropout(torch.softmax(scores, dim=-1))":
          "weights = torch.softmax(self.attn_dropout(scores), dim=-1)"},
         {L_PAD: "after the softmax"}, "dropout on the scores: in train() padded keys get weight", confined_to=P4),
+    Bug("attention_dropout_on_the_context",
+        {ATTENTION: "weights = torch.softmax(scores, dim=-1)", CONTEXT: "context = self.attn_dropout(weights @ v).transpose(1, 2)"},
+        {L_PLACES: "of shape (3, 2, 6, 8)"}, "attention dropout on weights @ v instead of the weights", only=True,
+        confined_to=P4),
+    Bug("attention_dropout_on_the_values",
+        {ATTENTION: "weights = torch.softmax(scores, dim=-1)", CONTEXT: "context = (weights @ self.attn_dropout(v)).transpose(1, 2)"},
+        {L_PLACES: "of shape (3, 2, 6, 8)"}, "attention dropout on the values instead of the weights", only=True,
+        confined_to=P4),
     Bug("layers_not_chained",
         {"            hidden = layer(hidden, bias)  # (B, T, E)\n        return hidden":
          "            out = layer(hidden, bias)  # (B, T, E)\n        return out"},
@@ -328,6 +381,19 @@ BUGS: list[Bug] = [
     Bug("nsp_loss_missing",
         {"    return mlm + nsp\n": "    return mlm\n"},
         {H_LOSS: "NSP loss is missing"}, "only the MLM loss", confined_to=P6),
+    Bug("mlm_loss_summed",
+        {MLM_LOSS: MLM_LOSS[:-1] + ', reduction="sum")'},
+        {H_LOSS: "MLM cross-entropy over the positions"}, "the MLM loss summed over the selected positions: only the "
+        "loss checks are lost, pretraining_step (which calls it) is graded on the student's own loss",
+        others={"part6_public"}, only=True, confined_to=P6),
+    Bug("nsp_labels_flipped_in_loss",
+        {NSP_LOSS: "nsp = F.cross_entropy(nsp_logits, 1 - next_sentence_label)"},
+        {H_LOSS: "NSP cross-entropy"}, "the NSP targets flipped in the loss: pretraining_step keeps its point",
+        others={"part6_public"}, only=True, confined_to=P6),
+    Bug("pretraining_step_returns_tensor",
+        {"    optimizer.step()\n    return loss.item()": "    optimizer.step()\n    return loss"},
+        {H_STEP: "returned a tensor"}, "the loss tensor (and its graph) returned, not loss.item()", only=True,
+        confined_to=P6),
     Bug("no_bert_initialisation",
         {"        self.apply(functools.partial(init_bert_weights, std=config.initializer_range))\n": ""},
         {H_FIRST: "init_bert_weights"}, "PyTorch's default init: N(0, 1) embeddings in the tied decoder", confined_to=P6),

@@ -74,6 +74,28 @@ ENCODE_PAIRS_LIBRARY = '''def encode_pairs(pairs, tokenizer, max_len):
             "attention_mask": batch["attention_mask"], "next_sentence_label": torch.tensor([p[2] for p in pairs])}
 '''
 
+# the library's truncation="longest_first" as the fast tokenizers compute it (tokenizers' LongestFirst): it differs from
+# the notebook's loop only where A is the longer one, both are cut and an odd token is left (A keeps it); accepted
+ENCODE_LIBRARY_TRUNCATION = '''def encode_pair(ids_a, ids_b, max_len, cls_id, sep_id, pad_id):
+    budget = max_len - 3
+    n1, n2 = len(ids_a), len(ids_b)
+    if n1 + n2 > budget:
+        swap = n1 > n2
+        if swap:
+            n1, n2 = n2, n1
+        n2 = max(n1, budget - n1)
+        if n1 + n2 > budget:
+            n1 = budget // 2
+            n2 = n1 + budget % 2
+        if swap:
+            n1, n2 = n2, n1
+    a, b = list(ids_a)[:n1], list(ids_b)[:n2]
+    ids = [cls_id, *a, sep_id, *b, sep_id]
+    types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    pad = max_len - len(ids)
+    return ids + [pad_id] * pad, types + [0] * pad, [1] * len(ids) + [0] * pad
+'''
+
 # -- part 2 -------------------------------------------------------------------------------------------------------
 MASK_PER_TOKEN_LOOP = '''def mask_tokens(input_ids, attention_mask, tokenizer, mask_rate=0.15, generator=None):
     masked_ids = input_ids.clone()
@@ -291,6 +313,17 @@ STEP_CLIPPED = '''def pretraining_step(model, batch, optimizer):
     return float(loss.detach())
 '''
 
+# zero_grad after the step (the next call starts from zero gradients) and the model called with keyword arguments
+STEP_ZERO_GRAD_LAST = '''def pretraining_step(model, batch, optimizer):
+    inputs = {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+    mlm_logits, nsp_logits = model(**inputs)
+    loss = pretraining_loss(mlm_logits, nsp_logits, batch["labels"], batch["next_sentence_label"])
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
+'''
+
 # -- part 7 -------------------------------------------------------------------------------------------------------
 LR_FACTOR_HF = '''def lr_factor(step, warmup_steps, total_steps):
     if step < warmup_steps:
@@ -372,6 +405,9 @@ VARIANTS = [
              "encode_pairs": ENCODE_PAIRS_STACK},
             "a character loop for sentences, rejection sampling for the other review, lengths counted down, "
             "tokenizer(s, add_special_tokens=False) and torch.stack"),
+    Variant("library_truncation_rule", {"encode_pair": ENCODE_LIBRARY_TRUNCATION, "pretraining_step": STEP_ZERO_GRAD_LAST},
+            "encode_pair truncating as the library's fast tokenizers do (the odd token to the longer A), and "
+            "pretraining_step calling zero_grad after the step"),
     Variant("library_tokenizer_encodes_pairs", {"encode_pairs": ENCODE_PAIRS_LIBRARY},
             "the library's tokenizer(a, b, truncation='longest_first', padding='max_length') does the encoding"),
     Variant("data_collator_masking", {"mask_tokens": MASK_COLLATOR},

@@ -16,6 +16,14 @@ PART = "1. NSP sentence pairs"
 IS_NEXT, NOT_NEXT = 0, 1
 
 worker_helpers(WORKER_CODE)  # the helpers every test file of this assignment uses (one namespace in the worker)
+worker_helpers('''
+def bi_nsp_global(reviews, seed):
+    """The student's make_nsp_pairs without a generator, torch's global generator seeded with `seed` first."""
+    from autograder.seeding import seed_torch
+
+    seed_torch(seed)
+    return submission.make_nsp_pairs(reviews)
+''')
 
 
 # -- split_sentences -------------------------------------------------------------------------------------------
@@ -58,9 +66,14 @@ def reviews_of(lengths):
     return [[f"review {r} sentence {i}." for i in range(n)] for r, n in enumerate(lengths)]
 
 
-def nsp_pairs(sub, reviews, seed):
+def nsp_pairs(sub, reviews, seed, global_generator=False):
+    """The student's pairs with a generator seeded with `seed`; with global_generator, without a generator (None)
+    after torch's global generator was seeded with `seed`."""
     try:
-        pairs = sub.make_nsp_pairs(reviews, generator=keep(sub.helpers.bi_generator, seed))
+        if global_generator:
+            pairs = sub.helpers.bi_nsp_global(reviews, seed)
+        else:
+            pairs = sub.make_nsp_pairs(reviews, generator=keep(sub.helpers.bi_generator, seed))
     except StudentError as exc:
         raise Fail(exc.describe()) from None
     if not isinstance(pairs, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 3 for p in pairs):
@@ -75,9 +88,9 @@ def nsp_pairs(sub, reviews, seed):
     return out
 
 
-def check_structure(pairs, reviews, what, labels=True):
+def check_structure(pairs, reviews, what, labels=True, order=True):
     """What every correct draw satisfies; raises a Fail naming the first violation. labels=False: the labels are
-    not looked at (the check of the labels is nsp_structure's)."""
+    not looked at; order=False: nor is the order of the pairs (both are nsp_structure's to check)."""
     where = {s: (r, i) for r, sentences in enumerate(reviews) for i, s in enumerate(sentences)}
     eligible = {r for r, sentences in enumerate(reviews) if len(sentences) >= 2}
     by_review = {r: [] for r in eligible}
@@ -113,6 +126,17 @@ def check_structure(pairs, reviews, what, labels=True):
     if labels_inverted:
         raise Fail(f"{what}: the labels are inverted: the library's BertForPreTraining uses 0 (IS_NEXT) when B follows A "
                    "and 1 (NOT_NEXT) when B is random")
+    if not order:
+        return
+    # the documented order: review by review, in the reviews' order, each review's true pair and then its false pair
+    for k, r in enumerate(sorted(eligible)):
+        first, second = pairs[2 * k], pairs[2 * k + 1]
+        if where[first[0]][0] != r or where[second[0]][0] != r:
+            raise Fail(f"{what}: the pairs must come review by review, in the order of the reviews (the two pairs of "
+                       "the first review with at least two sentences, then those of the next one, ...)")
+        if where[first[1]][0] != r:
+            raise Fail(f"{what}: each review gives its TRUE pair first (A, the sentence after A, IS_NEXT) and then its "
+                       "false pair (A, a sentence of another review, NOT_NEXT); yours puts the false pair first")
 
 
 @check("NSP data: one true and one false pair per review with at least two sentences", points=1.5, part=PART)
@@ -129,11 +153,11 @@ def nsp_structure(sub, ref):
 
 
 @check("NSP data: A uniform among sentences with a successor, false B spread over the other reviews, reproducible "
-       "with the generator", points=1, part=PART)
+       "with the generator (None: torch's global generator)", points=1, part=PART)
 def nsp_randomness(sub, ref):
     reviews = reviews_of([5] * 400)
     first = nsp_pairs(sub, reviews, 7)
-    check_structure(first, reviews, "make_nsp_pairs on 400 reviews of five sentences", labels=False)
+    check_structure(first, reviews, "make_nsp_pairs on 400 reviews of five sentences", labels=False, order=False)
     other_seed = nsp_pairs(sub, reviews, 8)  # between the two calls with seed 7: a replayed result is no reproducibility
     if nsp_pairs(sub, reviews, 7) != first:
         raise Fail("make_nsp_pairs with two generators seeded alike gave different pairs: draw every random number "
@@ -141,6 +165,20 @@ def nsp_randomness(sub, ref):
     if other_seed == first:
         raise Fail("make_nsp_pairs gave the same pairs for generators with different seeds: draw A and the false B "
                    "with the generator")
+    # generator=None means torch's global generator (the docstring): after torch.manual_seed(s) the pairs are those
+    # of seed s, so two seeds give different pairs (40 reviews: A among 4 positions, B among 39 x 5 sentences each;
+    # two seeds agree on all of them with probability 780^-40) and the same seed, apart, the same pairs
+    few = reviews_of([5] * 40)
+    seeded = nsp_pairs(sub, few, 11, global_generator=True)
+    other_seed = nsp_pairs(sub, few, 12, global_generator=True)
+    if nsp_pairs(sub, few, 11, global_generator=True) != seeded:
+        raise Fail("make_nsp_pairs(reviews) without a generator gave different pairs after the same torch.manual_seed: "
+                   "generator=None means torch's global generator (pass generator=None on to the torch functions), "
+                   "not Python's random module or a generator of your own")
+    if other_seed == seeded:
+        raise Fail("make_nsp_pairs(reviews) without a generator gave the same pairs after torch.manual_seed with two "
+                   "different seeds: generator=None means torch's global generator (pass generator=None on to the "
+                   "torch functions), not a generator with a fixed seed of your own")
     where = {s: (r, i) for r, sentences in enumerate(reviews) for i, s in enumerate(sentences)}
     # true and false pairs told apart by their sentences (B from A's review or not), not by their labels
     true = [(where[a], where[b]) for a, b, _ in first if where[a][0] == where[b][0]]
@@ -240,28 +278,54 @@ def _truncations(a, b, max_len):
         "only B is truncated: truncate the LONGER sentence first": loop(lambda x, y: len(y) == 0),
         "the shorter sentence is truncated first: truncate the LONGER one first":
             loop(lambda x, y: 0 < len(x) < len(y) or not y),
-        "when A and B are equally long, the library drops a token from A (not B)": loop(lambda x, y: len(x) > len(y)),
+        "A and B are equally long here: on a tie the notebook's rule drops A's last token, so with an odd number of "
+        "tokens to share B keeps one more (the library's fast tokenizers do the same here); yours drops B's":
+            loop(lambda x, y: len(x) > len(y)),
         "the whole sequence is cut at max_len, which loses the final [SEP]: truncate the sentences, keep both [SEP]":
             pair(a, b)[:max_len],
         "tokens are dropped from the start of a sentence: drop them from its end": front(a, b),
     }
 
 
+def library_lengths(n_a, n_b, max_len):
+    """How many tokens of A and of B the library's fast tokenizers keep with truncation="longest_first" (the Rust
+    tokenizers' LongestFirst): the same as the notebook's loop (drop the last token of the longer sentence, of A on a
+    tie), except where A is the longer one, both are cut and an odd token is left to share: the library keeps it in
+    A, the loop in B (checked against BertTokenizerFast for every pair of lengths 1..8 and max_len 5..19)."""
+    budget = max_len - 3
+    if n_a + n_b <= budget:
+        return n_a, n_b
+    swap = n_a > n_b
+    if swap:
+        n_a, n_b = n_b, n_a
+    n_b = max(n_a, budget - n_a)
+    if n_a + n_b > budget:
+        n_a = budget // 2
+        n_b = n_a + budget % 2
+    return (n_b, n_a) if swap else (n_a, n_b)
+
+
 @check("NSP encoding: the longer sentence is truncated first, from its end (input_ids)", points=1, part=PART)
 def truncation(sub, ref):
     g = gen(141)
-    for len_a, len_b, max_len in ((10, 3, 10), (3, 10, 10), (6, 6, 11), (7, 6, 12), (8, 2, 8), (2, 8, 8), (5, 5, 9)):
+    # (7, 6, 12) is where the library's rule and the notebook's differ (both accepted); (5, 5, 10) where both drop the
+    # first token from A and dropping it from B on the tie shows
+    for len_a, len_b, max_len in ((10, 3, 10), (3, 10, 10), (6, 6, 11), (7, 6, 12), (8, 2, 8), (2, 8, 8), (5, 5, 9),
+                                  (5, 5, 10)):
         a, b = random_ids(g, len_a), random_ids(g, len_b)
         what = f"encode_pair(A of {len_a} ids, B of {len_b} ids, max_len={max_len})"
         got = rows_of(sub.encode_pair(a, b, max_len, CLS, SEP, PAD), what)[0]
         expected = rows_of(ref.encode_pair(a, b, max_len, CLS, SEP, PAD), what)[0]
-        if got == expected:  # the token ids only: segment ids and the mask are graded by the check above
+        keep_a, keep_b = library_lengths(len_a, len_b, max_len)
+        library = [CLS, *a[:keep_a], SEP, *b[:keep_b], SEP]
+        library += [PAD] * (max_len - len(library))
+        if got in (expected, library):  # the token ids only: segment ids and the mask are graded by the check above
             continue
         if len(got) != max_len:
             raise Fail(f"{what}: the rows must have exactly max_len entries: truncate until [CLS] A [SEP] B [SEP] fits")
         for message, ids in _truncations(a, b, max_len).items():
             padded = ids + [PAD] * (max_len - len(ids))
-            if got == padded and padded != expected:
+            if got == padded and padded not in (expected, library):
                 raise Fail(f"{what}: {message}")
         raise Fail(f"{what}: while [CLS] A [SEP] B [SEP] is longer than max_len, drop the last token of the longer "
                    "sentence (of A when both are equally long)")

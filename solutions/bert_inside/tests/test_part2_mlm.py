@@ -24,6 +24,14 @@ def bi_mask_leaves_input(input_ids, attention_mask, tokenizer, mask_rate):
     ids, mask = input_ids.clone(), attention_mask.clone()
     submission.mask_tokens(ids, mask, tokenizer, mask_rate)
     return bool(torch.equal(ids, input_ids) and torch.equal(mask, attention_mask))
+
+
+def bi_mask_global(input_ids, attention_mask, tokenizer, mask_rate, seed):
+    """The student's mask_tokens without a generator, torch's global generator seeded with `seed` first."""
+    from autograder.seeding import seed_torch
+
+    seed_torch(seed)
+    return submission.mask_tokens(input_ids, attention_mask, tokenizer, mask_rate)
 ''')
 
 
@@ -47,9 +55,14 @@ def candidates_of(ids, mask):
     return (mask == 1) & (ids != CLS) & (ids != SEP)
 
 
-def corrupt(sub, ids, mask, rate, seed=1):
+def corrupt(sub, ids, mask, rate, seed=1, global_generator=False):
+    """The student's (masked_ids, labels) with a generator seeded with `seed`; with global_generator, without a
+    generator (None) after torch's global generator was seeded with `seed`."""
     try:
-        out = sub.mask_tokens(ids, mask, tokenizer(sub), rate, generator=keep(sub.helpers.bi_generator, seed))
+        if global_generator:
+            out = sub.helpers.bi_mask_global(ids, mask, tokenizer(sub), rate, seed)
+        else:
+            out = sub.mask_tokens(ids, mask, tokenizer(sub), rate, generator=keep(sub.helpers.bi_generator, seed))
     except StudentError as exc:
         raise Fail(exc.describe()) from None
     if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -112,6 +125,24 @@ def mlm_labels(sub, ref):
                    "except at the selected positions (about 15% of the candidates)")
     if not sub.helpers.bi_mask_leaves_input(ids, mask, tokenizer(sub), 0.15):
         raise Fail("mask_tokens modified the tensors it was given: corrupt a copy (input_ids.clone())")
+    # The selected tokens that stay unchanged are labelled too. With mask_rate 1.0 every candidate is selected, and
+    # of the labelled positions a fraction 0.1 + 0.1 / 33 = 0.103 keeps its id (left alone, or a random draw of the
+    # original). With n >= 3,000 labelled positions (some 5,000 candidates) a share below 0.04 has probability
+    # < exp(-2 n 0.063^2) < 1e-10 (Hoeffding). Labelling only the changed tokens gives 0.003 and leaves about 10% of
+    # the candidates unlabelled; the second condition keeps this message from a wrong 90/10/0 split (every candidate
+    # labelled, none unchanged: the proportions check's), a selection rate not read from mask_rate (too few labelled
+    # positions: the rate check's) and the like.
+    masked, labels = corrupt(sub, ids, mask, 1.0, seed=4)
+    candidates = candidates_of(ids, mask)
+    labelled = candidates & (labels == ids)
+    n_labelled = int(labelled.sum())
+    kept_share = ((masked == ids) & labelled).sum().item() / max(1, n_labelled)
+    unlabelled = (candidates & ~labelled).sum().item() / int(candidates.sum())
+    if n_labelled >= 3000 and kept_share < 0.04 and unlabelled > 0.02:
+        raise Fail(f"mask_tokens(..., mask_rate=1.0) selects every candidate, yet yours labels only the tokens it "
+                   f"changed: {unlabelled:.0%} of the candidates got the label -100 and only {kept_share:.1%} of the "
+                   "labelled ones kept their id (about 10% should). The selected tokens that stay unchanged (10% of the "
+                   "selected) are selected too and keep their original id as label: the model must predict them as well")
 
 
 @check("MLM inputs: [CLS], [SEP] and padding are never selected", points=2, part=PART)
@@ -175,19 +206,32 @@ def mlm_proportions(sub, ref):
                    "random token, which can be the original or [MASK], 10% unchanged)")
 
 
-@check("MLM inputs: random replacements are valid token ids, the generator makes the result reproducible",
-       points=1.5, part=PART, timeout=BIG_SAMPLE_SECONDS)
+@check("MLM inputs: random replacements drawn from every token id; the generator (None: torch's global one) makes "
+       "the result reproducible", points=1.5, part=PART, timeout=BIG_SAMPLE_SECONDS)
 def mlm_random(sub, ref):
     ids, mask, masked, labels = big_sample(sub, 0.15)
     if masked.min() < 0 or masked.max() >= V:
         raise Fail(f"corrupted ids must be token ids of the vocabulary, 0 to len(tokenizer) - 1 = {V - 1}")
     other = (masked != ids) & (masked != MASK)
-    distinct = len(set(masked[other].tolist()))
-    # about 1,900 random replacements uniform over 33 ids: every id shows up (a missing one has probability
-    # < 33 * (32/33)^1900 < 1e-23); fewer than 20 distinct ids means they are not drawn from the whole vocabulary
+    drawn, originals = masked[other], ids[other]
+    distinct = len(set(drawn.tolist()))
+    # about 1,900 random replacements uniform over 33 ids; fewer than 20 distinct ids means they are not drawn from
+    # the whole vocabulary
     if distinct < 20:
         raise Fail(f"the random replacements take only {distinct} different ids: draw them uniformly from 0 to "
                    "len(tokenizer) - 1")
+    # A replacement seen here is neither its original id nor [MASK], so it is uniform over the other V - 2 = 31 ids:
+    # id x is never drawn with probability (30/31)^n_x, n_x the replacements whose original is not x. The check asks
+    # for every id only when the sum of these over all ids is below 1e-9 (about 1e-25 with some 1,900 replacements),
+    # so a correct draw fails it with probability below 1e-9. Ids 1..V-1 ("0 is padding") never draw id 0, a word.
+    ids_seen = set(drawn.tolist())
+    missing = [x for x in range(V) if x != MASK and x not in ids_seen]
+    bound = sum((30 / 31) ** int((originals != x).sum()) for x in range(V) if x != MASK)
+    if missing and bound < 1e-9:
+        shown = ", ".join(map(str, missing[:6])) + (" and more" if len(missing) > 6 else "")
+        raise Fail(f"in {int(other.sum()):,} random replacements your mask_tokens never drew the id(s) {shown}: draw them "
+                   "uniformly from ALL the ids 0 to len(tokenizer) - 1, as the library's DataCollatorForLanguageModeling "
+                   "does (id 0 is a word of this tokenizer, not padding, and specials may be drawn too)")
     small_ids, small_mask = pair_batch(231, 100, 30)
     # seeds 9, 10, then 9 again: the same seed apart, not back to back (a result replayed for a repeated input
     # is no reproducibility)
@@ -199,3 +243,16 @@ def mlm_random(sub, ref):
                    "with generator=generator")
     if torch.equal(first[1], other_seed[1]):
         raise Fail("mask_tokens gave the same selection for generators with different seeds: use the generator")
+    # generator=None means torch's global generator (the docstring): the result after torch.manual_seed(s) is seed s's,
+    # so two seeds give different selections (some 2,000 candidates at 0.15: equal with probability far below 1e-100)
+    # and the same seed, apart, the same result
+    first = corrupt(sub, small_ids, small_mask, 0.15, seed=21, global_generator=True)
+    other_seed = corrupt(sub, small_ids, small_mask, 0.15, seed=22, global_generator=True)
+    again = corrupt(sub, small_ids, small_mask, 0.15, seed=21, global_generator=True)
+    if not (torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])):
+        raise Fail("mask_tokens without a generator gave different results after the same torch.manual_seed: "
+                   "generator=None means torch's global generator (pass generator=None on to the torch functions)")
+    if torch.equal(first[1], other_seed[1]):
+        raise Fail("mask_tokens without a generator gave the same selection after torch.manual_seed with two different "
+                   "seeds: generator=None means torch's global generator (pass generator=None on to the torch "
+                   "functions), not a generator with a fixed seed of your own")

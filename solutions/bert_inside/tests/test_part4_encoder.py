@@ -53,6 +53,34 @@ def bi_probe_records(encoder):
     return [{"index": layer.index, "calls": layer.calls} for layer in encoder.layers]
 
 
+def bi_attn_dropout_inputs(layer, hidden, bias):
+    """What the layer gives its attn_dropout in train() mode, with attn_dropout replaced by a recording identity
+    (rate 0: code that reads its p sees no dropout), restored after; eval() mode after."""
+    class BiRecordingDropout(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = 0.0
+            self.inputs = []
+
+        def forward(self, x, *args, **kwargs):
+            self.inputs.append(x.detach().clone() if isinstance(x, torch.Tensor) else None)
+            return x
+
+    saved = layer._modules.get("attn_dropout")
+    recorder = BiRecordingDropout()
+    layer.attn_dropout = recorder
+    layer.train()
+    try:
+        layer(hidden, bias)
+    finally:
+        layer.eval()
+        if saved is None:
+            delattr(layer, "attn_dropout")
+        else:
+            layer.attn_dropout = saved
+    return recorder.inputs
+
+
 def bi_train_pair(layer, first, second, bias, seed):
     """The layer in train() mode on two inputs, the random generators seeded alike before each call (the same
     dropout draws for inputs of one shape); eval() mode after."""
@@ -321,8 +349,8 @@ def same_draws_as_reference(sub, ref, state, hidden, bias_):
     return isinstance(got, torch.Tensor) and got.shape == hidden.shape and close(got.double(), expected.double())
 
 
-@check("encoder layer: attention dropout on in train(), dropout on each sub-layer's output before its residual",
-       points=0.5, part=PART)
+@check("encoder layer: attention dropout on the attention weights in train(), dropout on each sub-layer's output "
+       "before its residual", points=0.5, part=PART)
 def layer_dropout_places(sub, ref):
     # the attention dropout alone (hidden dropout 0): train() must differ from eval(). 3 x 2 x 6 x 6 weights at
     # p = 0.5: none dropped has probability 2^-216
@@ -338,6 +366,28 @@ def layer_dropout_places(sub, ref):
     if torch.equal(exact, run_layer(student, hidden, bias_)):
         raise Fail("with attention_probs_dropout_prob=0.5 and hidden_dropout_prob=0, the output in train() is the "
                    "eval() output: apply attention dropout (self.attn_dropout) to the attention weights in train()")
+    # where the attention dropout acts: attn_dropout replaced by a recording identity must get the attention weights,
+    # softmax over the keys of shape (..., T, T) (here (3, 2, 6, 6), or (3, 6, 6) per head), each row summing to 1.
+    # The values and the context (weights @ v) end in (T, D) = (6, 8). A layer that never calls attn_dropout (PyTorch's
+    # scaled_dot_product_attention with dropout_p=self.attn_dropout.p) applies it inside the attention: nothing to see.
+    try:
+        inputs = sub.helpers.bi_attn_dropout_inputs(student, hidden, bias_)
+    except StudentError as exc:
+        raise Fail(f"EncoderLayer with its attn_dropout replaced by a recording stand-in failed ({exc.type}: "
+                   f"{exc.message})") from None
+    T, D = hidden.shape[1], hidden.shape[2] // 2
+    for x in inputs:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else None
+        if shape is None or len(shape) < 2 or shape[-2:] != (T, T):
+            seems = (" (the values or the context weights @ v, it seems)" if shape is not None and shape[-1:] == (D,)
+                     else "")
+            raise Fail("attn_dropout must act on the attention weights, softmax(q k^T / sqrt(D) + bias) of shape "
+                       f"(B, H, T, T) = (3, 2, {T}, {T}) here, before they multiply the values; yours gets a tensor of "
+                       f"shape {shape}{seems}: BERT drops attention probabilities, so that a query sometimes ignores "
+                       "a whole key")
+        if not close(x.double().sum(-1), torch.ones(shape[:-1], dtype=torch.float64), atol=1e-4):
+            raise Fail("attn_dropout must act on the attention weights AFTER the softmax (each row sums to 1 over the "
+                       "keys); the tensor yours gets does not sum to 1 over the keys")
     # the hidden dropout's places (attention dropout 0): `dropout` replaced by a fixed scaling x0.25, a
     # deterministic stand-in, must act on the attention block's output and on the feed-forward output, each before
     # its residual is added

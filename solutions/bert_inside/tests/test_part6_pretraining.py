@@ -67,6 +67,20 @@ class BiToyPretrainer(nn.Module):
         return h @ self.emb.T, h[:, 0] @ self.w.T + self.b  # (B, T, V), (B, 2)
 
 
+def bi_own_loss_grads(emb, w, b, batch):
+    """The gradients of the student's own pretraining_loss of BiToyPretrainer's outputs on the batch, at these
+    parameters (None when that loss cannot be backpropagated): the step is judged on the loss the student wrote."""
+    model = BiToyPretrainer(emb, w, b)
+    try:
+        mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        loss = submission.pretraining_loss(mlm_logits, nsp_logits, batch["labels"], batch["next_sentence_label"])
+        loss.backward()
+    except Exception:  # noqa: BLE001 - a loss that cannot be backpropagated: only the correct loss's gradient counts
+        return None
+    # a parameter the loss does not reach has the gradient 0 (an NSP loss left out, say: that is the loss check's)
+    return {n: torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
 def bi_pretraining_steps(emb, w, b, batch, lr, modes):
     """The student's pretraining_step on BiToyPretrainer, once per mode (True: train()); what each call did."""
     model = BiToyPretrainer(emb, w, b)
@@ -307,11 +321,15 @@ def step(sub, ref):
     except StudentError as exc:
         raise Fail(exc.describe("your pretraining_step (on a small stand-in model)")) from None
     before = {k: v.double() for k, v in params.items()}
+    # the gradients summed over the steps so far, of the correct loss and of the student's own pretraining_loss: an
+    # update along such a sum is a step on gradients left from the previous steps (no zero_grad)
+    summed = {"correct": None, "own": None}
     for i, record in enumerate(steps):
         what = f"pretraining_step (call {i + 1}, model in {'train' if i < 2 else 'eval'}() mode)"
         loss_value = record["loss"]
-        if isinstance(loss_value, torch.Tensor) and loss_value.numel() == 1:
-            loss_value = float(loss_value)
+        if isinstance(loss_value, torch.Tensor):
+            raise Fail(f"{what} returned a tensor: return the loss as a Python float, loss.item() (the docstring's "
+                       "contract; a loss tensor kept by the caller, in a list of losses say, keeps its whole graph alive)")
         if not isinstance(loss_value, float) or isinstance(loss_value, bool):
             raise Fail(f"{what} must return the loss as a Python float (loss.item())")
         if len(record["calls"]) != 1:
@@ -339,14 +357,32 @@ def step(sub, ref):
         after = {k: v.double() for k, v in record["params"].items()}
         if all(torch.allclose(after[k], before[k]) for k in before):
             raise Fail(f"{what}: the parameters did not change: call loss.backward() and optimizer.step()")
-        # SGD(lr) moves the parameters by -lr * grad; a smaller step in the same direction (gradient clipping) is fine
+        # The step is judged on its own: its update must follow the gradient of the correct joint loss or of the
+        # student's own pretraining_loss (whose mistakes cost the loss check, not this one), on this batch.
+        gradients = {"correct": torch.cat([p[k].grad.reshape(-1) for k in before])}
+        own_grads = sub.helpers.bi_own_loss_grads(*(before[k].float() for k in ("emb", "w", "b")), batch)
+        if isinstance(own_grads, dict) and set(own_grads) == set(before):
+            gradients["own"] = torch.cat([own_grads[k].double().reshape(-1) for k in before])
+        for name in summed:  # a sum is kept only while its gradient is known at every step
+            grad = gradients.get(name)
+            summed[name] = None if grad is None or (i > 0 and summed[name] is None) else \
+                grad if i == 0 else summed[name] + grad
         delta = torch.cat([(after[k] - before[k]).reshape(-1) for k in before])
-        direction = torch.cat([(-lr * p[k].grad).reshape(-1) for k in before])
-        c = (delta @ direction / (direction @ direction)).item()
-        if not (0 < c <= 1 + 1e-4) or (delta - c * direction).norm() > 1e-4 * direction.norm() + 1e-6:
-            raise Fail(f"{what}: the update is not one optimizer step on this batch's gradient of the joint loss "
-                       "(gradients left from the previous step? call optimizer.zero_grad() before loss.backward())")
+        if not any(one_step(delta, -lr * grad) for grad in gradients.values()):
+            if i > 0 and any(one_step(delta, -lr * summed[name]) for name in gradients if summed[name] is not None):
+                raise Fail(f"{what}: the update follows the gradients of this batch and the previous steps together: "
+                           "gradients are left from the previous step: call optimizer.zero_grad() before "
+                           "loss.backward() (or after optimizer.step())")
+            raise Fail(f"{what}: the update is not one optimizer step on this batch's gradient of the loss: "
+                       "pretraining_loss of the model's outputs and the batch's labels, then loss.backward() and one "
+                       "optimizer.step()")
         before = after
+
+
+def one_step(delta, direction):
+    """Whether `delta` is the SGD update `direction` (-lr * grad) or a smaller step along it (gradient clipping)."""
+    c = (delta @ direction / (direction @ direction)).item()
+    return 0 < c <= 1 + 1e-4 and bool((delta - c * direction).norm() <= 1e-4 * direction.norm() + 1e-6)
 
 
 @check("pre-training model: weights drawn with std config.initializer_range, the first loss about ln(V) + ln(2)", points=0.5, part=PART,

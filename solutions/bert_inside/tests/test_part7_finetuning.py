@@ -143,6 +143,10 @@ def schedule(sub, ref):
             raise Fail(f"{what}: there is no warm-up: the factor rises linearly from 0 (step 0) to 1 (step warmup_steps)")
         if any(v < 0 for v in got):
             raise Fail(f"{what}: the factor must stay at 0 after total_steps, never negative")
+        first = next(i for i, (a, b) in enumerate(zip(got, expected)) if abs(a - b) >= 1e-9)
+        if steps[first] < warmup:  # the formula is the notebook's: the value at that step is no secret
+            raise Fail(f"{what}: at step {steps[first]}, during the warm-up, yours is {got[first]:.4g}: the factor is "
+                       f"step / warmup_steps there ({expected[first]:.4g}), whatever total_steps is")
         raise Fail(f"{what}: after the warm-up the factor decays linearly, (total_steps - step) / (total_steps - "
                    "warmup_steps), reaching 0 at total_steps")
 
