@@ -15,6 +15,7 @@ P1_VALUES = "attention: values are the weights applied to v"
 P1_MASK = "attention: padded keys get zero weight"
 P1_BOOL = "attention: a bool mask (True = padding) works like a 0/1 mask"
 P1_DROPOUT = "attention: dropout on the weights at rate p, exact at rate 0"
+P1_GRADS = "attention: gradients reach q, k and v as they do through softmax(q k^T / sqrt(D)) v"
 P2_OUTPUT = "MHA: output matches the reference with the same weights"
 P2_MASK = "MHA: the padding mask hides padded positions"
 P2_DROPOUT = "MHA: attention dropout in train() only"
@@ -84,6 +85,11 @@ SDP_UNIFORM = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):
     return attention @ v, attention
 '''
 
+# differentiable, its gradients its true ones, and not attention: no weights to flow through (see attention_gradients)
+SDP_Q_TIMES_K_TIMES_V = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):
+    return q * k * v, q @ k.transpose(-2, -1)
+'''
+
 SDP_IDENTITY = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):
     B, H, T, D = q.shape
     return v, torch.eye(T).expand(B, H, T, T)
@@ -111,6 +117,20 @@ BUGS: list[Bug] = [
     Bug("dropout_ignores_rate",
         {"attention = F.dropout(attention, p=attn_drop_rate)": "attention = attention"},
         {P1_DROPOUT: "should be dropped"}, "attn_drop_rate accepted but never used"),
+    # -- a wrong forward that also cuts part of the graph: its gradients are checked against its own derivatives
+    Bug("no_scaling_and_v_data_in_sum",
+        {"logits = q @ k.transpose(-2, -1) / math.sqrt(d)": "logits = q @ k.transpose(-2, -1)",
+         "values = attention @ v  # (B, H, T, D)":
+         "values = 0.5 * (attention @ v + attention @ v.data)  # (B, H, T, D)"},
+        {P1_WEIGHTS: "not scaled", P1_GRADS: "with respect to v are not the derivatives"},
+        "forgot the 1/sqrt(D) factor, and half of the values term reads v.data: half of v's gradient is lost",
+        confined_to="1."),
+    Bug("std_item_temperature",
+        {"logits = q @ k.transpose(-2, -1) / math.sqrt(d)":
+         "logits = q @ k.transpose(-2, -1)\n    logits = logits / logits.std().item()  # a temperature from the data"},
+        {P1_WEIGHTS: "differ from softmax", P1_GRADS: "with respect to q, k are not the derivatives"},
+        "logits divided by their standard deviation taken with .item(): the graph misses the division's dependence "
+        "on q and k", confined_to="1."),
     Bug("sdp_syntax_error",
         {"def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):":
          "def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None)"},
@@ -400,6 +420,11 @@ BUGS: list[Bug] = [
         expect={P1_WEIGHTS: "", P1_VALUES: "do not depend on the queries", P1_MASK: "do not depend on the queries",
                 P1_BOOL: "do not depend on the queries", P1_DROPOUT: "do not depend on the queries"},
         why="uniform weights over the real keys, with a correct mask and dropout, never looking at q and k"),
+    Bug("sdp_q_times_k_times_v", definitions={"scaled_dot_product": SDP_Q_TIMES_K_TIMES_V},
+        expect={P1_WEIGHTS: "", P1_VALUES: "", P1_MASK: "", P1_BOOL: "not softmax weights", P1_DROPOUT: "exact",
+                P1_GRADS: "only for a function that computes attention", "part1_public": ""},
+        why="returns (q * k * v, q k^T): differentiable, its gradients its true ones, but not attention",
+        confined_to="1."),
     Bug("sdp_identity_weights", definitions={"scaled_dot_product": SDP_IDENTITY},
         expect={P1_WEIGHTS: "", P1_VALUES: "do not depend on the queries", P1_MASK: "",
                 P1_BOOL: "do not depend on the queries", P1_DROPOUT: "do not depend on the queries"},

@@ -1,7 +1,9 @@
 """Hidden checks of part 1: scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None).
 
 Values are compared with the reference on seeded inputs. When they differ, the check computes the
-results of the usual mistakes here in the judge and names the one that matches, if any.
+results of the usual mistakes here in the judge and names the one that matches, if any. Gradients are
+compared with the reference's where the forward matches it, else with finite differences of the
+student's own function (attention_gradients).
 """
 import math
 
@@ -36,11 +38,19 @@ def tb_grads(module, inputs, weight):
     return {name: None if p.grad is None else p.grad.detach().clone() for name, p in module.named_parameters()}
 
 
+def tb_sdp_seeded(q, k, v, mask):
+    """This program's scaled_dot_product without dropout, torch's generator seeded first: randomness it draws
+    anyway (dropout left on at rate 0) is the same draw on every call, so the calls are of one function."""
+    from autograder.seeding import seed_torch
+    seed_torch(0)
+    return submission.scaled_dot_product(q, k, v, mask=mask, attn_drop_rate=0.0)
+
+
 def tb_sdp_grads(q, k, v, mask, w_values, w_attention):
     """Gradients of (values * w_values).sum() + (attention * w_attention).sum() with respect to q, k and v (None:
-    it got none), through this program's scaled_dot_product without dropout."""
+    it got none), through this program's scaled_dot_product without dropout (called as tb_sdp_seeded calls it)."""
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
-    values, attention = submission.scaled_dot_product(*leaves, mask=mask, attn_drop_rate=0.0)
+    values, attention = tb_sdp_seeded(*leaves, mask)
     ((values * w_values).sum() + (attention * w_attention).sum()).backward()
     return [None if t.grad is None else t.grad.detach().clone() for t in leaves]
 ''')
@@ -246,11 +256,183 @@ def attention_dropout(sub, ref):
         raise Fail("with dropout, values must be computed from the weights after dropout (return those weights)")
 
 
-NO_GRAPH = "compute it with differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())"
+NO_GRAPH = ("compute it with differentiable torch operations (no .detach(), .data, .item(), .numpy() or "
+            "torch.no_grad())")
+
+# -- the gradients of the student's own function, by finite differences ------------------------------------------
+#
+# When the forward differs from the reference's, its gradients cannot be compared with the reference's: they are
+# compared with the derivatives of the student's own function. L = (values * w_values).sum() +
+# (attention * w_attention).sum() (what tb_sdp_grads backpropagates) is differentiated along FD_DIRECTIONS seeded
+# random directions d (entries N(0, 1)) for each of q, k and v, by central differences,
+#     (L(x + h d) - L(x - h d)) / 2h   against   <grad_x L, d>   (autograd's directional derivative),
+# calling the student's scaled_dot_product (tb_sdp_seeded: no dropout, torch's generator seeded before every call,
+# so randomness it draws anyway is one draw) with float64 inputs where it backpropagates them, else float32. L is
+# summed in the judge in float64; <grad_x L, d> is taken along the perturbation the function actually got,
+# (x+ - x-) / 2, so rounding the perturbed inputs to float32 costs nothing.
+#
+# Tolerances. A direction passes when |autograd - central difference| <= rtol * (the largest central difference of
+# that input) + FD_NOISE * u * S / h, where S = sum |terms of L| and u is the unit roundoff of the arithmetic the
+# student's function does. Two errors, for inputs of unit scale:
+# - truncation: h^2 / 6 * (third derivative of L), relative to the derivative about h^2 (2e-5 measured at h = 1e-3
+#   for the unscaled logits, 2e-7 at h = 1e-4); rtol covers it with room for sharper smooth functions;
+# - rounding: L computed with unit roundoff u errs by a few u * S, so the difference quotient errs by about
+#   u * S / h; FD_NOISE = 16 of these (measured: under 0.5 of them, float32 inside, every style, 40-200 draws).
+# u is measured, never read off dtypes (a .float() inside may be cast back to float64), by _arithmetic:
+# - values and weights returned for float64 inputs that are all bfloat16 or all float16 numbers (exactly): not
+#   judged (passes). A step above their resolution is too coarse for any derivative, and below it the function is
+#   flat between its roundings: no tolerance tells its gradients from a cut;
+# - float32 inputs only, or outputs that are all float32 numbers: float32, h = 1e-3, rtol = 1e-2 (FLOAT32_STEP;
+#   measured worst 1.7e-3 for float32 arithmetic);
+# - float64 (h = 1e-4, rtol = 1e-3: FLOAT64_STEP) only on evidence: for each input, L(x + p d) != L(x - p d) and the
+#   second difference |L(x + p d) - 2 L(x) + L(x - p d)| <= FD_FLOAT64_LEVEL * S, p = 1e-6 (FD_PROBE). Exact
+#   arithmetic leaves about p^2 * L'' there (1e-12 of S), float64 rounding about 1e-16 of S, a float32 step anywhere
+#   (float32 logits cast back, a softmax with dtype=float32) about 1e-8 of S, 100 times the level (all three below
+#   it by chance: under 1e-5). Taking float32 for float64 only makes the check more lenient.
+# A path cut from the graph (a .detach(), .data or .item() on one term) drops a whole term of the derivative, tens of
+# percent of it (in float64 anything above 0.1% of it is found). Masked keys (a -inf or -1e9 logit, filled or added)
+# get weight exactly 0 in every call: no derivative, no noise. A direction that disagrees is tried again with h / 10
+# (allowing 10 times the rounding): a kink of a non-smooth function (relu, abs, clamp) lying between x - h d and
+# x + h d is not a cut path.
+FD_DIRECTIONS = 3
+FD_NOISE = 16
+FD_PROBE = 1e-6
+FD_FLOAT64_LEVEL = 1e-10
+FLOAT64_STEP = (1e-4, 1e-3, 2.0 ** -53)  # h, rtol, u
+FLOAT32_STEP = (1e-3, 1e-2, 2.0 ** -24)
+
+
+def _not_attention(values, attention, v):
+    """Why (values, attention) does not have the form of attention, or None: weights of shape (B, H, T, T), finite and
+    non-negative, and values of shape (B, H, T, D) that are those weights applied to v (attention @ v: each value row
+    a non-negative combination of the rows of v). Nothing a correct scaled_dot_product can miss at rate 0; nor does it
+    ask the rows to sum to 1: a wrong normalisation (softmax over the queries, dropout left on) is a forward mistake
+    that the other checks grade, with a gradient flow that is attention's."""
+    B, H, T, D = v.shape
+    if tuple(attention.shape) != (B, H, T, T) or tuple(values.shape) != (B, H, T, D):
+        return (f"for q, k, v of shape ({B}, {H}, {T}, {D}) the values must have shape ({B}, {H}, {T}, {D}) and the "
+                f"attention weights ({B}, {H}, {T}, {T})")
+    if not (bool(torch.isfinite(values).all()) and bool(torch.isfinite(attention).all())):
+        return "the values or attention weights contain NaN or inf"
+    if bool((attention < 0).any()):
+        return "some attention weights are negative (weights from a softmax are >= 0)"
+    if not close(values, attention @ v.double()):
+        return "the values are not the attention weights applied to v (attention @ v)"
+    return None
+
+
+def _own_outputs(sub, inputs, mask, w_values, w_attention):
+    """(values, attention) of the student's function at inputs = [q, k, v], as it returned them."""
+    try:
+        out = sub.helpers.tb_sdp_seeded(*inputs, mask)
+    except StudentError as exc:
+        raise Fail(f"your scaled_dot_product raised on slightly changed q, k and v ({exc.type}: "
+                   f"{exc.message})") from None
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        raise Fail("scaled_dot_product must return a tuple of tensors (values, attention)")
+    values, attention = (t.detach() for t in out)
+    if values.shape != w_values.shape or attention.shape != w_attention.shape:
+        raise Fail("scaled_dot_product returned values or attention weights of other shapes for slightly changed q, k "
+                   "and v")
+    return values, attention
+
+
+def _own_loss(sub, inputs, mask, w_values, w_attention):
+    """(L, S = sum of |terms of L|) of the student's function at inputs = [q, k, v], summed in float64."""
+    values, attention = _own_outputs(sub, inputs, mask, w_values, w_attention)
+    terms = torch.cat([(values.double() * w_values.double()).flatten(),
+                       (attention.double() * w_attention.double()).flatten()])
+    return terms.sum().item(), terms.abs().sum().item()
+
+
+def _moved(inputs, i, direction, h):
+    """inputs with input i moved by +h and by -h along direction, each in the input's dtype."""
+    return [[(t.double() + sign * h * direction).to(t.dtype) if j == i else t for j, t in enumerate(inputs)]
+            for sign in (1, -1)]
+
+
+def _derivatives(sub, inputs, i, direction, grad, mask, w_values, w_attention, h, u):
+    """Along `direction` for input i: (autograd's derivative of L, the central difference, the rounding allowance)."""
+    plus, minus = _moved(inputs, i, direction, h)
+    (l_plus, s_plus), (l_minus, s_minus) = (_own_loss(sub, x, mask, w_values, w_attention) for x in (plus, minus))
+    autograd = (grad.double() * (plus[i].double() - minus[i].double())).sum().item() / (2 * h)
+    return autograd, (l_plus - l_minus) / (2 * h), FD_NOISE * u * max(s_plus, s_minus) / h
+
+
+def _all_of(dtype, tensors):
+    """True when every entry of the tensors is a number of `dtype` (exactly)."""
+    return all(torch.equal(t.double(), t.to(dtype).double()) for t in tensors)
+
+
+def _arithmetic(sub, inputs, mask, w_values, w_attention, directions):
+    """(h, rtol, u) for the student's function at inputs, or None where its arithmetic is too coarse (see above)."""
+    outputs = _own_outputs(sub, inputs, mask, w_values, w_attention)
+    if _all_of(torch.bfloat16, outputs) or _all_of(torch.float16, outputs):
+        return None
+    if inputs[0].dtype != torch.float64 or _all_of(torch.float32, outputs):
+        return FLOAT32_STEP
+    level, size = _own_loss(sub, inputs, mask, w_values, w_attention)
+    for i in range(3):
+        plus, minus = _moved(inputs, i, directions[i][0], FD_PROBE)
+        (l_plus, _), (l_minus, _) = (_own_loss(sub, x, mask, w_values, w_attention) for x in (plus, minus))
+        if not (abs(l_plus - 2 * level + l_minus) <= FD_FLOAT64_LEVEL * size and l_plus != l_minus):
+            return FLOAT32_STEP
+    return FLOAT64_STEP
+
+
+def _own_gradients(sub, q, k, v, mask, w_values, w_attention, got):
+    """(inputs [q, k, v], mask, their gradients): float64 where the student's function backpropagates float64 inputs,
+    else the float32 ones already computed (`got`)."""
+    wide = [t.double() for t in (q, k, v)]
+    try:
+        grads = sub.helpers.tb_sdp_grads(*wide, mask.double(), w_values.double(), w_attention.double())
+    except StudentError:
+        return [q, k, v], mask, got
+    if all(isinstance(g, torch.Tensor) and g.shape == x.shape and bool(torch.isfinite(g).all())
+           for g, x in zip(grads, wide)):
+        return wide, mask.double(), grads
+    return [q, k, v], mask, got
+
+
+def _cut_inputs(sub, q, k, v, mask, w_values, w_attention, got):
+    """The inputs among q, k, v whose autograd gradient is not the derivative of the student's own function."""
+    inputs, mask, grads = _own_gradients(sub, q, k, v, mask, w_values, w_attention, got)
+    g = gen(53)
+    directions = [[torch.randn(x.shape, generator=g, dtype=torch.float64) for _ in range(FD_DIRECTIONS)]
+                  for x in inputs]
+    arithmetic = _arithmetic(sub, inputs, mask, w_values, w_attention, directions)
+    if arithmetic is None:
+        return []
+    h, rtol, u = arithmetic
+    cut = []
+    for i, name in enumerate("qkv"):
+        found = [_derivatives(sub, inputs, i, d, grads[i], mask, w_values, w_attention, h, u) for d in directions[i]]
+        scale = max(abs(fd) for _, fd, _ in found)
+        for d, (autograd, fd, noise) in zip(directions[i], found):
+            if abs(autograd - fd) <= rtol * scale + noise:
+                continue
+            autograd, fd, noise = _derivatives(sub, inputs, i, d, grads[i], mask, w_values, w_attention, h / 10, u)
+            if abs(autograd - fd) > rtol * scale + noise:
+                cut.append(name)
+                break
+    return cut
 
 
 @check("attention: gradients reach q, k and v as they do through softmax(q k^T / sqrt(D)) v", points=0.5, part=PART)
 def attention_gradients(sub, ref):
+    """The gradients of the student's scaled_dot_product (no dropout, a padding mask) with respect to q, k and v.
+
+    Some gradient must reach each of q, k and v. Where the forward equals the reference's, the gradients must equal
+    the reference's. Where it differs (the other checks grade how), this point is for a correct gradient flow: the
+    gradients must be the true derivatives of the student's own function (finite differences, above), so a wrong
+    scaling or softmax axis keeps it and a path cut from the graph loses it, naming q, k or v.
+
+    Decision: a differentiable function that is not attention at all (`return q * k * v, q @ k.transpose(-2, -1)`)
+    does not get the point, though its gradients are its true ones: the check credits gradients that flow as they
+    do through attention, and such a function has none to flow through. So the forward must also have the form of
+    attention (_not_attention: non-negative weights, values = weights @ v), a separate condition, stated as such in
+    its message, that no correct implementation can fail.
+    """
     q, k, v = _qkv(51, 2, 2, 5, 4)
     mask = _padding_mask(2, 5, [5, 3])
     g = gen(52)
@@ -266,7 +448,18 @@ def attention_gradients(sub, ref):
     values, attention = _sdp(sub, q, k, v, mask=mask, attn_drop_rate=0.0)
     expected_values, expected_attention = ref.scaled_dot_product(q, k, v, mask=mask, attn_drop_rate=0.0)
     if not (close(values, expected_values) and close(attention, expected_attention)):
-        return  # the forward differs (the other checks say how); the gradients then differ too
+        # the forward differs (the other checks say how): its gradients are checked against its own derivatives
+        problem = _not_attention(values, attention, v)
+        if problem:
+            raise Fail("gradients are credited here only for a function that computes attention, and your "
+                       f"scaled_dot_product does not: {problem}. It must return (attention @ v, attention), the "
+                       "attention weights softmax(q k^T / sqrt(D)) over the keys")
+        cut = _cut_inputs(sub, q, k, v, mask, w_values, w_attention, got)
+        if cut:
+            raise Fail(f"the gradients with respect to {', '.join(cut)} are not the derivatives of what your "
+                       "scaled_dot_product computes (compared with finite differences of your own function): part of "
+                       f"the computation is cut from the graph; {NO_GRAPH}")
+        return
     expected = ref.helpers.tb_sdp_grads(q, k, v, mask, w_values, w_attention)
     wrong = [name for name, a, b in zip("qkv", got, expected) if not close(a, b)]
     if wrong:
