@@ -37,3 +37,15 @@ def test_the_rubric_command_offered_for_a_zip_export_unpacks_it_first():
     results = [SimpleNamespace(checks=[SimpleNamespace(name="acc", status=PENDING)])]
     [line] = pending_advice(release, results, ["export.zip", "late"], "out")
     assert line.endswith("unzip -q export.zip -d export && autograder rubric tb export late --out out"), line
+
+
+def test_a_part_nobody_has_graded_yet_reads_pending_not_zero():
+    from autograder.judge import CheckResult
+    from autograder.reports.results import part_score
+
+    def result(status, score, points):
+        return CheckResult("c", "p", points, score, status, "", "visible")
+
+    assert part_score([result("pending", 0, 2)]) == "2 point(s), pending"
+    assert part_score([result("passed", 3, 3), result("pending", 0, 2)]) == "3 / 5 (2 pending)"
+    assert part_score([result("passed", 1, 3)]) == "1 / 3"

@@ -151,7 +151,7 @@ def nbgrader_notebook(source_nb, release, reference_source: str):
     for spec in file_checks:
         where = last_of_part.get(spec.part, len(cells) - 1)
         gpu = " It needs a GPU." if spec.gpu or spec.name in release.config.gpu_checks else ""
-        source = (f"# Hidden check: {spec.name} ({spec.points:g} points). Nothing to do here.{gpu}\n"
+        source = (f"# Hidden check: {spec.name} ({spec.points:g} point{'' if spec.points == 1 else 's'}). Nothing to do here.{gpu}\n"
                   f"### BEGIN HIDDEN TESTS\n_ag_checks.score({spec.name!r}, globals())\n### END HIDDEN TESTS")
         inserts.setdefault(where, []).append(_cell(source, _slug(spec.name), spec.points, spec.name))
     out = []

@@ -137,8 +137,7 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
         shown = [c for c in checks if c.visibility != "hidden"]
         if not shown:
             continue
-        got = sum(c.score for c in checks if c.status not in UNSCORED)
-        lines += [f"## {part}: {got:g} / {sum(c.max_score for c in checks):g}", ""]
+        lines += [f"## {part}: {part_score(checks)}", ""]
         for c in shown:
             mark = {PASSED: "PASS", PARTIAL: "PART", FAILED: "FAIL", PENDING: "PENDING",
                     UNGRADED: "NOT GRADED"}[c.status]
@@ -148,6 +147,17 @@ def feedback_markdown(result: SubmissionResult, title: str) -> str:
                 lines.append(f"    {msg_line}")
         lines.append("")
     return "\n".join(lines)
+
+
+def part_score(checks: list[CheckResult]) -> str:
+    """A part's score as a student reads it: "3 / 5", "3 / 5 (2 pending)", or "2 points, pending" when none of its
+    points is decided yet (never "0 / 2" for a written answer nobody has graded)."""
+    total = sum(c.max_score for c in checks)
+    pending = sum(c.max_score for c in checks if c.status == PENDING)
+    if checks and all(c.status == PENDING for c in checks):
+        return f"{total:g} point(s), pending"
+    got = sum(c.score for c in checks if c.status not in UNSCORED)
+    return f"{got:g} / {total:g}" + (f" ({pending:g} pending)" if pending else "")
 
 
 def write_submission(out_dir: Path, result: SubmissionResult, title: str) -> Path:
