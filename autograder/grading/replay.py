@@ -52,6 +52,9 @@ class ReplayingWorker(WorkerProcess):
 
     manages_helpers = True  # loads the grader's helper code itself, when it goes live (judge.Program.start)
 
+    def can_answer(self) -> bool:
+        return True  # from the recording, or live
+
     def ensure_started(self) -> LoadReport:
         if self.live:
             return super().ensure_started()

@@ -321,6 +321,10 @@ class WorkerProcess:
         self._memory_group: cgroups.WorkerGroup | None = None  # its own memory cgroup, where there is one
         self.memory_held_by = MONITORED
 
+    def can_answer(self) -> bool:
+        """Whether a request would be answered without starting a worker (remote.Remote._shown asks)."""
+        return self.pid is not None
+
     @property
     def pid(self) -> int | None:
         proc = self.proc

@@ -114,9 +114,12 @@ class Remote:
     def _shown(self, how: str, *args) -> str:
         """str() or format() of the object, as its own __str__ gives it; the proxy's repr where that cannot be had
         (a message that quotes it is still written)."""
+        answers = getattr(object.__getattribute__(self, "_worker"), "can_answer", None)
+        if answers is not None and not answers():  # a worker that is gone is never started again for a message's sake
+            return repr(self)
         try:
             text = self._req("unop", how, *args)
-        except Exception:  # noqa: BLE001 - the worker gone, its __str__ raising or hanging: the placeholder
+        except Exception:  # noqa: BLE001 - its __str__ raising or hanging, the worker dying: the placeholder
             return repr(self)
         return text if isinstance(text, str) else repr(self)
 
