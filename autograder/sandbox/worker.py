@@ -84,14 +84,15 @@ def _cache_lines(filename: str, first: int, source: str) -> None:
     """The lines of one statement of a cell, put in place among the cell's others in linecache: a traceback
     through any statement of the cell quotes its line (a later statement never blanks an earlier one's)."""
     entry = linecache.cache.get(filename)
-    lines = list(entry[2]) if entry is not None and len(entry) > 2 else []
+    lines = entry[2] if entry is not None and len(entry) > 2 else []  # the cell's list, filled in place
     own = source.splitlines(True)
     if own and not own[-1].endswith("\n"):
         own[-1] += "\n"
     start = first - 1
     lines += ["\n"] * max(0, start + len(own) - len(lines))
     lines[start:start + len(own)] = own
-    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    # no mtime: linecache.checkcache never drops the entry, nor reads its size
+    linecache.cache[filename] = (0, None, lines, filename)
 
 
 def _refuse(obj):

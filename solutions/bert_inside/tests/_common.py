@@ -240,17 +240,26 @@ def bi_with_fixed_dropout(layer, hidden, bias, factor):
         def forward(self, x):
             return x * self.factor
 
-    saved = layer._modules.get("dropout")
-    layer.dropout = BiScale(factor)
+    with bi_submodule_in_train(layer, "dropout", BiScale(factor)):
+        return layer(hidden, bias)
+
+
+@contextlib.contextmanager
+def bi_submodule_in_train(layer, name, module):
+    """While the block runs: the layer in train() mode with its submodule `name` replaced by `module`; after, the
+    layer's own submodule back (or none, if it had none) and eval() mode."""
+    saved = layer._modules.get(name)
+    setattr(layer, name, module)
     layer.train()
     try:
-        return layer(hidden, bias)
+        yield module
     finally:
         layer.eval()
         if saved is None:
-            delattr(layer, "dropout")
+            delattr(layer, name)
         else:
-            layer.dropout = saved
+            setattr(layer, name, saved)
+
 
 def bi_config(settings):
     import transformers

@@ -66,18 +66,8 @@ def bi_attn_dropout_inputs(layer, hidden, bias):
             self.inputs.append(x.detach().clone() if isinstance(x, torch.Tensor) else None)
             return x
 
-    saved = layer._modules.get("attn_dropout")
-    recorder = BiRecordingDropout()
-    layer.attn_dropout = recorder
-    layer.train()
-    try:
+    with bi_submodule_in_train(layer, "attn_dropout", BiRecordingDropout()) as recorder:
         layer(hidden, bias)
-    finally:
-        layer.eval()
-        if saved is None:
-            delattr(layer, "attn_dropout")
-        else:
-            layer.attn_dropout = saved
     return recorder.inputs
 
 
