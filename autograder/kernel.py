@@ -31,7 +31,7 @@ import functools
 import operator
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -317,12 +317,13 @@ class KernelNamespace(dict):
             self._hidden.discard(key)
         dict.__setitem__(self, key, value)
 
-    def import_used(self, tree) -> None:
-        """Run the imports the cell uses first: `type(x) == pd.Series` then finds pandas' classes loaded,
-        whichever of the two names the cell reads first (and whatever ran in this process before)."""
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and self._imports.binds(node.id) and node.id not in self:
-                self[node.id]  # __missing__ runs the import
+    def import_used(self, names: Iterable[str]) -> None:
+        """Run the imports the cell uses first (`names`: every name it mentions, in order): `type(x) == pd.Series`
+        then finds pandas' classes loaded, whichever of the two names the cell reads first (and whatever ran in this
+        process before)."""
+        for name in names:
+            if self._imports.binds(name) and name not in self:
+                self[name]  # __missing__ runs the import
 
     def restore(self) -> None:
         self._globals.restore_all()
@@ -344,16 +345,28 @@ def _tree(source: str) -> ast.Module:
     return ast.parse(source) if len(source) > CACHED_CELL_CHARS else _parsed(source)
 
 
+def _per_cell(fn):
+    """`fn(source)` computed once per cell source in this process (the same test cells run for every submission
+    of a run); a source longer than CACHED_CELL_CHARS every time. What it returns is shared: immutable."""
+    cached = functools.lru_cache(maxsize=4096)(fn)
+
+    @functools.wraps(fn)
+    def per_cell(source: str):
+        return cached(source) if len(source) <= CACHED_CELL_CHARS else fn(source)
+
+    return per_cell
+
+
 @dataclass(frozen=True)
 class _CompiledCell:
-    tree: ast.Module  # read only: the names it uses
+    names: tuple[str, ...]  # every name the cell mentions as written, in order (import_used)
     body: types.CodeType  # every statement but a last expression
     last: types.CodeType | None  # the last statement when it is an expression: the value the cell shows
 
 
 def _compile_cell(source: str, filename: str) -> _CompiledCell:
     tree = ast.parse(source, filename)
-    names = ast.parse(source, filename)  # read only: the names the cell uses, as written
+    names = tuple(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)))  # before the rewrite
     tree = ast.fix_missing_locations(_RemoteCalls().visit(tree))
     last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     body = ast.Module(body=tree.body[:-1] if last is not None else list(tree.body), type_ignores=[])
@@ -368,7 +381,7 @@ def run_cell(source: str, filename: str, namespace: dict):
     """Run the cell; the value of its last statement when that is an expression (None otherwise)."""
     cell = (_compile_cell if len(source) > CACHED_CELL_CHARS else _compiled_cell)(source, filename)
     if isinstance(namespace, KernelNamespace):
-        namespace.import_used(cell.tree)
+        namespace.import_used(cell.names)
     elif _RemoteCalls.CALL_NAME not in namespace:
         namespace[_RemoteCalls.CALL_NAME] = kernel_call  # (a namespace of the caller's own: the cell's calls need it)
     exec(cell.body, namespace)
@@ -389,16 +402,17 @@ def run_earlier(cells: list[tuple[str, str]], namespace: KernelNamespace) -> Non
                 namespace.unbound.setdefault(variable, why + f"`{variable}` is not set")
 
 
-def bound_at_top(source: str) -> set[str]:
+@_per_cell
+def bound_at_top(source: str) -> frozenset[str]:
     """The names a cell binds at its top level (assignments, imports, def, class, for, with)."""
     try:
         tree = _tree(source)
     except SyntaxError:
-        return set()
+        return frozenset()
     names: set[str] = set()
     for node in tree.body:
         names |= _binds(node)
-    return names
+    return frozenset(names)
 
 
 def _binds(node) -> set[str]:
@@ -414,15 +428,16 @@ def _binds(node) -> set[str]:
     return {n.id for t in found(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def deleted_at_top(source: str) -> set[str]:
+@_per_cell
+def deleted_at_top(source: str) -> frozenset[str]:
     """The names a cell deletes at its top level (`del squares`) and binds nowhere in it: `del squares` with a
     `squares = saved` in its `finally` leaves the name as it found it."""
     try:
         tree = _tree(source)
     except SyntaxError:
-        return set()
+        return frozenset()
     deleted = {t.id for node in tree.body if isinstance(node, ast.Delete) for t in node.targets if isinstance(t, ast.Name)}
-    return deleted - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return frozenset(deleted - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
 
 
 def defined_at_top(source: str) -> set[str]:
@@ -440,12 +455,13 @@ def definitions_at_top(source: str) -> dict[str, str]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
-def names_read(source: str) -> set[str]:
+@_per_cell
+def names_read(source: str) -> frozenset[str]:
     try:
         tree = _tree(source)
     except SyntaxError:
-        return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        return frozenset()
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 
 def earlier_cells(cells: Sequence[tuple[str, str, str]]) -> dict[str, list[tuple[str, str]]]:
@@ -484,6 +500,7 @@ def run_test_cell(source: str, filename: str, namespace: KernelNamespace,
             namespace.restore()
 
 
+@_per_cell
 def patches_modules(source: str) -> bool:
     """Whether the cell may change a module's attributes: it assigns or deletes an attribute (`np.linalg.solve =
     None`, nbgrader's way to forbid a function) or calls setattr/delattr. A syntax error: no (the cell fails)."""

@@ -15,6 +15,7 @@ and why the grader did not run that line.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import symtable
 from dataclasses import dataclass, field
@@ -259,6 +260,19 @@ def global_references(source: str) -> set[str]:
 
 def _top_level_bindings(source: str) -> list[str]:
     """Every name the top-level statements of a cell bind (definitions, imports, assignments, loop targets)."""
+    return list(_cached_top_level_bindings(source)) if len(source) <= _CACHED_CELL_CHARS else \
+        _top_level_bindings_of(source)
+
+
+_CACHED_CELL_CHARS = 100_000
+
+
+@functools.lru_cache(maxsize=1024)  # a skipped cell (training, downloads) is the same in most submissions of a run
+def _cached_top_level_bindings(source: str) -> tuple[str, ...]:
+    return tuple(_top_level_bindings_of(source))
+
+
+def _top_level_bindings_of(source: str) -> list[str]:
     try:
         tree = ast.parse(strip_ipython(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
