@@ -117,6 +117,20 @@ def test_a_worker_killed_every_time_is_not_graded_never_zero(grader, submission,
     assert result.score == 9  # `grade` exits 3 for a result with ungraded checks (commands/grade.py)
 
 
+OWN_CPU_LIMIT = {NORMALIZE: "import resource, signal\n    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+                            "    resource.setrlimit(resource.RLIMIT_CPU, (1, 1))\n    while True:\n        pass"}
+
+
+def test_a_cpu_time_limit_the_notebook_set_itself_is_its_own_failure(grader, submission):
+    """The kernel's SIGKILL at a CPU-time limit the code lowered itself (SIGXCPU ignored) is the notebook's doing:
+    the check fails and says so, never NOT GRADED as a kill from outside."""
+    result = grader.grade_one(submission("cpu_limit.ipynb", OWN_CPU_LIMIT), "cpu_limit")
+    checks = {c.name: c for c in result.checks}
+    normalize = checks["normalize_test"]
+    assert normalize.status == FAILED and not result.ungraded, (normalize.status, normalize.message)
+    assert "killed from outside" not in normalize.message and "CPU-time limit" in normalize.message, normalize.message
+
+
 def test_a_dead_fork_server_costs_nothing(grader, submission, kill_during_calls):
     killed = kill_during_calls("normalize", times=1, what="fork server")
     result = grader.grade_one(submission("slow.ipynb", SLOW_NORMALIZE), "slow")

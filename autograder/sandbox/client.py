@@ -500,6 +500,8 @@ class WorkerProcess:
             how = f"stopped: {self._stopped_because}"
         elif code in (-signal.SIGKILL, 137):
             how += ": killed, by itself or for lack of memory"
+        elif code == -signal.SIGXCPU:
+            how += ": past a CPU-time limit (RLIMIT_CPU) that the notebook's code set itself"
         died = WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
         if self._stopped_because:  # its own memory limit: what it called is not run again
             self._not_run_again(doing, died)

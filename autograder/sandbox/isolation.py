@@ -87,18 +87,53 @@ class Confinement:
 def _fork_into_pid_namespace() -> None:
     """After unshare(CLONE_NEWPID) only children enter the new namespace: fork once, the parent waits and
     mirrors the child's exit so the judge sees one process."""
+    proc = _open_proc()  # the machine's /proc, before the child mounts its own over it: the child's limits, later
     pid = os.fork()
     if pid == 0:
+        if proc is not None:
+            os.close(proc)  # never in the child's hands: it would see the machine's processes
         # a process group of its own: kill(0, ...) from student code reaches only the namespace, never this
         # parent outside it (which shares the worker's uid when the grader is not root)
         os.setpgid(0, 0)
         return
-    _, status = os.waitpid(pid, 0)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # ended, not yet reaped: its limits can still be read
+    cpu_limit = _cpu_limit(proc, pid)
+    _, status, usage = os.wait4(pid, 0)
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        if usage.ru_utime + usage.ru_stime + CPU_LIMIT_SLACK >= cpu_limit:
+            # the kernel's SIGKILL at the CPU-time limit the code lowered itself (setrlimit): its own doing, said
+            # as SIGXCPU (that limit's signal), never as a kill from outside
+            signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGXCPU)
         # killed from outside (its init ignores a SIGKILL of its own): said the same way, never as an exit code
         # 137 that the student's code could have chosen
         os.kill(os.getpid(), signal.SIGKILL)
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+CPU_LIMIT_SLACK = 1.0  # seconds: the CPU time a process was charged when it was reaped lags its limit's check
+
+
+def _open_proc() -> int | None:
+    try:
+        return os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _cpu_limit(proc: int | None, pid: int) -> float:
+    """The hard RLIMIT_CPU of an ended, unreaped child in seconds, read from `proc` (the machine's /proc: prlimit()
+    on a child in a user namespace of its own is refused); infinite when it has none or it cannot be read."""
+    if proc is None:
+        return float("inf")
+    try:
+        fd = os.open(f"{pid}/limits", os.O_RDONLY, dir_fd=proc)
+        with open(fd, encoding="ascii") as f:
+            line = next((row for row in f if row.startswith("Max cpu time")), "")
+        hard = line[len("Max cpu time"):].split()[1]
+        return float("inf") if hard == "unlimited" else float(hard)
+    except (OSError, IndexError, ValueError):
+        return float("inf")
 
 
 def level_of(status: str) -> str:
