@@ -33,6 +33,7 @@ class AssignmentConfig:
     limits: Limits = field(default_factory=Limits)
     gpu_checks: list[str] = field(default_factory=list)  # checks that need CUDA: pending without it
     student: dict = field(default_factory=dict)  # [student]: in-notebook checks, install cell (autograder.student)
+    seed: dict = field(default_factory=dict)  # [seed]: {variable, grading, student?} (autograder/notebook/seedvar.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,7 +51,7 @@ def load_config(source_dir: Path) -> AssignmentConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    known = {"title", "notebook", "files", "limits", "gpu", "student"}
+    known = {"title", "notebook", "files", "limits", "gpu", "student", "seed"}
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -67,7 +68,28 @@ def load_config(source_dir: Path) -> AssignmentConfig:
     return AssignmentConfig(
         name=source_dir.name, title=data["title"], notebook=data["notebook"], files=list(data.get("files", [])),
         limits=Limits(**limits), gpu_checks=list(data.get("gpu", {}).get("checks", [])),
-        student=student_options(data.get("student", {}), str(path)))
+        student=student_options(data.get("student", {}), str(path)), seed=seed_options(data.get("seed", {}), str(path)))
+
+
+def seed_options(data, where: str = "assignment.toml") -> dict:
+    """Validate the `[seed]` table (a seed variable, otter's `seed:`): `variable`, its `grading` value, and the
+    `student` value the student notebook gets (optional: the source notebook's line is kept then)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: [seed] must be a table")
+    if not data:
+        return {}
+    unknown = set(data) - {"variable", "grading", "student"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown [seed] setting(s) {sorted(unknown)}; known: ['grading', 'student', "
+                          "'variable']")
+    if not isinstance(data.get("variable"), str) or not data["variable"].isidentifier():
+        raise ConfigError(f"{where}: [seed] variable must be a Python name (got {data.get('variable')!r})")
+    for key in ("grading", "student"):
+        if key in data and not isinstance(data[key], (int, float, str, bool)):
+            raise ConfigError(f"{where}: [seed] {key} must be a number, a string or a boolean (got {data[key]!r})")
+    if "grading" not in data:
+        raise ConfigError(f"{where}: [seed] needs `grading`, the value the grader gives {data['variable']}")
+    return dict(data)
 
 
 STUDENT_OPTIONS = {"checks", "install"}  # the [student] table's settings (autograder/student.py)

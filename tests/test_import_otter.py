@@ -168,8 +168,8 @@ def test_public_cases_are_public_test_cells_students_run_and_hidden_ones_stay_hi
         (f"q3 test {n}", "q3") for n in range(1, 5)]
     assert sum(s.points for s in specs if s.part == "q1") == pytest.approx(2 / 3)
     one = next(s for s in specs if s.name == "q1 test 1")
-    assert one.source == ('_value = square(1) == 1\nassert _value == True, f"this test gives {_value!r} where a '
-                          'correct notebook gives True"')
+    assert one.source == ('_value = square(1) == 1\nassert type(_value).__name__ in (\'bool\', \'bool_\') and _value == '
+                          'True, f"this test gives {_value!r} where a correct notebook gives True"')
     tests = (demo.target / "tests" / "otter_tests.py").read_text()
     assert "'q1 hidden test 3'" in tests and "'q1 test 1'" not in tests  # one check per case, wherever it lives
 
@@ -197,7 +197,9 @@ def test_a_public_value_without_a_recorded_output_is_named(tmp_path):
     from autograder.importers.otter import public_test_source
 
     assert public_test_source(Case("x == 1", False, None))[0] is None
-    assert "recorded none" in public_test_source(Case("x == 1", False, None, output="array([1])"))[1]
+    assert "recorded none (the case was not run)" in public_test_source(Case("x == 1", False, None))[1]
+    assert "recorded (`array([1])`) is not one a test cell can write" in public_test_source(
+        Case("x == 1", False, None, output="array([1])"))[1]
     assert public_test_source(Case("y = f()\nassert y", False, None)) == ("y = f()\nassert y", "")
     assert public_test_source(Case("y = f()\ny.tolist()", False, None, output="[1.0,\n 2.0]"))[0] == (
         'y = f()\n_value = y.tolist()\nassert _value == [1.0, 2.0], f"this test gives {_value!r} where a correct '
@@ -477,3 +479,78 @@ def test_torch_seeding_marks_only_what_draws_from_torchs_generator():
     assert context.draw("x = torch.rand(2)") == "torch.rand"
     assert context.draw("m = Net()") == "Net()"
     assert context.draw("w = torch.empty(2).uniform_()") is not None
+
+
+# -- numpy 2's scalar reprs as recorded values; otter's seed variable -------------------------------------------
+
+@pytest.mark.parametrize("text, value", [
+    ("np.True_", True), ("np.False_", False), ("np.float64(1.5)", 1.5), ("np.int64(3)", 3), ("np.float64(-0.25)", -0.25),
+    ("[np.float64(1.0), np.int64(-2)]", [1.0, -2]), ("(np.True_, 'a')", (True, "a")), ("np.str_('x')", "x"),
+])
+def test_numpy_scalar_reprs_are_read_as_their_values(text, value):
+    from autograder.importers.otter import recorded_literal
+
+    assert recorded_literal(text) == value and type(recorded_literal(text)) is type(value)
+
+
+def test_a_public_case_recorded_as_a_numpy_scalar_is_a_test_cell_comparing_values():
+    """np.True_ recorded: a student's np.True_ or True passes (equal values), 1 does not (otter's output tells a
+    number from a bool); np.float64(1.5): 1.5 passes."""
+    from autograder.importers.otter import public_test_source
+
+    np = pytest.importorskip("numpy")
+    flag, _ = public_test_source(Case("x", False, None, output="np.True_", ran=True))
+    number, _ = public_test_source(Case("x", False, None, output="np.float64(1.5)", ran=True))
+    for source, value, passes in [(flag, np.True_, True), (flag, True, True), (flag, 1, False), (flag, np.False_, False),
+                                  (number, np.float64(1.5), True), (number, 1.5, True), (number, 2, False)]:
+        if passes:
+            exec(source, {"x": value})
+        else:
+            with pytest.raises(AssertionError, match="where a correct notebook gives"):
+                exec(source, {"x": value})
+
+
+def test_otter_seed_variable_students_get_their_value_and_grading_the_autograder_value(tmp_path):
+    """ASSIGNMENT CONFIG `seed: {variable, autograder_value, student_value}`: the student notebook sets the
+    variable to student_value, and grading replaces a submission's top-level assignment of it (otter sets it to
+    autograder_value in every cell), so a correct submission draws what the reference drew."""
+    from autograder.config import load_config
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    config = raw("# ASSIGNMENT CONFIG\nseed:\n    variable: rng_seed\n    autograder_value: 42\n"
+                 "    student_value: 713")
+    draw = code("def draw():\n    return round(float(np.random.default_rng(rng_seed).random()), 4) # SOLUTION")
+    source = notebook(tmp_path / "src" / "s.ipynb", config, code("import numpy as np\nrng_seed = 42"),
+                      *question("q1", "points: 1", [draw], code("# HIDDEN\ndraw()", "0.774")))
+    (report,) = import_assignment(source, "s", tmp_path / "solutions")
+    assert load_config(report.target).seed == {"variable": "rng_seed", "grading": 42, "student": 713}
+    paths = build(report.target)
+    student = nbformat.read(paths.assignment / "s.ipynb", as_version=4)
+    assert student.cells[0].source == "import numpy as np\nrng_seed = 713"
+    assert "rng_seed = 42" in (paths.release / "reference.py").read_text()
+    key = nbformat.read(paths.release / "answer_key.ipynb", as_version=4)
+    key.cells[0].source = "import numpy as np\nrng_seed = (\n    713)"  # the student's value, over two lines
+    nbformat.write(key, tmp_path / "alice.ipynb")
+    (result,) = grade(load_release(paths.release), [tmp_path / "alice.ipynb"],
+                      GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    assert [(c.name, c.status) for c in result.checks] == [("q1 hidden test 1", "passed")]
+
+
+def test_a_seed_variable_is_replaced_at_top_level_only_and_added_where_missing():
+    from autograder.notebook.seedvar import with_value
+
+    nb = nbformat.v4.new_notebook(cells=[code("x = 1\nrng_seed = (\n  7)\ndef f():\n    rng_seed = 3"), code("y = 2")])
+    out = with_value(nb, "rng_seed", 42)
+    assert out.cells[0].source == "x = 1\nrng_seed = 42\n\ndef f():\n    rng_seed = 3" and "  7)" in nb.cells[0].source
+    missing = with_value(nbformat.v4.new_notebook(cells=[md("# hi"), code("y = 2")]), "rng_seed", 42)
+    assert [c.source for c in missing.cells] == ["# hi", "rng_seed = 42", "y = 2"]
+
+
+def test_a_seed_that_is_not_a_mapping_is_refused_as_otter_refuses_it(tmp_path):
+    from autograder.importers.common import ImportFailed
+
+    source = notebook(tmp_path / "src" / "s.ipynb", raw("# ASSIGNMENT CONFIG\nseed: 42"),
+                      *question("q1", "points: 1", [code("x = 1 # SOLUTION")], code("x", "1")))
+    with pytest.raises(ImportFailed, match="generate: {seed: N}"):
+        import_assignment(source, "s", tmp_path / "solutions")

@@ -188,10 +188,11 @@ def prepare(target: Path, force: bool) -> None:
     (target / "tests").mkdir(parents=True)
 
 
-def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_file: str, listed: list[str] = ()) -> None:
-    """The notebook, its checks, assignment.toml and the files beside the source the notebook needs
-    (needed_files; `listed`: what the source's configuration ships); then IMPORT.md, naming the files it needs that
-    are missing (missing_files)."""
+def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_file: str, listed: list[str] = (),
+                     settings: str = "") -> None:
+    """The notebook, its checks, assignment.toml (`settings`: its tables from the source's configuration) and the
+    files beside the source the notebook needs (needed_files; `listed`: what the source's configuration ships); then
+    IMPORT.md, naming the files it needs that are missing (missing_files)."""
     import nbformat
 
     source, target = report.source, report.target
@@ -201,7 +202,8 @@ def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_fil
     shipped = ", ".join(f'"{f.as_posix()}"' for f in files)
     (target / "assignment.toml").write_text(
         f"# Imported from {report.fmt}: {source} (autograder import {report.fmt}; see IMPORT.md)\n"
-        f'title = "{title}"\nnotebook = "{source.name}"\nfiles = [{shipped}]\n', encoding="utf-8")
+        f'title = "{title}"\nnotebook = "{source.name}"\nfiles = [{shipped}]\n' + (settings + "\n" if settings else ""),
+        encoding="utf-8")
     for f in files:
         (target / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source.parent / f, target / f)

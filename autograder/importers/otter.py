@@ -23,7 +23,8 @@ Converted to:
   counts them); a question with neither tests nor `manual` gets no check, as otter grades nothing for it; otter's
   PDF export markers (`<!-- BEGIN QUESTION -->`, `<!-- END QUESTION -->`) removed;
 - ASSIGNMENT CONFIG `files:` (its `config_file:` read too): shipped with the notebook, beside the files the
-  notebook names.
+  notebook names; its `seed: {variable, autograder_value, student_value}`: assignment.toml's [seed] (the student
+  notebook gets student_value, grading autograder_value: autograder/notebook/seedvar.py).
 A `points` value otter refuses or would misread, a question without a name, an unbalanced IGNORE block: one line
 naming the cell and the question, nothing written. Anything else left (unknown blocks, markers outside the blocks
 that give them meaning) is named in IMPORT.md and left where `build` refuses it.
@@ -88,6 +89,7 @@ class State:
     cells: list = field(default_factory=list)  # the converted notebook's cells
     seed: list[str] = field(default_factory=list)  # the notebook's top-level seeding lines, in order
     files: list[str] = field(default_factory=list)  # ASSIGNMENT CONFIG `files:`
+    settings: list[str] = field(default_factory=list)  # lines for assignment.toml (ASSIGNMENT CONFIG `seed:`)
     export: str = ""  # where an open `<!-- BEGIN QUESTION -->` is ("" when none)
     all_solutions: bool = False  # solution markers count in every cell (v0; strip_solutions_from_all_cells)
     folder: Path = Path(".")  # the notebook's folder (an ASSIGNMENT CONFIG's config_file is read from it)
@@ -161,19 +163,66 @@ def public_test_source(case: Case) -> tuple[str | None, str]:
     last = tree.body[-1]
     if not isinstance(last, ast.Expr) or test_function(tree) is not None:
         return case.source, ""
+    if case.output is None and not case.ran:
+        return None, ("its value is compared with a correct notebook's, and the source notebook recorded none (the "
+                      "case was not run): run the source notebook, save it and import again, or end the case with "
+                      "an assert")
     try:
-        expected = None if case.output is None and case.ran else ast.literal_eval((case.output or "").strip())
+        expected = None if case.output is None else recorded_literal(case.output)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None, ("its value is compared with a correct notebook's, and the source notebook recorded none "
-                      "as a Python literal to show students: run the source notebook, save it and import again, "
-                      "or end the case with an assert")
+        shown = " ".join(case.output.split())
+        return None, (f"its value is compared with a correct notebook's, and the value the source notebook recorded "
+                      f"(`{shown[:60]}{'...' if len(shown) > 60 else ''}`) is not one a test cell can write (a "
+                      "Python or numpy literal): end the case with an assert to make it a public test cell")
     lines = case.source.split("\n")
     if last.col_offset or len(tree.body) > 1 and tree.body[-2].end_lineno >= last.lineno:
         return None, "its last expression shares a line with another statement"
-    value, equal = "\n".join(lines[last.lineno - 1:last.end_lineno]), "is" if expected is None else "=="
+    value = "\n".join(lines[last.lineno - 1:last.end_lineno])
     return "\n".join(lines[:last.lineno - 1] + [
-        f"_value = {value}", f"assert _value {equal} {expected!r}, f\"this test gives {{_value!r}} where a correct "
+        f"_value = {value}", f"assert {equals(expected)}, f\"this test gives {{_value!r}} where a correct "
         f"notebook gives {expected!r}\""]), ""
+
+
+def equals(expected) -> str:
+    """The test's condition on `_value`: equal to the recorded value, by value (np.True_ and True, np.float64(1.5)
+    and 1.5 alike); a recorded True or False only by a bool, numpy's or Python's (1 == True, but otter's printed
+    output tells them apart)."""
+    if expected is None:
+        return "_value is None"
+    if isinstance(expected, bool):
+        return f"type(_value).__name__ in ('bool', 'bool_') and _value == {expected!r}"
+    return f"_value == {expected!r}"
+
+
+# numpy 2's reprs of its scalars (np.True_, np.float64(1.5)), as IPython records them for a case's value; read as the
+# Python value they equal, which the test cell compares with `==` (as reference_cell compares values): a student's
+# True passes where np.True_ was recorded, as it would where otter's doctest compared the printed text under numpy 1
+_NUMPY_MODULES = {"np", "numpy"}
+_NUMPY_BOOLS = {"True_": True, "False_": False}
+
+
+class _NumpyScalars(ast.NodeTransformer):
+    """`np.True_` -> True, `np.float64(1.5)` / `np.str_('a')` -> their argument, anywhere in a recorded value."""
+
+    def visit_Attribute(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id in _NUMPY_MODULES and node.attr in _NUMPY_BOOLS:
+            return ast.copy_location(ast.Constant(_NUMPY_BOOLS[node.attr]), node)
+        return node
+
+    def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in _NUMPY_MODULES \
+                and re.fullmatch(r"(float|int|uint|complex)\d*|bool|str_|bytes_|longdouble|clongdouble", func.attr) \
+                and len(node.args) == 1 and not node.keywords:
+            return self.visit(node.args[0])
+        return self.generic_visit(node)
+
+
+def recorded_literal(text: str):
+    """The value a case's recorded text/plain stands for: a Python literal, numpy scalars' reprs read as their values
+    (ValueError or SyntaxError when it is neither)."""
+    tree = _NumpyScalars().visit(ast.parse(text.strip(), mode="eval"))
+    return ast.literal_eval(tree)
 
 
 # -- points ----------------------------------------------------------------------------------------------
@@ -242,8 +291,35 @@ def assignment_config(lines: list[str], state: State, loc: str, report: ImportRe
     if state.files:
         report.convert(f"{loc}: ASSIGNMENT CONFIG files: {', '.join(state.files)} -> shipped with the notebook")
     state.all_solutions = state.all_solutions or bool(config.get("strip_solutions_from_all_cells"))
-    report.note("otter's ASSIGNMENT CONFIG is not imported but for its `files` (requirements, export and PDF "
-                "settings, generate's seed)")
+    if config.get("seed") is not None:
+        state.settings += seed_variable(config["seed"], loc, report)
+    report.note("otter's ASSIGNMENT CONFIG is not imported but for its `files` and `seed` (requirements, export and "
+                "PDF settings, generate's seed)")
+
+
+def seed_variable(seed, loc: str, report: ImportReport) -> list[str]:
+    """otter's `seed: {variable, autograder_value, student_value}` as assignment.toml's [seed]: the student notebook
+    sets the variable to student_value, and grading replaces the submission's top-level assignment of it with
+    autograder_value (otter adds `variable = autograder_value` to every cell it grades)."""
+    if not isinstance(seed, dict):
+        raise ImportFailed(f"{loc}: ASSIGNMENT CONFIG `seed: {seed}` is not a mapping {{variable, autograder_value, "
+                           "student_value}} (otter assign fails on it too; seeding numpy before each cell is "
+                           "`generate: {seed: N}`)")
+    variable, grading, student = seed.get("variable"), seed.get("autograder_value"), seed.get("student_value")
+    if variable is None:
+        report.note("ASSIGNMENT CONFIG `seed` without a `variable` does nothing in otter, nor here")
+        return []
+    if not isinstance(variable, str) or not variable.isidentifier() or not isinstance(grading, int):
+        raise ImportFailed(f"{loc}: ASSIGNMENT CONFIG `seed`: `variable` must be a Python name and `autograder_value` "
+                           f"an integer (got {variable!r}, {grading!r}; otter refuses this too)")
+    lines = ["", "[seed]  # otter's seed variable (docs/writing-assignments.md, Seed variables)",
+             f'variable = "{variable}"', f"grading = {grading}  # otter's autograder_value"]
+    if isinstance(student, int):
+        lines.append(f"student = {student}  # otter's student_value: the student notebook's `{variable} = ...`")
+    report.convert(f"{loc}: ASSIGNMENT CONFIG seed -> [seed] in assignment.toml: students' notebook sets "
+                   f"`{variable} = {student if isinstance(student, int) else '(as in the source)'}`, and grading "
+                   f"replaces a submission's top-level assignment of `{variable}` with `{variable} = {grading}`")
+    return lines
 
 
 def block_cell(cell, state: State, loc: str, report: ImportReport) -> bool:
@@ -299,8 +375,9 @@ def source_cells(nb, report: ImportReport, source: Path) -> list[tuple[int, dict
     return to_v1(list(enumerate(nb.cells, 1)))
 
 
-def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question], str, list[str]]:
-    """The notebook with this project's markers, its questions, its seeding lines (one source), its config's files."""
+def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question], str, State]:
+    """The notebook with this project's markers, its questions, its seeding lines (one source), and the walk's state
+    (its config's files and settings)."""
     state = State(all_solutions=is_v0(nb), folder=Path(where).parent, ids=nb.get("nbformat_minor", 0) >= 5)
     for number, cell in source_cells(nb, report, Path(where)):
         loc = f"cell {number}"
@@ -330,7 +407,7 @@ def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question],
         report.refuse(state.export, "'<!-- BEGIN QUESTION -->'", "no `<!-- END QUESTION -->` closes it (removed)")
     out = copy.deepcopy(nb)
     out.cells = state.cells
-    return out, state.questions, "\n".join(state.seed), state.files
+    return out, state.questions, "\n".join(state.seed), state
 
 
 def test_cell(cell, state: State, loc: str) -> None:
@@ -575,13 +652,13 @@ def import_assignment(source: Path, name: str, solutions: Path, force: bool = Fa
         raise ImportFailed(f"{source}: an otter import takes the assignment notebook itself")
     report = ImportReport("otter", source, solutions / name)
     try:
-        notebook, questions, seed, files = convert(nbformat.read(source, as_version=4), str(source), report)
+        notebook, questions, seed, state = convert(nbformat.read(source, as_version=4), str(source), report)
         tests = checks_source(questions, notebook, report, seed)
     except ImportFailed as exc:
         raise ImportFailed(f"{source}: {exc}") from None
     notes(report, bool(seed))
     prepare(report.target, force)
-    write_assignment(report, notebook, tests, source.stem, TESTS_FILE, files)
+    write_assignment(report, notebook, tests, source.stem, TESTS_FILE, state.files, "\n".join(state.settings))
     return [report]
 
 

@@ -1,0 +1,72 @@
+"""A seed variable (assignment.toml `[seed]`, otter-grader's `seed: {variable, autograder_value, student_value}`):
+students' notebook sets it to one value, grading to another.
+
+Guarantees: `with_value(nb, variable, value)` returns a copy of `nb` in which every top-level statement of a code
+cell that assigns `variable` alone (`rng_seed = ...`, `rng_seed: int = ...`) reads `variable = value`, on its first
+line (the statement's other lines left blank, so that every line keeps its number for the messages that cite it);
+a notebook that assigns it nowhere gets such a statement in a cell of its own before its first code cell, as otter
+defines it before every cell. Nothing else changes: an assignment inside a function, a loop or a tuple is the
+student's, and test cells are never touched.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from autograder.notebook.extract import is_test_cell, strip_ipython
+
+
+def assignment(variable: str, value) -> str:
+    return f"{variable} = {value!r}"
+
+
+def _assigns(node: ast.stmt, variable: str) -> bool:
+    if isinstance(node, ast.Assign):
+        return len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == variable
+    return isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == variable
+
+
+def _rewritten(source: str, variable: str, value) -> str | None:
+    """The cell's source with its top-level assignments of `variable` replaced, or None when it has none (or is
+    not Python: the grader reports that cell as it is)."""
+    try:
+        tree = ast.parse(strip_ipython(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = [n for n in tree.body if _assigns(n, variable)]
+    if not found:
+        return None
+    lines = source.split("\n")
+    for node in found:
+        indent = lines[node.lineno - 1][: node.col_offset]
+        lines[node.lineno - 1] = indent + assignment(variable, value)
+        for i in range(node.lineno, node.end_lineno):
+            lines[i] = ""
+    return "\n".join(lines)
+
+
+def with_value(nb, variable: str, value):
+    """A copy of `nb` in which `variable` is `value` wherever the notebook assigns it at top level (see above)."""
+    out, seen = copy.deepcopy(nb), False
+    for cell in out.get("cells", []):
+        if cell.get("cell_type") != "code" or is_test_cell(cell):
+            continue
+        source = cell.get("source", "")
+        rewritten = _rewritten("".join(source) if isinstance(source, list) else str(source), variable, value)
+        if rewritten is not None:
+            cell["source"], seen = rewritten, True
+    if not seen:
+        first = next((i for i, c in enumerate(out.get("cells", [])) if c.get("cell_type") == "code"), 0)
+        out.setdefault("cells", []).insert(first, _code_cell(assignment(variable, value)))
+    return out
+
+
+def _code_cell(source: str) -> dict:
+    from nbformat import from_dict
+
+    return from_dict({"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None})
+
+
+def for_grading(nb, seed: dict):
+    """`nb` as the grader reads it: the seed variable at its grading value (unchanged without a `[seed]`)."""
+    return with_value(nb, seed["variable"], seed["grading"]) if seed else nb
