@@ -59,8 +59,15 @@ class RememberedHang:
 
     candidates: list[list[str]]
     check: str
-    message: str
+    message: str  # why the earlier check stopped it (a timeout's "did not finish within 10 s", a limit's message)
     label: str = ""
+    timed_out: bool = True
+
+    def later(self, owner: str) -> str:
+        """What a later check that would call it says: it was not run, and why (never that this check timed out)."""
+        what = "did not finish in" if self.timed_out else "was stopped in"
+        return (f"not run: {owner} {self.label} {what} an earlier check, {self.check!r} ({self.message}): it is not "
+                "run again, so this check fails too")
 
 
 @dataclass
@@ -130,16 +137,17 @@ class Program:
                 hang.label = label if isinstance(label, str) else hang.label
         return report
 
-    def remember_hang(self, hang: Hang, check: str, message: str) -> None:
-        """A request of `check` timed out: the definition it hung in (where its stack was, else the function the
-        check called) raises at once in every later check, with `message`."""
+    def remember_hang(self, hang: Hang, check: str, message: str, timed_out: bool = True) -> None:
+        """A request of `check` timed out (or was stopped, `timed_out` False): the definition it hung in (where its
+        stack was, else the function the check called) raises at once in every later check, saying so with
+        `message`, why it was stopped."""
         if hang.sampled:
             candidates = [[name, function] for file, line, function in hang.frames
                           for name in self._defining(file, line)]
         else:
             candidates = [[hang.target, hang.target]] if hang.target else []
         if candidates:
-            self.hangs.append(RememberedHang(candidates, check, message))
+            self.hangs.append(RememberedHang(candidates, check, message, timed_out=timed_out))
 
     def _defining(self, file: str, line: int) -> list[str]:
         """The names bound by the statement of the notebook that holds line `line` of `file` ("<cell N>")."""
@@ -153,8 +161,7 @@ class Program:
         """The message of a check that called `label`, a definition which hung an earlier check (or None)."""
         for hang in self.hangs:
             if hang.label and hang.label == label:
-                return (f"{hang.message}\n({self.worker.spec.owner} {hang.label} did not finish in the check "
-                        f"{hang.check!r}: it is not run again)")
+                return hang.later(self.worker.spec.owner)
         return None
 
     def proxy(self) -> "ProgramProxy":
@@ -519,8 +526,8 @@ class Judge:
             stub = self._after_check(submission)
             self._after_check(self.reference)
             for hang in submission.worker.take_hangs():
-                submission.remember_hang(hang, spec.name, hang.why or
-                                         timeout_message(timeout, f"{hang.doing} did not finish in time", reference))
+                submission.remember_hang(hang, spec.name, hang.why or f"timed out after {timeout:.0f} s there",
+                                         timed_out=not hang.why)
             self.reference.worker.take_hangs()  # the reference's own: nothing to remember
         return fraction, message, stub
 

@@ -344,10 +344,13 @@ def test_one_endless_loop_costs_its_own_part_and_one_time_limit(attention_releas
         by_part.setdefault(c.part or c.name, []).append(c)
     softmax = [c for c in result.checks if "softmax" in c.name and c.name != "q_softmax"]  # q_softmax: by hand
     assert len(softmax) == 4 and all(c.status == FAILED for c in softmax)
-    assert all(c.message.startswith(f"timed out after {CHECK_SECONDS} s: your softmax did not finish") for c in softmax)
     first, *later = softmax
+    assert first.message.startswith(f"timed out after {CHECK_SECONDS} s: your softmax did not finish")
     assert "not run again" not in first.message
-    assert all(f"did not finish in the check {first.name!r}: it is not run again" in c.message for c in later)
+    # the later checks say they were not run, and why, never that they timed out themselves
+    assert all(c.message.startswith(f"not run: your softmax did not finish in an earlier check, {first.name!r} (timed "
+                                    f"out after {CHECK_SECONDS} s there): it is not run again") for c in later), \
+        [c.message for c in later]
     assert all(c.seconds < 1 for c in later), [c.seconds for c in later]  # at once: no second time limit
     others = [c for c in result.checks if c not in softmax]
     assert {c.name: c.status for c in others} == {
@@ -466,6 +469,16 @@ def test_the_rubric_stays_pending_when_the_time_budget_is_spent(attention_releas
     statuses = {c.name: (c.status, c.message.split(":")[0]) for c in result.checks}
     assert statuses["5. accuracy (rubric)"][0] == PENDING
     assert statuses["tiny layer: forward with given weights"] == (FAILED, "not run")
+
+
+def test_a_remembered_hang_says_the_later_check_was_not_run_and_why():
+    from autograder.judge import RememberedHang
+
+    hang = RememberedHang([], "q2 test 1", "timed out after 10 s there", "letter_grade")
+    assert hang.later("your") == ("not run: your letter_grade did not finish in an earlier check, 'q2 test 1' (timed "
+                                  "out after 10 s there): it is not run again, so this check fails too")
+    stopped = RememberedHang([], "q2 test 1", "it went past its memory limit", "f", timed_out=False)
+    assert stopped.later("your").startswith("not run: your f was stopped in an earlier check, 'q2 test 1' (it went")
 
 
 def test_where_a_worker_hangs_is_read_from_its_stack():
