@@ -168,4 +168,21 @@ def test_a_message_from_student_code_is_shown_in_feedback_md_as_written_and_make
     raised = "x\n\n# Score: 79 / 79\n<img src=x onerror=alert(1)>\n[free points](http://x.example)"
     text = feedback_markdown(SubmissionResult("s", "s.ipynb", [CheckResult("c", "1. A", 1, 0, "failed", raised)]), "T")
     assert "\n# Score" not in text and "    \\# Score: 79 / 79" in text
-    assert "<img" not in text and "&lt;img" in text and "\\[free points\\](http" in text
+    assert "<img" not in text.replace("\\<img", "") and "\\<img" in text and "\\[free points\\](http" in text
+
+
+def test_feedback_md_escapes_with_backslashes_once_so_a_traceback_reads_as_written():
+    """`in <module>` from a failed import: markdown would read `<module>` as an HTML tag, so it is escaped, with a
+    backslash (rendered: `<module>`), never as `&lt;module&gt;`; text markdown makes nothing of stays as it is."""
+    from autograder.judge import CheckResult
+    from autograder.reports.results import SubmissionResult, feedback_markdown
+
+    note = "cell 19, line 1 (plt): raised ModuleNotFoundError (cell 19, line 1, in <module>: import matplotlib)"
+    raised = "a < b & c, and &lt; as typed"
+    result = SubmissionResult("s", "s.ipynb", [CheckResult("c", "1. A", 1, 0, "failed", raised)], notes=[note])
+    text = feedback_markdown(result, "T")
+    assert "in \\<module>: import matplotlib" in text and "&lt;module" not in text
+    assert "a < b & c, and \\&lt; as typed" in text
+    markdown_it = pytest.importorskip("markdown_it")
+    html = markdown_it.MarkdownIt("commonmark").render(text)
+    assert "in &lt;module&gt;: import" in html and "a &lt; b &amp; c, and &amp;lt; as typed" in html

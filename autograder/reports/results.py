@@ -109,13 +109,17 @@ def by_part(checks: list[CheckResult]) -> dict[str, list[CheckResult]]:
 
 
 _BLOCK_START = re.compile(r"^(\s*)([#>+\-*=|~`]|\d+[.)])")
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # where markdown would read HTML or an autolink: `<module>`, `<img`
+_ENTITY = re.compile(r"&(?=#?\w+;)")  # where it would read a character reference: `&lt;`, `&#60;`
 
 
 def plain(text: str) -> str:
     """Text from a submission (a message, a file name) as markdown that shows it as written and makes nothing of
-    it: no heading, quote, list or code fence a line could start, no HTML, no link or image."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    it: no heading, quote, list or code fence a line could start, no HTML, no link or image. Escapes are markdown's
+    backslashes, only where markdown would read something (`\\<module>`, `\\[x]`), never HTML's entities: a
+    renderer shows the text as written, and the file read as text is the text (`a < b`, `&` as they are)."""
     text = text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]").replace("*", "\\*")
+    text = _ENTITY.sub(r"\\&", _TAG_START.sub(r"\\<", text))
     return "\n".join(_BLOCK_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line) for line in text.split("\n"))
 
 
