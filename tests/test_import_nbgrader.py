@@ -435,3 +435,26 @@ def test_a_marker_of_an_unknown_tool_is_named_in_plain_words(tmp_path):
     (report,) = import_assignment(source, "hw", tmp_path / "solutions")
     assert report.not_converted == ["cell 7: cell: '# BEGIN CHECKPOINT' is a marker of another tool's grading format; "
                                     "the cell is left as it is, and `autograder build` refuses it until then"]
+
+
+def test_a_written_answer_with_solution_markers_keeps_its_parts_heading(tmp_path):
+    """A manually graded markdown answer holding `### BEGIN SOLUTION` / `### END SOLUTION`: markdown reads the marker
+    lines as headings, but a part is named after the last real heading, never after a marker."""
+    answer = nbformat.v4.new_markdown_cell("### BEGIN SOLUTION\nBecause the keys are unique.\n### END SOLUTION")
+    answer.metadata["nbgrader"] = {"grade": True, "solution": True, "grade_id": "why", "points": 2, "locked": False,
+                                   "schema_version": 3}
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb",
+                                [nbformat.v4.new_markdown_cell("## Part B: why (2 points)"), answer])
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    tests = (report.target / "tests" / "nbgrader_tests.py").read_text()
+    assert "manual('why', 2, 'Part B: why'," in tests and "SOLUTION'" not in tests
+
+
+@pytest.mark.parametrize("source, part", [
+    ("## Q3 (2 points)\n### BEGIN SOLUTION\nx\n### END SOLUTION", "Q3"), ("### BEGIN SOLUTION\nx\n### END SOLUTION", None),
+    ("# Part 1\n# BEGIN QUESTION\n## END HIDDEN TESTS", "Part 1"), ("## Results", "Results"),
+])
+def test_marker_lines_are_no_headings(source, part):
+    from autograder.importers.nbgrader import heading
+
+    assert heading(nbformat.v4.new_markdown_cell(source)) == part

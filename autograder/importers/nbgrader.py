@@ -32,7 +32,7 @@ from autograder.importers.common import (
 )
 from autograder.importers.report import ImportReport
 from autograder.kernel import earlier_cells
-from autograder.notebook.foreign import AUTOTEST, find_foreign
+from autograder.notebook.foreign import AUTOTEST, OWN, find_foreign
 from autograder.notebook.markers import (
     HIDDEN, MarkerError, cell_source, find_regions, hand_graded, is_solution_cell, is_test_cell, nbgrader_meta,
 )
@@ -166,10 +166,14 @@ def normalize_delimiters(source: str) -> str:
 
 
 def heading(cell) -> str | None:
-    """The last heading of a markdown cell, without nbgrader's "(N points)"."""
+    """The last heading of a markdown cell, without nbgrader's "(N points)". A marker line (`### BEGIN SOLUTION`,
+    `### END HIDDEN TESTS`, another tool's `# BEGIN QUESTION`) is no heading, though markdown reads it as one: a part
+    is never named after a marker."""
     if cell.get("cell_type") != "markdown":
         return None
-    titles = [m.group(1) for m in map(_HEADING.match, cell_source(cell).split("\n")) if m]
+    lines = cell_source(cell).split("\n")
+    markers = {m.line for m in find_foreign(lines, "markdown")} | {i for i, line in enumerate(lines) if OWN.match(line)}
+    titles = [m.group(1) for i, m in enumerate(map(_HEADING.match, lines)) if m and i not in markers]
     return _POINTS.sub("", titles[-1]).strip() if titles else None
 
 
