@@ -578,7 +578,7 @@ class Judge:
                 else:
                     value = _run_cell_check(spec, sub, ref, self.cell_globals, self.earlier.get(spec.name, ()))
             fraction = _fraction(value)
-            return fraction, "" if fraction >= 1 else "partially correct" if fraction > 0 else "check failed"
+            return fraction, spec.passed_message if fraction >= 1 else "partially correct" if fraction > 0 else "check failed"
         except Pending:
             raise
         except Fail as exc:

@@ -119,7 +119,7 @@ def _release(release_dir: Path, manifest_bytes: bytes) -> Release:
             spec = manual_spec(c["name"], c["points"], c["part"], c["manual"], c["visibility"])
         else:
             spec = CheckSpec(c["name"], c["points"], c["part"], c["visibility"], None, c["source"], c["public"],
-                             depends_on=tuple(c.get("depends_on", ())))
+                             depends_on=tuple(c.get("depends_on", ())), passed_message=c.get("passed_message", ""))
         spec.gpu = c["gpu"]
         spec.timeout = c.get("timeout")
         checks.append(spec)

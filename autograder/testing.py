@@ -67,10 +67,12 @@ class CheckSpec:
     timeout: float | None = None  # overrides the assignment's check_seconds
     depends_on: tuple[str, ...] = ()  # other graded parts the checked code calls (see `check`)
     pending_only: bool = False  # only ever reports pending (the accuracy rubric): decided whatever time is left
+    passed_message: str = ""  # what a student reads when it passes (otter's success_message); nothing when empty
 
     def describe(self) -> dict:
+        said = {"passed_message": self.passed_message} if self.passed_message else {}
         return {"name": self.name, "points": self.points, "part": self.part, "visibility": self.visibility,
-                "public": self.public, "gpu": self.gpu, "depends_on": list(self.depends_on)}
+                "public": self.public, "gpu": self.gpu, "depends_on": list(self.depends_on), **said}
 
 
 def test_cell_check(cell, number: int, where: str = "notebook") -> CheckSpec:
@@ -84,12 +86,14 @@ def test_cell_check(cell, number: int, where: str = "notebook") -> CheckSpec:
         raise MarkerError(f"{loc}: test cell without an nbgrader grade_id")
     if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
         raise MarkerError(f"{loc}: test cell {grade_id!r} needs nbgrader 'points' >= 0")
-    depends_on = meta.get("depends_on", [])
+    depends_on, passed = meta.get("depends_on", []), meta.get("passed_message", "")
+    if not isinstance(passed, str):
+        raise MarkerError(f"{loc}: nbgrader 'passed_message' must be text (what a student reads when it passes)")
     if not isinstance(depends_on, list) or not all(isinstance(n, str) and n.isidentifier() for n in depends_on):
         raise MarkerError(f"{loc}: nbgrader 'depends_on' must be a list of names the notebook defines")
     return CheckSpec(name=grade_id, points=float(points), part=str(meta.get("part", "")),
                      visibility=str(meta.get("visibility", "visible")), source=cell_source(cell), public=True,
-                     depends_on=tuple(depends_on))
+                     depends_on=tuple(depends_on), passed_message=passed)
 
 
 HAND_GRADED_PART = "Graded by hand"  # the part of a notebook's hand-graded cell whose metadata names none
@@ -112,8 +116,9 @@ def manual_spec(name: str, points: float, part: str, what: str, visibility: str 
 
 
 def check(name: str, points: float, part: str = "", visibility: str = "visible", gpu: bool = False,
-          timeout: float | None = None, depends_on: list[str] | tuple[str, ...] = ()):
-    """Declare a graded check. See docs/writing-assignments.md.
+          timeout: float | None = None, depends_on: list[str] | tuple[str, ...] = (), passed_message: str = ""):
+    """Declare a graded check. See docs/writing-assignments.md. `passed_message`: what a student reads when it
+    passes (nothing when empty).
 
     `depends_on`: names the submission defines for other graded parts that the checked code calls (a
     multi-head attention calls `scaled_dot_product`). When the check does not give full marks with the
@@ -128,7 +133,7 @@ def check(name: str, points: float, part: str = "", visibility: str = "visible",
 
     def register(fn):
         fn._ag_check = CheckSpec(name, float(points), part, visibility, fn, gpu=gpu, timeout=timeout,
-                                 depends_on=tuple(depends_on))
+                                 depends_on=tuple(depends_on), passed_message=passed_message)
         return fn
     return register
 

@@ -554,3 +554,33 @@ def test_a_seed_that_is_not_a_mapping_is_refused_as_otter_refuses_it(tmp_path):
                       *question("q1", "points: 1", [code("x = 1 # SOLUTION")], code("x", "1")))
     with pytest.raises(ImportFailed, match="generate: {seed: N}"):
         import_assignment(source, "s", tmp_path / "solutions")
+
+
+def test_success_and_failure_messages_are_what_a_student_reads(tmp_path):
+    """A TEST CONFIG's success_message is the check's message when it passes, its failure_message comes first when
+    it fails, in a public test cell as in a check compared with the reference, as otter shows them."""
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    def case(hidden: str, source: str, value: str):
+        return code(f'""" # BEGIN TEST CONFIG\n{hidden}success_message: Well done.\nfailure_message: Look at '
+                    f'the boundaries.\n""" # END TEST CONFIG\n{source}', value)
+
+    source = notebook(tmp_path / "src" / "m.ipynb", *question(
+        "q1", "points: 2", [code("def grade(s):\n    return 'A' if s >= 90 else 'B' # SOLUTION")],
+        case("", "grade(90)", "'A'"), case("hidden: true\n", "grade(89)", "'B'")))
+    (report,) = import_assignment(source, "m", tmp_path / "solutions")
+    assert "cell 6: success_message of 'q1 test 1' -> what a student reads when it passes" in report.converted
+    assert "cell 7: failure_message of 'q1 hidden test 2' -> first in what a student reads when it fails" in \
+        report.converted
+    paths = build(report.target)
+    key = nbformat.read(paths.release / "answer_key.ipynb", as_version=4)
+    nbformat.write(key, tmp_path / "right.ipynb")
+    solution = next(c for c in key.cells if c.source.startswith("def grade"))
+    solution.source = "def grade(s):\n    return 'B' if s >= 90 else 'A'"
+    nbformat.write(key, tmp_path / "wrong.ipynb")
+    right, wrong = grade(load_release(paths.release), [tmp_path / "right.ipynb", tmp_path / "wrong.ipynb"],
+                         GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    assert [(c.status, c.message) for c in right.checks] == [("passed", "Well done.")] * 2
+    assert [c.message.split("\n")[0] for c in wrong.checks] == ["Look at the boundaries."] * 2
+    assert wrong.checks[0].message == "Look at the boundaries.\nthis test gives 'B' where a correct notebook gives 'A'"

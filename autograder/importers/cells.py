@@ -8,7 +8,9 @@ autograder/kernel.py's, as for a notebook's own test cells. This module adds wha
   without a message is named by its line, unless the line is hidden;
 - otter-grader (`reference_cell`): the cell runs twice, on the submission and on the reference, and passes when
   neither fails and the values of their last expressions are equal; an all_or_nothing question (`all_cases`) is
-  one check over its cases, full points when every one passes;
+  one check over its cases, full points when every one passes; a case's `failure` message (otter's
+  failure_message) comes first in what a student reads when it fails, its `success` message is what they read when
+  it passes;
 - the notebook's seeding lines (otter's `# SEED`) run in the student's module before each test, as they ran in the
   notebook before the tests (SEEDING_HELPERS, shipped into both workers).
 Not reproduced: nbgrader's zero for a cell that writes to stderr.
@@ -117,9 +119,23 @@ def same(actual, expected) -> bool:
         return False
 
 
-def compared(name: str, imports: list[str], source: str, hidden: bool, seed: str):
+def compared(name: str, imports: list[str], source: str, hidden: bool, seed: str, failure: str = ""):
     """Run a test case on the submission and on the reference; AssertionError unless neither fails and the values
-    of their last expressions are equal ("a hidden test failed", and nothing more, for a hidden case)."""
+    of their last expressions are equal ("a hidden test failed", and nothing more, for a hidden case), after the
+    case's own `failure` message when it has one."""
+    compare = _compared(name, imports, source, hidden, seed)
+    if not failure:
+        return compare
+
+    def run(sub, ref):
+        try:
+            compare(sub, ref)
+        except AssertionError as exc:
+            raise AssertionError(f"{failure}\n{exc}") from None
+    return run
+
+
+def _compared(name: str, imports: list[str], source: str, hidden: bool, seed: str):
     filename = f"<test {name}>"
 
     def run(sub, ref):
@@ -135,21 +151,25 @@ def compared(name: str, imports: list[str], source: str, hidden: bool, seed: str
 
 
 def reference_cell(name: str, points: float, part: str, imports: list[str], source: str, hidden: bool = False,
-                   seed: str = ""):
+                   seed: str = "", success: str = "", failure: str = ""):
     """A check that runs a test cell on the submission and on the reference and compares the values; `seed`: the
-    notebook's seeding lines, run in each program's module first."""
-    run = compared(name, imports, source, hidden, seed)
+    notebook's seeding lines, run in each program's module first; `success` / `failure`: what a student reads when
+    it passes / before why it failed (otter's success_message and failure_message)."""
+    run = compared(name, imports, source, hidden, seed, failure)
     run.__name__ = f"test_{name}"
-    return check(name, points, part, "after_published" if hidden else "visible")(run)
+    return check(name, points, part, "after_published" if hidden else "visible", passed_message=success)(run)
 
 
-def all_cases(name: str, points: float, part: str, imports: list[str], cases: list[tuple[str, str, bool]],
-              seed: str = ""):
-    """otter's all_or_nothing question as one check: each case (name, source, hidden) runs as in reference_cell,
-    in order; full points when every case passes, none otherwise (the first failing case says why). Visible after
-    publication when a case is hidden (the score tells how the hidden cases went)."""
-    runs = [(case, compared(case, imports, source, hidden, seed)) for case, source, hidden in cases]
-    code = "\n\n".join(source for _, source, _ in cases)  # the cases' code (mutation analysis reads the closure)
+def all_cases(name: str, points: float, part: str, imports: list[str], cases: list[tuple], seed: str = ""):
+    """otter's all_or_nothing question as one check: each case (name, source, hidden[, success, failure]) runs as in
+    reference_cell, in order; full points when every case passes, none otherwise (the first failing case says why,
+    after its failure message). Its passing message: the cases' success messages. Visible after publication when a
+    case is hidden (the score tells how the hidden cases went)."""
+    cases = [(*case, "", "")[:5] for case in cases]
+    runs = [(case, compared(case, imports, source, hidden, seed, failure))
+            for case, source, hidden, _, failure in cases]
+    code = "\n\n".join(source for _, source, *_ in cases)  # the cases' code (mutation analysis reads the closure)
+    passed = "\n".join(success for *_, success, _ in cases if success)
 
     def run(sub, ref):
         if not code:
@@ -161,4 +181,5 @@ def all_cases(name: str, points: float, part: str, imports: list[str], cases: li
                 raise AssertionError(f"{case}: {exc}") from None
 
     run.__name__ = f"test_{name}"
-    return check(name, points, part, "after_published" if any(h for *_, h in cases) else "visible")(run)
+    return check(name, points, part, "after_published" if any(hidden for _, _, hidden, *_ in cases) else "visible",
+                 passed_message=passed)(run)

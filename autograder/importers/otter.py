@@ -17,7 +17,8 @@ Converted to:
   public one that cannot be such a cell (a value without a recorded output, random draws the grader seeds first),
   is a check in tests/otter_tests.py run on the submission and on the reference in the grader, passing when
   their values are equal (autograder/importers/cells.py `reference_cell`); such a public case stays in the
-  notebook as plain code and is named in IMPORT.md. An `all_or_nothing` question is one check over all its cases
+  notebook as plain code and is named in IMPORT.md. A case's success_message is what a student reads when it
+  passes, its failure_message comes first when it fails. An `all_or_nothing` question is one check over all its cases
   (cells.py `all_cases`), its public cases test cells worth 0 that students run;
 - manual questions: `manual` checks, pending in every total with their points (0 when not given, as otter
   counts them); a question with neither tests nor `manual` gets no check, as otter grades nothing for it; otter's
@@ -66,6 +67,8 @@ class Case:
     points: float | None
     output: str | None = None  # the text/plain value the source notebook recorded for the case, if any
     ran: bool = False  # the source notebook ran the case (its execution count): no value recorded means None
+    success: str = ""  # its TEST CONFIG's success_message: what a student reads when it passes
+    failure: str = ""  # its failure_message: what a student reads first when it fails
     cell: dict | None = field(default=None, compare=False, repr=False)  # a public case's cell in the notebook
     loc: str = field(default="", compare=False)
 
@@ -138,8 +141,9 @@ def read_case(cell, where: str) -> Case:
     """A test cell (its ignored lines already removed) as a case: an exception-based test without its call gets
     the call otter makes (otter_lines.called)."""
     source, hidden, config = case_lines(cell_source(cell), where)
+    said = {key: str(config.get(f"{key}_message") or "").strip() for key in ("success", "failure")}
     return Case(called(source), hidden, config.get("points"), recorded_value(cell),
-                cell.get("execution_count") is not None, loc=where)
+                cell.get("execution_count") is not None, loc=where, **said)
 
 
 def recorded_value(cell) -> str | None:
@@ -178,8 +182,9 @@ def public_test_source(case: Case) -> tuple[str | None, str]:
     if last.col_offset or len(tree.body) > 1 and tree.body[-2].end_lineno >= last.lineno:
         return None, "its last expression shares a line with another statement"
     value = "\n".join(lines[last.lineno - 1:last.end_lineno])
+    said = repr(case.failure + "\n") + " + " if case.failure else ""  # otter's failure_message, first
     return "\n".join(lines[:last.lineno - 1] + [
-        f"_value = {value}", f"assert {equals(expected)}, f\"this test gives {{_value!r}} where a correct "
+        f"_value = {value}", f"assert {equals(expected)}, {said}f\"this test gives {{_value!r}} where a correct "
         f"notebook gives {expected!r}\""]), ""
 
 
@@ -568,8 +573,11 @@ def question_checks(q: Question, report: ImportReport, context: Seeded) -> list[
         if public_cell(case, name, share, q.name, context, report):
             public += 1
             continue
+        said = "".join(f", {key}={value!r}" for key, value in (("success", case.success), ("failure", case.failure))
+                       if value)
+        messages(case, name, report)
         out += ["", f"{variable}_{number} = reference_cell({name!r}, {share!r}, {q.name!r}, IMPORTS, "
-                    f"{literal(case.source)}, hidden={case.hidden}{seed})"]
+                    f"{literal(case.source)}, hidden={case.hidden}{seed}{said})"]
     report.convert(f"{q.name}: {len(q.cases)} test case(s) ({points_text(sum(points))}) -> {public} public "
                    f"test cell(s) in the notebook, {len(q.cases) - public} check(s) compared with the reference")
     return out
@@ -583,7 +591,8 @@ def all_or_nothing_checks(q: Question, variable: str, points: list[float], repor
     for number, case in enumerate(q.cases, 1):
         name = case_name(q, case, number)
         public += public_cell(case, name, 0.0, q.name, context, report)
-        cases.append(f"    ({name!r}, {literal(case.source)}, {case.hidden}),")
+        said = f", {case.success!r}, {case.failure!r}" if case.success or case.failure else ""
+        cases.append(f"    ({name!r}, {literal(case.source)}, {case.hidden}{said}),")
     total = sum(points)
     report.convert(f"{q.name}: all_or_nothing: {len(q.cases)} test case(s) -> one check {q.name!r} worth "
                    f"{points_text(total)} when every case passes, 0 otherwise; {public} public test cell(s) worth 0 in "
@@ -633,9 +642,25 @@ def public_cell(case: Case, name: str, points: float, part: str, context: Seeded
         return False
     cell["source"] = source
     cell["metadata"]["nbgrader"] = {"grade": True, "solution": False, "locked": True, "grade_id": name,
-                                    "points": points, "part": part, "schema_version": 3}
+                                    "points": points, "part": part, "schema_version": 3,
+                                    **({"passed_message": case.success} if case.success else {})}
     report.convert(f"{case.loc}: public test {name!r} ({points_text(points)}) -> public test cell")
+    messages(case, name, report, source)
     return True
+
+
+def messages(case: Case, name: str, report: ImportReport, source: str | None = None) -> None:
+    """otter's success_message and failure_message, shown as otter shows them (a check's message when it passes;
+    first in what a student reads when it fails); a public test cell without a value to compare (an assert, a test
+    function) cannot add a failure message to its own: named as not converted."""
+    if case.success:
+        report.convert(f"{case.loc}: success_message of {name!r} -> what a student reads when it passes")
+    if case.failure and source is not None and repr(case.failure + "\n") not in source:
+        report.refuse(case.loc, f"failure_message of {name!r}", "a public test cell without a value to compare (an "
+                      "assert, a test function) fails with its own message: end the case with a value, or put the "
+                      "message in its assert")
+    elif case.failure:
+        report.convert(f"{case.loc}: failure_message of {name!r} -> first in what a student reads when it fails")
 
 
 def refuse_leftovers(cell, loc: str, report: ImportReport) -> None:
