@@ -162,10 +162,12 @@ class StudentError(Exception):
         if self.hung:
             return self.hung
         if self.stub:
+            # where it was raised: a `raise NotImplementedError()` left among written code is found there
+            where = f", at {self.trace[-1]}" if self.trace else ""
             stub = self.stub_function()
             if stub and not re.search(rf"\b{re.escape(stub)}\b", what):  # a helper it calls is the stub
-                return f"{what} calls {stub}, which is not implemented yet (it raised NotImplementedError)"
-            return f"{what} is not implemented yet (it raised NotImplementedError)"
+                return f"{what} calls {stub}, which is not implemented yet (it raised NotImplementedError){where}"
+            return f"{what} is not implemented yet (it raised NotImplementedError){where}"
         if self.unsent:
             return f"{what} returned a value the grader cannot take: {self.message}"
         text = f"{what} raised {self.type}: {self.message}".rstrip(": ")

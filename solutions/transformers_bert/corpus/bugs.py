@@ -102,7 +102,8 @@ BUGS: list[Bug] = [
         {P1_WEIGHTS: "not scaled"}, "forgot the 1/sqrt(D) factor"),
     Bug("softmax_over_queries",
         {"attention = torch.softmax(logits, dim=-1)": "attention = torch.softmax(logits, dim=-2)"},
-        {P1_WEIGHTS: "wrong axis"}, "softmax over the query axis"),
+        {P1_WEIGHTS: "wrong axis"}, "softmax over the query axis: graded by the weights check alone (the mask and "
+        "dropout checks mask and drop its own weights)", others={"part1_public"}, only=True),
     Bug("mask_inverted",
         {"logits.masked_fill(mask[:, None, None, :].bool(), -1e9)":
          "logits.masked_fill(mask[:, None, None, :] == 0, -1e9)"},
@@ -202,7 +203,7 @@ BUGS: list[Bug] = [
          "self.embed_dim = embed_dim\n        self.norm1 = nn.LayerNorm(embed_dim)",
          "x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
          "x = self.norm1(self.embed_dim + self.dropout(self.attn(embedding, mask)))"},
-        {P3_OUTPUT: "residual adds a constant, not the block input", P3_RESIDUAL: "residual adds a constant"},
+        {P3_OUTPUT: "adds a constant, not the block input", P3_RESIDUAL: "adds a constant"},
         "adds the integer embed_dim where the block input belongs"),
     Bug("pre_norm",
         {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
@@ -221,7 +222,17 @@ BUGS: list[Bug] = [
         {P3_DROPOUT: "should be dropped"}, "self.dropout defined but never applied"),
     Bug("ffn_residual_adds_block_input",
         {"x = self.norm2(x + self.ffn(x))": "x = self.norm2(embedding + self.ffn(x))"},
-        {P3_RESIDUAL: "feed-forward residual adds the block input"}, "second residual adds the block input"),
+        {P3_RESIDUAL: "feed-forward residual adds the block input"}, "second residual adds the block input",
+        others={P3_OUTPUT}, only=True),
+    Bug("no_ffn_residual",
+        {"x = self.norm2(x + self.ffn(x))": "x = self.norm2(self.ffn(x))"},
+        {P3_OUTPUT: "feed-forward residual is missing", P3_RESIDUAL: "feed-forward residual is missing"},
+        "no residual around the feed-forward network: only the residual and output checks lose", only=True),
+    Bug("no_attention_residual",
+        {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
+         "x = self.norm1(self.dropout(self.attn(embedding, mask)))"},
+        {P3_OUTPUT: "attention residual is missing", P3_RESIDUAL: "attention residual is missing"},
+        "no residual around the attention: only the residual and output checks lose", only=True),
     Bug("ffn_branch_dropped_twice",
         {"x = self.norm2(x + self.ffn(x))": "x = self.norm2(x + self.dropout(self.ffn(x)))"},
         {P3_FFN: "dropped twice"}, "self.dropout on the feed-forward branch, whose ffn already ends in Dropout",
@@ -366,7 +377,8 @@ BUGS: list[Bug] = [
     Bug("forward_returns_probabilities",
         {"return self.out(self.dropout(hidden))  # (B, output_dim)":
          "return torch.sigmoid(self.out(self.dropout(hidden)))  # (B, output_dim)"},
-        {P7_STATES: "returns probabilities"}, "a sigmoid before BCEWithLogitsLoss"),
+        {P7_STATES: "returns probabilities"}, "a sigmoid before BCEWithLogitsLoss (not graded again by the dropout "
+        "check)", only=True),
     Bug("encoder_not_frozen",
         {"        for p in self.bert.parameters():\n"
          "            p.requires_grad = False  # frozen: only the GRU and the output layer are trained\n": ""},
@@ -405,6 +417,21 @@ BUGS: list[Bug] = [
         {"    model.eval()\n    total_loss, total_correct, total_n = 0.0, 0.0, 0\n    with torch.no_grad():":
          "    total_loss, total_correct, total_n = 0.0, 0.0, 0\n    with torch.no_grad():"},
         {P7_LOOPS: "eval() mode"}, "evaluate forgets model.eval()"),
+    Bug("train_epoch_step_before_backward",
+        {"        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n":
+         "        optimizer.zero_grad()\n        optimizer.step()\n        loss.backward()\n"},
+        {P7_LOOPS: "no step changed the parameters"}, "optimizer.step() before loss.backward(): steps that do nothing"),
+    Bug("mlm_step_returns_tensor",
+        {"    return loss.item()": "    return loss"},
+        {P6_STEP: "not a tensor"}, "mlm_train_step returns the loss tensor, not a float", only=True),
+    Bug("leftover_raise_in_small_bert",
+        {"        self.head = nn.Linear(embed_dim, vocab_size)\n":
+         "        self.head = nn.Linear(embed_dim, vocab_size)\n        raise NotImplementedError()\n"},
+        {P5_SHAPES: "(it raised NotImplementedError), at cell"}, "a stub's raise left below written code"),
+    Bug("unselected_labels_zero",
+        {"labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))":
+         "labels = torch.where(selected, token_ids, torch.zeros_like(token_ids))"},
+        {"part6_public": "must have the label -100", P6_LABELS: "-100"}, "label 0 instead of -100 where not selected"),
     Bug("train_epoch_no_zero_grad",
         {"        loss = criterion(logits, labels)\n        optimizer.zero_grad()\n":
          "        loss = criterion(logits, labels)\n"},

@@ -398,6 +398,27 @@ VARIANTS: list[Variant] = [
              "BERTGRUSentiment": GRU_SWAPPED},
             "softmax and dropout written by hand with mask == 1 indexing; masking as in Hugging Face's "
             "DataCollatorForLanguageModeling; gradient clipping in the MLM step; [backward; forward] state order"),
+    Variant("block_indexes_ffn_layers",
+            replace={"x = self.norm2(x + self.ffn(x))":
+                     "x = self.norm2(x + self.ffn[3](self.ffn[2](self.ffn[1](self.ffn[0](x)))))"},
+            why="the block calls self.ffn[0] .. self.ffn[3] one by one (the documented nn.Sequential, indexed)"),
+    Variant("old_style_super",
+            replace={"def __init__(self, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):\n        super().__init__()":
+                     "def __init__(self, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):\n"
+                     "        super(TransformerBlock, self).__init__()",
+                     "def __init__(self, n_layers, vocab_size, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):\n"
+                     "        super().__init__()":
+                     "def __init__(self, n_layers, vocab_size, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):\n"
+                     "        super(SmallBERT, self).__init__()"},
+            why="super(TransformerBlock, self) and super(SmallBERT, self): the class's global name must stay the class"),
+    Variant("step_reads_model_vocab_size",
+            replace={"logits.reshape(-1, vocab_size)": "logits.reshape(-1, model.vocab_size)"},
+            why="mlm_train_step reads the model's vocab_size attribute (set by SmallBERT's skeleton)"),
+    Variant("train_keeps_frozen_bert_eval",
+            replace={"    model.train()\n    total_loss, total_correct, total_n = 0.0, 0.0, 0\n":
+                     "    model.train()\n    model.bert.eval()  # the frozen encoder stays in eval mode\n"
+                     "    total_loss, total_correct, total_n = 0.0, 0.0, 0\n"},
+            why="train_epoch keeps the frozen encoder in eval(): model.train(); model.bert.eval()"),
     Variant("block_returns_a_list", replace={"return x, mask": "return [x, mask]"},
             why="TransformerBlock returns [embedding, mask], a list: unpacked, indexed and chained by nn.Sequential "
                 "as the documented tuple is"),

@@ -54,16 +54,67 @@ class TbFixed(nn.Module):
         return torch.tanh(tb_input(args, kwargs) @ self.weight)
 
 
+class TbIdentity(nn.Module):
+    """Stands in for a LayerNorm: the identity, remembering its last input (where the block's residual sum is)."""
+    def forward(self, x):
+        self.seen = x.detach().clone()
+        return x
+
+
+def tb_ffn_standin(ffn, first):
+    """The feed-forward stand-in, in the notebook's structure: `first` in place of ffn's first module and identities
+    for the others, under the same names, so a block that indexes ffn (self.ffn[0] .. self.ffn[3]) or iterates over
+    it computes `first` alone."""
+    from collections import OrderedDict
+    names = list(ffn._modules) if isinstance(ffn, nn.Sequential) and len(ffn) else ["0"]
+    return nn.Sequential(OrderedDict((name, first if i == 0 else nn.Identity()) for i, name in enumerate(names)))
+
+
 def tb_probe_block(block, attn_weight=None, ffn_weight=None, identity_norms=True):
-    """Swap the block's sub-layers for stand-ins (None: zeros); keep or drop its LayerNorms. The feed-forward
-    stand-in is an nn.Sequential, as the notebook's ffn is (a block may iterate over it)."""
+    """Swap the block's sub-layers for stand-ins (None: zeros); keep or drop its LayerNorms (identities that
+    remember their input)."""
     block.attn = TbZero() if attn_weight is None else TbFixed(attn_weight)
     if ffn_weight != "keep":
-        block.ffn = nn.Sequential(TbZero() if ffn_weight is None else TbFixed(ffn_weight))
+        block.ffn = tb_ffn_standin(block.ffn, TbZero() if ffn_weight is None else TbFixed(ffn_weight))
     if identity_norms:
-        block.norm1 = nn.Identity()
-        block.norm2 = nn.Identity()
+        block.norm1 = TbIdentity()
+        block.norm2 = TbIdentity()
     return block
+
+
+def tb_flow(block, x):
+    """One forward of a probed block on (x, None), recording the first input of attn, of ffn's first module and of
+    each norm, and each norm's first output: where the norms sit, whatever the residuals add."""
+    seen = {}
+
+    def record(name):
+        def pre(module, args, kwargs):
+            seen.setdefault(name + ".in", tb_input(args, kwargs).detach().clone())
+        return pre
+
+    def post(name):
+        def hook(module, args, out):
+            seen.setdefault(name + ".out", out.detach().clone())
+        return hook
+
+    hooks = [block.attn.register_forward_pre_hook(record("attn"), with_kwargs=True),
+             block.ffn[0].register_forward_pre_hook(record("ffn"), with_kwargs=True)]
+    for name in ("norm1", "norm2"):
+        norm = getattr(block, name)
+        hooks += [norm.register_forward_pre_hook(record(name), with_kwargs=True), norm.register_forward_hook(post(name))]
+    try:
+        seen["out"] = block((x, None))[0].detach().clone()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+def tb_norm1_input(block, x):
+    """One forward of a probed block on (x, None): (what norm1 got, None when it was not called; the output)."""
+    block.norm1.seen = None
+    out = block((x, None))
+    return block.norm1.seen, out[0].detach().clone()
 
 
 def tb_ffn_branch(block, x):
@@ -137,8 +188,12 @@ def _ffn(x, state, act=F.gelu):
     return h @ state["ffn.2.weight"].double().T + state["ffn.2.bias"].double()
 
 
-RESIDUAL_CONSTANT = ("residual adds a constant, not the block input: the first residual is x + Dropout(MHA(x, mask)) "
-                     "with x the block's input embedding (a tensor of shape (B, T, E))")
+RESIDUAL_CONSTANT = ("the attention residual is missing or adds a constant, not the block input: the first residual "
+                     "is x + Dropout(MHA(x, mask)) with x the block's input embedding (a tensor of shape (B, T, E))")
+NO_ATTN_RESIDUAL = ("the attention residual is missing: x' = norm1(x + Dropout(MHA(x, mask))) adds the block input x "
+                    "to the attention's output")
+NO_FFN_RESIDUAL = ("the feed-forward residual is missing: the block must return norm2(x' + FFN(x')), adding x' (norm1's "
+                   "output) to the feed-forward output")
 
 
 def _diagnose(sub, block, y, x, mask, state, E):
@@ -160,7 +215,7 @@ def _diagnose(sub, block, y, x, mask, state, E):
     candidates = []
     c1 = ln1(a)  # LayerNorm(E + a) == LayerNorm(a): a constant added instead of x vanishes in the norm
     candidates += [(ln2(c1 + ffn(c1)), RESIDUAL_CONSTANT),
-                   (ln2(ffn(x1)), "the feed-forward residual adds a constant, not its input x' (norm1's output)")]
+                   (ln2(ffn(x1)), NO_FFN_RESIDUAL + " (or it adds a constant instead of x')")]
     candidates.append((ln2(x1 + ffn(x1, act=F.relu)), "the feed-forward network uses ReLU; it must use GELU"))
     x1a = ln1(x)
     candidates.append((ln2(x1a + ffn(x1a)), "the attention branch is missing: x' = norm1(x + Dropout(MHA(x, mask))) "
@@ -213,7 +268,8 @@ def block_output(sub, ref):
 
 
 def _residual_problem(sub, E, H):
-    """None if the block with zero sub-layers and identity norms is the identity map; else a message."""
+    """None if the block with zero sub-layers and identity norms is the identity map; else a message: which residual
+    is missing when one sub-layer's stand-in output comes out alone."""
     g = gen(311)
     x = torch.randn(2, 5, E, generator=g) + 1.0
     x_other = torch.randn(2, 5, E, generator=g) - 1.0
@@ -224,10 +280,22 @@ def _residual_problem(sub, E, H):
     if close(y, x):
         return None
     if close(y, y_other):
-        return (RESIDUAL_CONSTANT + " (with both sub-layers returning zeros and identity norms the block's output "
-                "does not depend on its input)")
+        return _missing_residual(sub, block, x) or (
+            "with both sub-layers returning zeros and identity norms the block's output does not depend on its "
+            "input: a residual is missing or adds a constant instead of the sub-layer's input")
     return ("with both sub-layers returning zeros and identity norms the block must return its input unchanged: "
             "each residual adds the sub-layer's input to its output")
+
+
+def _missing_residual(sub, block, x):
+    """NO_ATTN_RESIDUAL or NO_FFN_RESIDUAL when, with one sub-layer a stand-in tanh(x W) and the other zeros, the
+    block returns that sub-layer's output alone; else None."""
+    w = torch.randn(x.shape[-1], x.shape[-1], generator=gen(313)) / 4
+    for message, weights in ((NO_ATTN_RESIDUAL, {"attn_weight": w}), (NO_FFN_RESIDUAL, {"ffn_weight": w})):
+        _probe(sub, block, **weights)
+        if close(_run(block, x, None), torch.tanh(x @ w)):
+            return message
+    return None
 
 
 @check("block: residuals add the block input", points=2, part=PART, depends_on=DEPENDS_ON)
@@ -284,7 +352,17 @@ def block_post_norm(sub, ref):
     s1 = ln2(xd + A(xd))
     if close(y, ln1(s1 + Fn(s1))):
         raise Fail("norm1 and norm2 are swapped: norm1 follows the attention, norm2 the feed-forward network")
+    if _post_norm_flow(sub.helpers.tb_flow(block, x), x):
+        return  # the norms are where they belong; what the residuals add is the residual check's to grade
     raise Fail("with stand-in sub-layers the block does not compute norm2(x' + FFN(x')), x' = norm1(x + MHA(x))")
+
+
+def _post_norm_flow(seen, x):
+    """Whether a recorded forward (tb_flow) is post-norm whatever its residuals add: the attention gets the block
+    input, the feed-forward network gets norm1's output, and the block returns norm2's output."""
+    same = lambda a, b: isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and close(a, b)  # noqa: E731
+    return (same(seen.get("attn.in"), x) and same(seen.get("ffn.in"), seen.get("norm1.out"))
+            and same(seen.get("out"), seen.get("norm2.out")))
 
 
 @check("block: feed-forward is Linear -> GELU -> Linear -> Dropout", points=1, part=PART, depends_on=DEPENDS_ON)
@@ -310,13 +388,32 @@ def block_ffn(sub, ref):
     block.eval()
     _probe(sub, block, ffn_weight="keep")  # attention outputs zeros, identity norms: y = x + FFN(x)
     f = _run(block, x, None) - x.double()
-    tanh_gelu = lambda t: F.gelu(t, approximate="tanh")  # noqa: E731 - nn.GELU(approximate="tanh") is fine too
-    if not (close(f, _ffn(x.double(), state)) or close(f, _ffn(x.double(), state, tanh_gelu))):
-        if close(f, _ffn(x.double(), state, F.relu)):
-            raise Fail("the feed-forward network uses ReLU; the notebook's uses GELU (nn.GELU())")
-        raise Fail(_residual_problem(sub, E, H) or "the feed-forward network does not compute "
-                   "Linear(E, E) -> GELU -> Linear(E, E) with ffn.0 and ffn.2")
+    if not _is_ffn(f, x, state):
+        # the residual around it may be what differs (the residual check grades that): read the network itself,
+        # what its first Linear got and its last Linear returned
+        x1, f, _ = sub.helpers.tb_ffn_branch(block, x)
+        if x1 is None or f is None or not _is_ffn(f, x1, state):
+            if x1 is not None and f is not None and close(f.double(), _ffn(x1.double(), state, F.relu)):
+                raise Fail("the feed-forward network uses ReLU; the notebook's uses GELU (nn.GELU())")
+            raise Fail("the feed-forward network does not compute Linear(E, E) -> GELU -> Linear(E, E) with ffn.0 "
+                       "and ffn.2")
     _ffn_branch_dropout(sub, E, H, state)
+
+
+def _is_ffn(f, x, state):
+    """Whether f is Linear -> GELU -> Linear of x with the state's ffn weights (GELU exact or tanh-approximated)."""
+    tanh_gelu = lambda t: F.gelu(t, approximate="tanh")  # noqa: E731 - nn.GELU(approximate="tanh") is fine too
+    x = x.double()
+    return close(f.double(), _ffn(x, state)) or close(f.double(), _ffn(x, state, tanh_gelu))
+
+
+def _dropout_scale(d, f):
+    """2 or 4 when d's nonzero values are f's scaled by that (dropped once or twice at p = 0.5), else None."""
+    kept = d.abs() >= 1e-7
+    for scale in (2, 4):
+        if bool(kept.any()) and torch.allclose(d[kept], scale * f[kept], atol=1e-4, rtol=1e-4):
+            return scale
+    return None
 
 
 def _ffn_branch_dropout(sub, E, H, state):
@@ -335,11 +432,13 @@ def _ffn_branch_dropout(sub, E, H, state):
                    f"{exc.message}") from None
     if x1 is None or f is None:
         raise Fail("in train() the block's forward did not run self.ffn: x = norm2(x' + self.ffn(x'))")
-    d, f = (y - x1).double(), f.double()  # the branch's output, and the last Linear's output before the Dropout
+    f = f.double()  # the last Linear's output before the Dropout
+    # the branch's output: after its residual, or alone where the residual is missing (the residual check's mistake)
+    d = next((d for d in ((y - x1).double(), y.double()) if _dropout_scale(d, f) is not None), (y - x1).double())
     dropped = d.abs() < 1e-7
-    kept = lambda scale: torch.allclose(d[~dropped], scale * f[~dropped], atol=1e-4, rtol=1e-4)  # noqa: E731
-    if not kept(2):  # 1 / (1 - p)
-        if kept(4):
+    scale = _dropout_scale(d, f)
+    if scale != 2:  # 1 / (1 - p)
+        if scale == 4:
             raise Fail("in train() the feed-forward branch is dropped twice (its kept values are scaled by 4 = "
                        "1 / (1 - p)^2 with p = 0.5): ffn already ends with nn.Dropout(layer_drop_rate); do not apply "
                        "self.dropout to its output again")
@@ -363,12 +462,16 @@ def block_dropout(sub, ref):
     block = _block(sub, E, H, 0.0, 0.5)  # attn_drop_rate 0: only the block's own dropout may act
     _probe(sub, block, attn_weight=wa)  # attention: tanh(x wa), feed-forward zeros, identity norms
     block.eval()
-    if not close(_run(block, x, None) - x.double(), a):
-        raise Fail(_residual_problem(sub, E, H) or "with a stand-in attention, a zero feed-forward network and "
-                   "identity norms the block in eval() does not return x + MHA(x), so its dropout cannot be checked: "
-                   "see the residual check (and no dropout may act in eval())")
+    if not bool(torch.isfinite(_run(block, x, None)).all()):  # the branch read inside counts only then
+        raise Fail("with a stand-in attention, a zero feed-forward network and identity norms the block in eval() "
+                   "returns NaN or inf")
+    branch = _attention_branch(sub, block, x, a)
+    if branch is None:
+        raise Fail("with a stand-in attention, a zero feed-forward network and identity norms the attention branch "
+                   "in eval() is not MHA(x) (read from the block's output and from what norm1 gets), so its dropout "
+                   "cannot be checked: see the residual check (and no dropout may act in eval())")
     block.train()
-    d = _run(block, x, None) - x.double()
+    d = branch()
     dropped = d.abs() < 1e-7
     frac = dropped.double().mean().item()
     # 512 values, each dropped independently with p = 0.5: the dropped fraction has a standard deviation
@@ -378,6 +481,28 @@ def block_dropout(sub, ref):
                    f"dropped before the residual (self.dropout = nn.Dropout(layer_drop_rate)); {frac:.0%} was")
     if not torch.allclose(d[~dropped], 2 * a[~dropped], atol=1e-4, rtol=1e-4):
         raise Fail("in train() the attention branch must go through nn.Dropout(layer_drop_rate) before the residual")
+
+
+def _attention_branch(sub, block, x, a):
+    """A function giving the attention branch's output of one forward of the probed block, or None: read from the
+    block's output (y - x), else from what norm1 gets (after the residual, or alone where it is missing), whichever
+    is MHA(x) in the block's current mode; the residuals are graded by their own check."""
+    readings = (lambda: _run(block, x, None) - x.double(),
+                lambda: _norm1_input(sub, block, x) - x.double(), lambda: _norm1_input(sub, block, x))
+    for read in readings:
+        try:
+            if close(read(), a):
+                return read
+        except TypeError:  # norm1 was not called: nothing to read there
+            continue
+    return None
+
+
+def _norm1_input(sub, block, x):
+    seen, _ = sub.helpers.tb_norm1_input(block, x)
+    if seen is None:
+        raise TypeError("norm1 was not called")
+    return seen.double()
 
 
 NO_GRAPH = "compute it with differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())"

@@ -32,20 +32,35 @@ def tb_block_arguments(n_layers, V, E, H, attn_drop_rate, layer_drop_rate):
     def documented(embed_dim, n_heads, attn_drop_rate, layer_drop_rate):
         pass
 
-    original, calls = submission.TransformerBlock, []
+    # Recorded by the class's own __init__, the global name left alone: a block written with the old-style
+    # super(TransformerBlock, self).__init__() looks that name up and needs it to be the class
+    cls, calls, depth = submission.TransformerBlock, [], [0]
+    if not isinstance(cls, type):
+        return calls
+    init = cls.__dict__.get("__init__")
 
-    def recording(*args, **kwargs):
+    def recording(self, *args, **kwargs):
+        if depth[0] == 0:  # the outermost call: a subclass's super().__init__ is the same block
+            try:
+                calls.append(dict(inspect.signature(documented).bind(*args, **kwargs).arguments))
+            except TypeError:
+                calls.append(None)
+        depth[0] += 1
         try:
-            calls.append(dict(inspect.signature(documented).bind(*args, **kwargs).arguments))
-        except TypeError:
-            calls.append(None)
-        return original(*args, **kwargs)
+            if init is not None:
+                return init(self, *args, **kwargs)
+            return super(cls, self).__init__(*args, **kwargs)
+        finally:
+            depth[0] -= 1
 
-    submission.TransformerBlock = recording
+    cls.__init__ = recording
     try:
         submission.SmallBERT(n_layers, V, E, H, attn_drop_rate, layer_drop_rate)
     finally:
-        submission.TransformerBlock = original
+        if init is None:
+            del cls.__init__
+        else:
+            cls.__init__ = init
     return calls
 
 

@@ -42,9 +42,12 @@ def tb_mask_inputs_leaves_input(token_ids, *args, **kwargs):
 
 
 class TbToyMLM(nn.Module):
-    """Stands in for SmallBERT: logits = tanh(emb[ids]) W^T + b. Remembers what each forward got."""
+    """Stands in for SmallBERT: logits = tanh(emb[ids]) W^T + b. Remembers what each forward got. It sets the
+    plain attributes the notebook's SmallBERT sets before its layers (vocab_size, mask_id): a step may read them."""
     def __init__(self, emb, weight, bias):
         super().__init__()
+        self.vocab_size = weight.shape[0]
+        self.mask_id = self.vocab_size  # the extra embedding row, as in SmallBERT
         self.emb = nn.Parameter(emb.clone())
         self.weight = nn.Parameter(weight.clone())
         self.bias = nn.Parameter(bias.clone())
@@ -307,7 +310,11 @@ def _toy_logits(params, ids):
     return torch.tanh(params["emb"][ids]) @ params["weight"].T + params["bias"]
 
 
-def _as_float(loss, what):
+def _as_float(loss, what, strict=False):
+    """The loss as a float; a one-element tensor is read too unless `strict` (the check of the step's return)."""
+    if isinstance(loss, torch.Tensor) and strict:
+        raise Fail(f"{what} must return the loss as a Python float (loss.item()), not a tensor: the docstring says it "
+                   "returns a float, and a tensor kept across steps holds on to its graph")
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
         return float(loss)
     if isinstance(loss, (int, float)) and not isinstance(loss, bool):
@@ -339,11 +346,12 @@ def _check_steps(sub, params, ids, pad_id, V, lr=0.5):
         steps = sub.helpers.tb_mlm_steps(params["emb"], params["weight"], params["bias"], ids, lr,
                                          [True, True, False], 0.3, V, V, pad_id)
     except StudentError as exc:
-        raise Fail(exc.describe("your mlm_train_step (on a small stand-in model)")) from None
+        raise Fail(exc.describe("your mlm_train_step (on the grader's small test model, TbToyMLM, which stands in for "
+                                "SmallBERT with its vocab_size and mask_id attributes)")) from None
     before = {k: v.double() for k, v in params.items()}
     for i, step in enumerate(steps):
         what = f"mlm_train_step (pad_id={pad_id}, call {i + 1}, model in {'train' if i < 2 else 'eval'}() mode)"
-        loss = _as_float(step["loss"], what)
+        loss = _as_float(step["loss"], what, strict=True)
         if len(step["mask_inputs"]) != 1:
             raise Fail(f"{what}: corrupt the batch by calling mask_inputs once per step")
         masked, labels = (t.long() for t in step["mask_inputs"][0][:2])
