@@ -435,3 +435,65 @@ def test_the_judge_never_unpickles_and_a_worker_unpickles_only_what_the_judge_se
     with pytest.raises(ProtocolError, match="pickled object in a message to the judge"):
         Decoder({"t0": data}, lambda h: h).decode(message)  # the judge's decoder
     assert isinstance(Decoder({"t0": data}, lambda h: h, unpickle=True).decode(message), torch.nn.MSELoss)
+
+
+LIARS = '''
+import numbers
+import typing
+
+
+class Liar:
+    """Claims another class through a `__class__` property."""
+    @property
+    def __class__(self):
+        return float
+
+
+class SaysYes(type):
+    def __instancecheck__(cls, obj):
+        return True
+
+    def __subclasscheck__(cls, other):
+        return True
+
+
+class Anything(metaclass=SaysYes):
+    pass
+
+
+class MyFloat(float):
+    pass
+
+
+@typing.runtime_checkable
+class Sized(typing.Protocol):
+    def __len__(self): ...
+
+
+class Box:
+    def __len__(self):
+        return 1
+
+
+def liar():
+    return Liar()
+
+
+def my_float():
+    return MyFloat(0.5)
+'''
+
+
+def test_type_questions_are_answered_from_the_real_type_not_what_the_object_or_its_metaclass_claims():
+    p = program(LIARS)
+    try:
+        sub = p.proxy()
+        liar, half, box = keep(sub.liar), keep(sub.my_float), keep(sub.Box)
+        # a __class__ property or a metaclass the submission writes cannot make the judge believe it
+        assert not remote_isinstance(liar, "float") and not isinstance(liar, sub.Anything)
+        assert not issubclass(sub.Box, sub.Anything)
+        # Python's own answers stay: a real subclass, a library's protocol and ABC checks
+        assert remote_isinstance(half, "float") and remote_isinstance(half, "numbers.Real")
+        assert isinstance(box, sub.Sized) and not remote_isinstance(liar, "numbers.Real")
+    finally:
+        p.close()

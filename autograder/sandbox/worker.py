@@ -17,6 +17,7 @@ import operator
 import os
 import random
 import sys
+import sysconfig
 import traceback
 import types
 
@@ -101,6 +102,80 @@ def _refuse(obj):
 
 class JudgeRefused(RuntimeError):
     """The judge could not answer a stand-in's call (the reference raised, or the call cannot be sent)."""
+
+
+# -- type questions answered from the object's real type --------------------------------------------------------
+# isinstance(obj, cls) asks obj.__class__, which a property can make anything, and a metaclass's __instancecheck__
+# or __subclasscheck__, which the submission can write. The judge asks these questions to decide points, so they are
+# answered from type(obj) and its MRO; a metaclass's check counts only when a library defines it (typing's
+# protocols, abc's registrations, torch's), and then on the real type. Real subclasses keep Python's answer.
+
+def _library_code(fn) -> bool:
+    """Whether `fn` is C code or Python code from a file of the installed libraries or the standard library."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return not isinstance(fn, types.FunctionType)
+    if code.co_filename.startswith("<frozen "):  # the standard library's frozen modules (abc): the module itself
+        module = sys.modules.get(getattr(fn, "__module__", None) or "")
+        spec = getattr(module, "__spec__", None)
+        return spec is not None and spec.origin == "frozen" and fn.__globals__ is vars(module)
+    path = os.path.realpath(code.co_filename)
+    return os.path.isfile(path) and path.startswith(_LIBRARY_DIRS)
+
+
+_LIBRARY_DIRS = tuple(sorted({os.path.join(os.path.realpath(p), "") for p in (
+    sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])} |
+    {os.path.join(os.path.realpath(p), "") for p in sys.path if "site-packages" in p or "dist-packages" in p}))
+
+
+def _library_metaclass(cls) -> bool:
+    meta = type(cls)
+    return meta is not type and all(_library_code(getattr(meta, name, None))
+                                    for name in ("__instancecheck__", "__subclasscheck__"))
+
+
+def _mro(t: type) -> tuple:
+    """The class's real MRO (type's own slot: a metaclass may define `__mro__` too)."""
+    return _TYPE_MRO.__get__(t, type)
+
+
+_TYPE_MRO = type.__dict__["__mro__"]
+_TYPE_DICT = type.__dict__["__dict__"]
+
+
+def _is_class(cls) -> bool:
+    return issubclass(type(cls), type)
+
+
+def _in_mro(cls, t: type) -> bool:
+    return any(k is cls for k in _mro(t))  # identity: a metaclass's __eq__ could say anything
+
+
+def _lies_about_class(t: type) -> bool:
+    """Whether instances of `t` answer `__class__` with something of their own (a property, a class attribute)."""
+    return any("__class__" in _TYPE_DICT.__get__(k, type) for k in _mro(t)[:-1])
+
+
+def real_isinstance(obj, cls) -> bool:
+    if isinstance(cls, tuple):
+        return any(real_isinstance(obj, c) for c in cls)
+    t = type(obj)
+    if _in_mro(cls, t):
+        return True
+    if not _is_class(cls) or not _library_metaclass(cls):
+        return False
+    # a library's check (an ABC's registry, a protocol's members), asked of the real type when the object lies
+    return issubclass(t, cls) if _lies_about_class(t) else isinstance(obj, cls)
+
+
+def real_issubclass(sub, cls) -> bool:
+    if isinstance(cls, tuple):
+        return any(real_issubclass(sub, c) for c in cls)
+    if not _is_class(sub):
+        raise TypeError("issubclass() arg 1 must be a class")
+    if _in_mro(cls, sub):
+        return True
+    return _is_class(cls) and _library_metaclass(cls) and issubclass(sub, cls)
 
 
 class Worker:
@@ -263,14 +338,14 @@ class Worker:
             cls = getattr(__import__(module_name, fromlist=[attr]), attr)
         else:
             cls = getattr(self.module, attr, None) or getattr(builtins, attr)
-        return isinstance(target, cls), False
+        return real_isinstance(target, cls), False
 
     def op_instance_of(self, cls, obj):
         """isinstance(obj, cls) with the class itself (a test's `isinstance(x, sub.Value)`)."""
-        return isinstance(obj, cls), False
+        return real_isinstance(obj, cls), False
 
     def op_subclass_of(self, cls, other):
-        return issubclass(other, cls), False
+        return real_issubclass(other, cls), False
 
     def op_construct(self, path, args, kwargs):
         """A library's function or class, "module:qualname", called with the worker's objects (a test cell's
