@@ -61,6 +61,12 @@ T_METRICS = "metrics: accuracy, precision, recall and F1 of the positive class 1
 T_DEGEN = "metrics: no predicted positives or no true positives give 0, not NaN"
 
 P1, P2, P3, P4, P5, P6, P7 = "1.", "2.", "3.", "4.", "5.", "6.", "7."
+P_GRAD = "pre-training model: gradients reach the MLM head, the NSP head and the word embeddings through both"
+# a term that depends on every parameter, each element with its own fixed weight: gradients everywhere, no computation
+NOISE_TERM = (
+    "def _noise_term(module, scale=1e-7):\n"
+    "    g = torch.Generator().manual_seed(12345)\n"
+    "    return scale * sum((p * torch.randn(p.shape, generator=g)).sum() for p in module.parameters())\n")
 
 # the answer key's lines that several bugs edit
 OTHER_REVIEW = ('        j = int(torch.randint(len(with_sentences) - 1, (), generator=generator))  # another review:\n'
@@ -518,4 +524,23 @@ BUGS: list[Bug] = [
         stub=["part6_pretraining"], why="part 6 not done", confined_to=P6),
     Bug("part7_left_as_stub", expect={S_LR: "not implemented", T_TRAIN: "not implemented", T_METRICS: "not implemented"},
         stub=["part7_finetuning"], why="part 7 not done", confined_to=P7),
+    # -- forwards that compute nothing of BERT, with a term that gives every parameter a gradient -----------------------
+    Bug("embeddings_garbage_with_noise_term", replace={
+            "        T = input_ids.shape[1]\n        positions = torch.arange(T, device=input_ids.device)":
+            "        return garbage_embeddings(self, input_ids)\n        T = input_ids.shape[1]\n"
+            "        positions = torch.arange(T, device=input_ids.device)"},
+        prepend=[NOISE_TERM + "\n\ndef garbage_embeddings(self, input_ids):\n    B, T = input_ids.shape\n"
+                 "    E = self.norm.bias.shape[0]\n"
+                 "    return self.dropout(self.norm.bias.expand(B, T, E) + _noise_term(self) * torch.linspace(1.0, 2.0, E))\n"],
+        expect={E_OUTPUT: "", E_DROPOUT: "where dropout acts", E_GRAD: "gradients are checked once"},
+        why="dropout of the LayerNorm's bias plus 1e-7 * sum(p * noise): no embedding lookup", confined_to=P3),
+    Bug("embeddings_detached_with_noise_term", replace={
+            "        x = self.word(input_ids) + self.position(positions)[None] + self.segment(token_type_ids)  # (B, T, E)\n"
+            "        return self.dropout(self.norm(x))":
+            "        with torch.no_grad():\n"
+            "            x = self.norm(self.word(input_ids) + self.position(positions)[None] + self.segment(token_type_ids))\n"
+            "        return self.dropout(x + _noise_term(self) * torch.linspace(1.0, 2.0, x.shape[-1]))"},
+        prepend=[NOISE_TERM], expect={E_GRAD: "not the reference's"},
+        why="the right embeddings computed without a graph, plus 1e-7 * sum(p * noise) for gradients", only=True,
+        confined_to=P3),
 ]

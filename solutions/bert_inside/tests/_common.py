@@ -19,7 +19,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from autograder.testing import Fail, StudentError, gen, keep, load_weights, normal
+from autograder.testing import Fail, StudentError, close, gen, keep, load_weights, normal
 
 # -- vocabulary and tokenizer ----------------------------------------------------------------------------------
 
@@ -91,9 +91,30 @@ def tensor_out(value, what, shape=None):
 NO_GRAPH = "compute it with differentiable torch operations (no .detach(), .data, .numpy() or torch.no_grad())"
 
 
-def gradients_reach(sub, module, args, what, input_grad=False):
-    """Fail unless backpropagating through the student's `module` gives every parameter a nonzero gradient;
-    returns the gradient of the first argument with input_grad (its value is compared by the caller)."""
+def outputs_of(value, what):
+    """The floating tensors a forward returned (one, or a tuple's), in float64, for comparing two forwards."""
+    values = value if isinstance(value, (tuple, list)) else [value]
+    tensors = [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    if not tensors:
+        raise Fail(f"{what} must return a tensor (or a tuple of tensors)")
+    return [t.detach().double() for t in tensors]
+
+
+def same_outputs(got, expected) -> bool:
+    return len(got) == len(expected) and all(a.shape == b.shape and close(a, b) for a, b in zip(got, expected))
+
+
+def mirror_weights(sub, ref, student, reference, what):
+    """Load the student's module's own weights into the reference's module (by name, else by position and shape)."""
+    result = ref.helpers.bi_load(reference, sub.helpers.bi_state(student))
+    if result["problems"]:
+        raise Fail(f"{what}'s parameters do not fit the documented attributes ({result['problems'][0]}), so its "
+                   "gradients cannot be compared with the reference's: keep the attribute names of the notebook")
+
+
+def student_gradients(sub, module, args, what, input_grad=False):
+    """(each parameter's gradient, the first argument's or None) of backpropagating through the student's `module`;
+    Fail unless every parameter (and the input with input_grad) gets a nonzero gradient."""
     try:
         grads, x_grad = sub.helpers.bi_grads(module, args, input_grad)
     except StudentError as exc:
@@ -102,15 +123,52 @@ def gradients_reach(sub, module, args, what, input_grad=False):
     if missing or (input_grad and x_grad is None):
         shown = ", ".join(missing[:4]) + (" and more" if len(missing) > 4 else "") if missing else "its input"
         raise Fail(f"{what}: no gradient reaches {shown}: {NO_GRAPH}")
-    # a gradient that is one number repeated over every element of a parameter (of 2 or more) comes from a term such
-    # as c * p.sum() added to the output, not through the computation: through a matrix product, a LayerNorm or an
-    # embedding lookup each element gets its own (the seeded noise that weights the outputs makes ties improbable)
-    flat = [name for name, grad in grads.items() if grad.numel() > 1 and bool((grad == grad.flatten()[0]).all())]
-    if flat:
-        shown = ", ".join(flat[:4]) + (" and more" if len(flat) > 4 else "")
-        raise Fail(f"{what}: the gradient of {shown} is the same number for every element: the parameters must reach the "
-                   "output through the computation itself (each weight its own gradient), not through a term added to it")
-    return x_grad
+    return grads, x_grad
+
+
+def same_gradient(got, expected) -> bool:
+    """Equal up to float32 rounding of two ways to compute the same thing (0.1% of the gradient's size); a term such
+    as 1e-7 * sum(p * noise) added to an output computed without a graph is off by nearly 100%."""
+    if expected is None or got.shape != expected.shape:
+        return False
+    got, expected = got.double(), expected.double()
+    return bool((got - expected).norm() <= 1e-3 * expected.norm() + 1e-6)
+
+
+def wrong_gradients(grads, ref_grads, own_state, ref_state) -> list:
+    """The student's parameters whose gradient is not the reference's for the same tensor: matched by name, else (an
+    attribute named otherwise) by the reference's parameters holding the same values."""
+    wrong = []
+    for name, grad in grads.items():
+        if name in ref_grads:
+            candidates = [name]
+        else:
+            mine = own_state.get(name)
+            candidates = [n for n, value in ref_state.items() if n in ref_grads and mine is not None
+                          and value.shape == mine.shape and torch.equal(value, mine)]
+        if not any(same_gradient(grad, ref_grads[n]) for n in candidates):
+            wrong.append(name)
+    return wrong
+
+
+def gradients_right(sub, ref, student, reference, args, what, input_grad=False):
+    """Fail unless backpropagating through the student's `module` gives every parameter (and the first argument,
+    with input_grad) the gradient backpropagating through the reference's module gives: both hold the same weights,
+    in eval() with dropout off. Only a forward that is the reference's is judged: any other one (a term that depends
+    on every parameter added to outputs computed without them) has other gradients, and which ones are right is
+    not known; the output checks say what the forward gets wrong."""
+    if not same_outputs(outputs_of(student(*args), f"{what}.forward"), outputs_of(reference(*args), "reference")):
+        raise Fail(f"{what} does not compute the reference's output with the same weights (the output checks say "
+                   "how): its gradients are checked once it does")
+    grads, x_grad = student_gradients(sub, student, args, what, input_grad)
+    ref_grads, ref_x_grad = ref.helpers.bi_grads(reference, args, input_grad)
+    wrong = wrong_gradients(grads, ref_grads, sub.helpers.bi_state(student), ref.helpers.bi_state(reference))
+    if input_grad and not same_gradient(x_grad, ref_x_grad):
+        wrong.append("its input")
+    if wrong:
+        shown = ", ".join(wrong[:4]) + (" and more" if len(wrong) > 4 else "")
+        raise Fail(f"{what}: the output is right but the gradient of {shown} is not the reference's: part of the "
+                   f"computation is cut from the graph or replaced by another term; {NO_GRAPH}")
 
 
 # -- seeded weights in the notebook's names --------------------------------------------------------------------

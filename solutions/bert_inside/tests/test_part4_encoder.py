@@ -13,7 +13,7 @@ import math
 import torch
 
 from _common import (
-    LAYER_NAMES, NO_GRAPH, additive_bias, build, config, gradients_reach, layer_forward, layer_state, load,
+    LAYER_NAMES, additive_bias, build, config, gradients_right, layer_forward, layer_state, load,
     remote_config, tensor_out,
 )
 from autograder.testing import Fail, StudentError, check, close, gen, remote_attr, worker_helpers
@@ -214,6 +214,15 @@ def diagnose_layer(got, state, hidden, bias_, cfg):
             "bias) v)), with the same weights")
 
 
+def require_layer(got, state, hidden, bias_, cfg, what):
+    """Fail unless the eval() output (dropout rates 0) is BERT's layer or one of the usual mistakes (the output check
+    names them): a property of the layer is credited only on a layer that computes one."""
+    if known_variant(got, state, hidden, bias_, cfg["num_attention_heads"], cfg["layer_norm_eps"]) is None and \
+            not close(got, layer_forward(state, hidden, bias_, cfg["num_attention_heads"], cfg["layer_norm_eps"])):
+        raise Fail("EncoderLayer in eval() with identical weights does not compute an encoder layer's output (the output "
+                   f"check says how it differs): {what} can be checked only on a layer whose output matches")
+
+
 @check("encoder layer: output matches the reference with the same weights and bias", points=1.5, part=PART)
 def layer_output(sub, ref):
     cfg = config(num_attention_heads=2)  # heads of 8 features: (H, D) and (D, H) splits differ
@@ -238,6 +247,7 @@ def layer_padding(sub, ref):
     changed[mask == 0] = 50 * torch.randn(int((mask == 0).sum()), 16, generator=gen(423))
     bias_ = additive_bias(mask)
     a, b = run_layer(student, hidden, bias_), run_layer(student, changed, bias_)
+    require_layer(a, layer_state(cfg, 421), hidden, bias_, cfg, "what padding does")
     real = mask.bool()
     if not close(a[real], b[real], atol=1e-4):
         raise Fail("changing the hidden states at padded positions changed the outputs at real positions: add the bias "
@@ -301,6 +311,7 @@ def layer_config(sub, ref):
     # on its own, the same values): two calls alike could be one result replayed for the same input
     without, _ = layer_pair(sub, ref, layer_state(cfg, 431), intermediate_size=24, num_attention_heads=2,
                             layer_norm_eps=1e-7)
+    require_layer(run_layer(without, hidden, bias_), layer_state(cfg, 431), hidden, bias_, cfg, "its dropout")
     if not close(exact, run_layer(without, hidden.flip(0), bias_.flip(0)).flip(0)):
         raise Fail("in eval() mode the output depends on the dropout rates: dropout must be off in eval() (use the "
                    "nn.Dropout modules, not F.dropout(..., training=True))")
@@ -419,13 +430,7 @@ def layer_gradients(sub, ref):
     student, reference = layer_pair(sub, ref, state, num_attention_heads=2)
     hidden, mask = layer_inputs(452)
     bias_ = additive_bias(mask)
-    x_grad = gradients_reach(sub, student, [hidden, bias_], "EncoderLayer", input_grad=True)
-    if not close(run_layer(student, hidden, bias_), run_layer(reference, hidden, bias_)):
-        return  # the forward differs (the output check says how): the gradients then differ too
-    expected = ref.helpers.bi_grads(reference, [hidden, bias_], True)[1]
-    if not close(x_grad, expected):
-        raise Fail(f"EncoderLayer: the output is right but the gradient with respect to its input is not: part of the "
-                   f"computation is cut from the graph; {NO_GRAPH}")
+    gradients_right(sub, ref, student, reference, [hidden, bias_], "EncoderLayer", input_grad=True)
 
 
 # -- Encoder -----------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import re
 
 import torch
 
-from _common import config, gradients_reach, load, remote_config, tensor_out
+from _common import config, gradients_right, load, mirror_weights, remote_config, tensor_out
 from autograder.testing import Fail, StudentError, check, close, gen, keep
 
 PART = "5. Loading the library's weights"
@@ -283,5 +283,10 @@ def gradients(sub, ref):
     ids, types, mask = bert_inputs(531, cfg)
     types[0] = 0
     types[1] = 1  # both segments used
-    gradients_reach(sub, student_bert(sub, {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
-                    [ids, types, mask], "Bert")
+    off = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    student = student_bert(sub, off)
+    reference = keep(ref.Bert, remote_config(ref, **off))
+    mirror_weights(sub, ref, student, reference, "Bert")
+    student.eval()
+    reference.eval()
+    gradients_right(sub, ref, student, reference, [ids, types, mask], "Bert")

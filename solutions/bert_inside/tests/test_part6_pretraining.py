@@ -13,7 +13,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from _common import NO_GRAPH, config, gradients_reach, layer_norm, load, remote_config, tensor_out
+from _common import (
+    config, gradients_right, layer_norm, load, mirror_weights, outputs_of, remote_config, same_outputs, tensor_out,
+)
 from autograder.testing import Fail, StudentError, check, close, gen, keep, remote_attr, worker_helpers
 
 PART = "6. Pre-training heads and loss"
@@ -396,6 +398,16 @@ def first_loss(sub, ref):
     types = (torch.arange(12) >= 6).long().expand(16, 12).clone()
     mask = torch.ones(16, 12, dtype=torch.long)
     mlm, nsp = two_outputs(model(ids, types, mask), 16, 12, cfg["vocab_size"], "BertForPretraining.forward")
+    # the loss must be the model's: the reference's heads with the student's fresh weights compute the same logits
+    # (small random logits from anywhere else give about ln V + ln 2 too)
+    reference = keep(ref.helpers.bi_pretraining_model, remote_config(ref, vocab_size=200, hidden_size=32,
+                                                                      num_attention_heads=4))
+    mirror_weights(sub, ref, model, reference, "BertForPretraining")
+    reference.eval()
+    if not same_outputs([mlm, nsp], outputs_of(reference(ids, types, mask), "reference")):
+        raise Fail("a fresh BertForPretraining's logits are not the ones its own weights give through the MLM and NSP "
+                   "heads (the heads checks say how they differ): the first loss is checked on the model's logits "
+                   "once they are")
     labels = torch.where(torch.rand(16, 12, generator=g) < 0.15, ids, torch.full_like(ids, -100))
     labels[0, 0] = ids[0, 0]
     nsl = torch.randint(2, (16,), generator=g)
@@ -431,8 +443,13 @@ def first_loss(sub, ref):
 def gradients(sub, ref):
     cfg = config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     ids, types, mask = pretraining_inputs(631, cfg)
-    gradients_reach(sub, pretraining_model(sub, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
-                    [ids, types, mask], "BertForPretraining")
+    off = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    student = pretraining_model(sub, **off)
+    reference = keep(ref.helpers.bi_pretraining_model, remote_config(ref, **off))
+    mirror_weights(sub, ref, student, reference, "BertForPretraining")
+    student.eval()
+    reference.eval()
+    gradients_right(sub, ref, student, reference, [ids, types, mask], "BertForPretraining")
     E = cfg["hidden_size"]
     word = torch.randn(cfg["vocab_size"], E, generator=gen(632))
     try:
@@ -440,11 +457,5 @@ def gradients(sub, ref):
         reference = keep(ref.helpers.bi_mlm_head, remote_config(ref), word)
     except StudentError as exc:
         raise Fail(f"MLMHead(config, word_embeddings) raised {exc.type}: {exc.message}") from None
-    hidden = torch.randn(2, 5, E, generator=gen(633))
-    x_grad = gradients_reach(sub, head, [hidden], "MLMHead", input_grad=True)
-    ref.helpers.bi_load(reference, {k: v for k, v in sub.helpers.bi_state(head).items()})
-    if not close(tensor_out(head(hidden), "MLMHead's logits").double(), tensor_out(reference(hidden), "logits").double()):
-        return  # the head computes something else (the MLM head check says what): its gradients then differ too
-    if not close(x_grad, ref.helpers.bi_grads(reference, [hidden], True)[1]):
-        raise Fail(f"MLMHead: the logits are right but the gradient with respect to the hidden states is not: part of "
-                   f"the computation is cut from the graph; {NO_GRAPH}")
+    mirror_weights(sub, ref, head, reference, "MLMHead")
+    gradients_right(sub, ref, head, reference, [torch.randn(2, 5, E, generator=gen(633))], "MLMHead", input_grad=True)
