@@ -553,7 +553,7 @@ class Judge:
     def _substitute(self, spec: CheckSpec, submission: Program) -> None:
         from autograder.substitution import ReferenceAnswers
 
-        submission.worker.callbacks = ReferenceAnswers(self.reference, spec.depends_on)
+        submission.worker.callbacks = ReferenceAnswers(self.reference, spec.depends_on, lambda: submission.worker.deadline)
         kinds = self.reference.definition_kinds()
         replaced = submission.worker.request("substitute", [[name, kinds.get(name, "")] for name in spec.depends_on],
                                              what="preparing the check")

@@ -7,21 +7,34 @@ travels (tensors, numbers, strings, containers, generators by value), never an o
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from autograder.sandbox.remote import Remote, keep
 
 
 class ReferenceAnswers:
     """Answers one check's callbacks with `reference` (a judge.Program); lives as long as the check."""
 
-    def __init__(self, reference, names):
+    def __init__(self, reference, names, deadline: Callable[[], float] = lambda: float("inf")):
         self.reference = reference
         self.names = set(names)
         self.modules: list[Remote] = []  # modules built by the reference for the student's stand-ins
+        self.deadline = deadline  # the student's request's: what the reference does for it is the student's time
 
     def __call__(self, kind: str, payload: dict):
+        """The answer; the reference works on it until the student's request's deadline at the latest (a submission
+        asking the reference for a 160-layer encoder spends its own time limit, not the reference's)."""
         if not isinstance(payload, dict):
             raise ValueError("malformed call")
         worker = self.reference.worker
+        own = worker.deadline
+        worker.deadline = min(own, self.deadline())
+        try:
+            return self._answer(kind, payload, worker)
+        finally:
+            worker.deadline = own
+
+    def _answer(self, kind: str, payload: dict, worker):
         if kind == "construct":
             name = self._name(payload.get("name"))
             module = keep(getattr(self.reference.proxy(), name), *payload.get("args", []), **payload.get("kwargs", {}))

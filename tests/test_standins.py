@@ -98,3 +98,23 @@ def test_no_second_run_with_the_references_definitions_where_there_is_no_referen
     assert Program(key, WorkerSpec([])).binds_all(["f"]) and not Program(key, WorkerSpec([])).binds_all(["f", "g"])
     assert not Program(Extraction([], []), WorkerSpec([])).binds_all(["f"])
     assert not Program(key, WorkerSpec([])).binds_all(["torch"])  # an import is no definition to stand in for
+
+
+def test_the_reference_answers_a_stand_in_within_the_students_time_limit():
+    """A stand-in's call is answered by the reference's worker by the student's request's deadline at the latest: a
+    submission that asks the reference for a huge computation spends its own time limit, not the reference's; the
+    reference's own deadline is back afterwards."""
+    from types import SimpleNamespace
+
+    from autograder.substitution import ReferenceAnswers
+
+    seen = []
+    worker = SimpleNamespace(deadline=1000.0)
+    worker.request = lambda *args, what="": seen.append(worker.deadline) or {"out": 1}
+    reference = SimpleNamespace(worker=worker, proxy=lambda: SimpleNamespace(softmax=object()))
+    answers = ReferenceAnswers(reference, ["softmax"], lambda: 12.5)
+    assert answers("forward", {"target": "softmax", "args": []}) == {"out": 1}
+    assert seen == [12.5] and worker.deadline == 1000.0
+    later = ReferenceAnswers(reference, ["softmax"], lambda: 5000.0)  # the reference's own deadline comes first
+    later("forward", {"target": "softmax", "args": []})
+    assert seen[-1] == 1000.0
