@@ -111,6 +111,17 @@ def _hand_graded(cell, number: int, where: str) -> CheckSpec:
     return hand_graded_check(cell, number, kind, where)
 
 
+def _numbered_in(student, spec: CheckSpec) -> CheckSpec:
+    """A hand-graded check names its cell by the number it has in the student notebook, which has cells of its own
+    added (install, setup, each part's check cell): the cell a student finds under that number."""
+    if getattr(spec.fn, "_ag_manual", None) is None:
+        return spec
+    for number, cell in enumerate(student.cells, start=1):
+        if hand_graded(cell) and nbgrader_meta(cell).get("grade_id") == spec.name:
+            return hand_graded_check(cell, number, str(hand_graded(cell)))
+    return spec
+
+
 def caveats(nb, where: str) -> list[str]:
     """`where: cell N, line L: ...` for each test cell of the source notebook whose meaning in the grader differs."""
     cells, names, definitions = [], set(), set()
@@ -176,6 +187,8 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         from autograder.student import add_student_cells
         add_student_cells(out.student, config.student, config.title)
         add_student_cells(out.answer_key, config.student, config.title, public_from=out.student)
+        out.cell_checks = [_numbered_in(out.student, spec) for spec in out.cell_checks]
+        checks = [("", c) for c in out.cell_checks] + file_checks
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
     used = names_read([c.source for c in out.cell_checks], test_sources)
     reference = extract(for_grading(out.answer_key, config.seed), used)

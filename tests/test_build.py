@@ -254,3 +254,23 @@ def test_depends_on_a_class_that_is_no_module_is_said_at_build_time(tmp_path):
     notes = build(source).notes
     assert len(notes) == 1 and "depends_on names `Value` (1 check(s): 'double')" in notes[0], notes
     assert "not an nn.Module" in notes[0]
+
+
+def test_a_hand_graded_cell_is_named_by_its_number_in_the_student_notebook(tmp_path):
+    """The student notebook has cells of its own added (the setup cell, each part's check cell): a written answer's
+    pending line names the cell a student finds under that number, not the source notebook's."""
+    from autograder.release import load_release
+
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    with open(source / "assignment.toml", "a", encoding="utf-8") as f:
+        f.write("\n[student]\nchecks = true\n")
+    paths = build(source)
+    release = load_release(paths.release)
+    student = nbformat.read(paths.assignment / release.config.notebook, as_version=4)
+    assert len(student.cells) > len(nbformat.read(source / "vectors.ipynb", as_version=4).cells)  # cells added
+    numbers = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(student.cells, start=1)}
+    manual = [c for c in release.checks if getattr(c.fn, "_ag_manual", None)]
+    assert manual
+    for spec in manual:
+        assert spec.fn._ag_manual.endswith(f"notebook cell {numbers[spec.name]}"), (spec.name, spec.fn._ag_manual)
