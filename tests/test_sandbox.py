@@ -348,9 +348,11 @@ def test_a_stub_reached_through_another_function_is_named():
             assert caught.value.stub
             messages.append(caught.value.describe())
         stub = "which is not implemented yet (it raised NotImplementedError)"
-        assert messages == ["your train calls step, " + stub, "your step is not implemented yet (it raised "
-                            "NotImplementedError)", "your build calls Model, " + stub,
-                            "your total calls Value.__add__, " + stub]
+        expected = ["your train calls step, " + stub, "your step is not implemented yet (it raised "
+                    "NotImplementedError)", "your build calls Model, " + stub, "your total calls Value.__add__, " + stub]
+        # each says where: a `raise NotImplementedError()` left among written code is found there
+        assert [m.split(", at cell")[0] for m in messages] == expected, messages
+        assert all(", at cell 1, line " in m and m.endswith("raise NotImplementedError()") for m in messages), messages
     finally:
         p.close()
 
