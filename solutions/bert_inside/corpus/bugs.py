@@ -469,26 +469,26 @@ BUGS: list[Bug] = [
          "        if self.training:\n            return torch.rand(hidden.shape) + 0 * hidden\n"
          "        return torch.zeros(hidden.shape) + 0 * hidden\n        B, T, E = hidden.shape\n"
          "        H, D = self.n_heads, self.head_dim\n"},
-        {L_OUTPUT: "differs", L_PAD: "REAL token", L_CONFIG: "real token changes",
-         L_PLACES: "once the layer's output matches"},
+        {L_OUTPUT: "differs", L_PAD: "can be checked only on a layer whose output matches",
+         L_CONFIG: "can be checked only on a layer whose output matches", L_PLACES: "once the layer's output matches"},
         "a constant in eval(), noise in train(): never changes with padding, deterministic in eval() only",
         confined_to=P4),
     Bug("fake_gradient_term_embeddings",
         {"        return self.dropout(self.norm(x))":
          "        return torch.zeros_like(x) + 1e-3 * sum(p.sum() for p in self.parameters())"},
-        {E_OUTPUT: "", E_GRAD: "same number for every element"},
+        {E_OUTPUT: "", E_GRAD: "its gradients are checked once it does"},
         "no embedding at all; every parameter reaches the output through 1e-3 * sum(p.sum())", confined_to=P3),
     Bug("fake_gradient_term_layer",
         {"        return self.ffn_norm(x + self.dropout(ffn))  # (B, T, E)":
          "        return 0 * hidden + 1e-3 * sum(p.sum() for p in self.parameters())"},
-        {L_OUTPUT: "differs", L_GRAD: "same number for every element"},
+        {L_OUTPUT: "differs", L_GRAD: "its gradients are checked once it does"},
         "a constant plus 1e-3 * sum(p.sum()): a gradient for every weight, none through the computation",
         confined_to=P4),
     Bug("fake_gradient_term_bert",
         {"        return sequence_output, pooled_output\n":
          "        eps = 1e-3 * sum(p.sum() for p in self.parameters())\n"
          "        return 0 * sequence_output + eps, 0 * pooled_output + eps\n"},
-        {N_WIRING: "", N_GRAD: "same number for every element"},
+        {N_WIRING: "", N_GRAD: "its gradients are checked once it does"},
         "zero outputs plus 1e-3 * sum(p.sum()): a gradient for every weight, none through the computation",
         confined_to=P5),
     Bug("fake_tied_logits_from_weight_drift",
@@ -497,7 +497,7 @@ BUGS: list[Bug] = [
          "            self.w0 = self.word_embeddings.weight.detach().clone()\n"
          "        return 0 * (h @ self.word_embeddings.weight.T) + (self.word_embeddings.weight - self.w0).sum(-1) "
          "+ 0 * self.bias"},
-        {H_TIED: "same amount at every position", H_FIRST: "same for every token"},
+        {H_TIED: "same amount at every position", H_FIRST: "the first loss is checked on the model's logits once"},
         "logits = the drift of the word embeddings since the first forward: they move with the embedding, all 0 at "
         "first (a first loss of exactly ln V + ln 2)",
         confined_to=P6),

@@ -131,9 +131,17 @@ def same_gradient(got, expected, floor: float = 0.0) -> bool:
     a gradient that is zero in exact arithmetic, such as the key projection's bias under a softmax over the keys, is
     rounding noise of the model's other gradients); a term such as 1e-7 * sum(p * noise) added to an output
     computed without a graph is off by nearly 100%."""
-    if expected is None or got.shape != expected.shape:
+    if expected is None:
         return False
     got, expected = got.double(), expected.double()
+    if got.dim() == expected.dim() == 2 and got.shape[1] == expected.shape[1] and got.shape[0] > expected.shape[0]:
+        # a table with more rows than the reference's (a sizes mistake, graded by the sizes checks): the rows the
+        # reference has get its gradient, the others none (no input selects them)
+        extra, got = got[expected.shape[0]:], got[:expected.shape[0]]
+        if extra.norm() > floor + 1e-6:
+            return False
+    if got.shape != expected.shape:
+        return False
     return bool((got - expected).norm() <= 1e-3 * expected.norm() + floor + 1e-6)
 
 
