@@ -53,10 +53,10 @@ def test_quick_start_and_verify_from_a_venv_under_tmp(tmp_venv, tmp_path):
                              "--out", "grading-output"], course)
     assert graded.returncode == 0, graded.stderr
     result = json.loads((course / "grading-output" / "transformers_bert_submission" / "grading.json").read_text())
-    assert (result["score"], result["max_score"]) == (41.5, 71)  # 8 rubric points and 15 written ones pending
+    assert (result["score"], result["max_score"]) == (42.5, 71)  # 8 rubric points and 15 written ones pending
     assert result["confinement"].startswith("isolated: allowlist root")
     feedback = (course / "grading-output" / "transformers_bert_submission" / "feedback.md").read_text()
-    assert "**Score: 41.5 / 71** (23 of the 71 points are pending, added later)" in feedback
+    assert "**Score: 42.5 / 71** (23 of the 71 points are pending, added later)" in feedback
     verified = _run(tmp_venv, ["verify", "transformers_bert", "--no-corpus"], course)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "verify: OK" in verified.stdout

@@ -215,4 +215,4 @@ def test_the_cpu_job_replayed_as_an_unprivileged_user_refused_user_namespaces(su
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "job succeeded" in done.stdout and "--- Grade: exit status 0" in done.stdout
     level = "isolated: allowlist root" if sudo else "restricted: no namespaces"
-    assert f"transformers_bert_submission: 41.5/71, confined: {level}" in done.stdout, done.stdout[-4000:]
+    assert f"transformers_bert_submission: 42.5/71, confined: {level}" in done.stdout, done.stdout[-4000:]

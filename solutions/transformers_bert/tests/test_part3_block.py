@@ -495,7 +495,28 @@ def _attention_branch(sub, block, x, a):
                 return read
         except TypeError:  # norm1 was not called: nothing to read there
             continue
-    return None
+    return _minus_residual(sub, block, x, a)
+
+
+def _minus_residual(sub, block, x, a):
+    """The branch as what norm1 gets minus what the residual adds in eval(), whatever that is (a constant, 2 * x:
+    the residual check's mistakes): in train() only a dropout acting on MHA(x) itself then reads as MHA(x) with half
+    its values zeroed and the rest doubled. None when norm1 is not called or its input is not deterministic in
+    eval()."""
+    try:
+        first, second = _norm1_input(sub, block, x), _norm1_input(sub, block, x)
+    except TypeError:
+        return None
+    if not torch.equal(first, second):
+        return None
+    residual = first - a
+    rounding = 1e-6 * (1 + residual.abs())  # float32's, at the residual's size: a dropped value reads as 0 within it
+
+    def branch():
+        d = _norm1_input(sub, block, x) - residual
+        return torch.where(d.abs() < rounding, torch.zeros_like(d), d)
+
+    return branch
 
 
 def _norm1_input(sub, block, x):
