@@ -263,6 +263,12 @@ BUGS: list[Bug] = [
          "x, _ = self.blocks((x, mask))": "for block in self.blocks:\n            x, mask = block((x, mask))"},
         {P5_BLOCKS: "nn.Sequential", P5_MODES: "in eval() two calls"},
         "a Python list: the blocks are not registered, so eval() does not reach them"),
+    Bug("mask_none_pads_id_zero",
+        {"        x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)":
+         "        if mask is None:\n            mask = (token_ids == 0).float()  # id 0 taken for padding\n"
+         "        x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)"},
+        {P5_MODES: "mask=None must mean no padding"},
+        "mask=None read as 'id 0 is padding': id 0 is a regular token, None means no padding", only=True),
     Bug("positional_encoding_default_rate",
         {"self.pos_encoding = PositionalEncoding(embed_dim, layer_drop_rate)":
          "self.pos_encoding = PositionalEncoding(embed_dim)"},

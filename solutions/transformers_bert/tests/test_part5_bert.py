@@ -368,6 +368,12 @@ def bert_modes(sub, ref):
         raise Fail("in eval() two calls with the same input gave different logits")
     if torch.allclose(first, _logits(model, _ids(gen(542), 4, 10, V, with_mask_id=False), None, V), atol=1e-6):
         raise Fail("in eval() the logits are the same for other token ids: they must be computed from the input")
+    with_zeros = ids.clone()
+    with_zeros[:, ::3] = 0  # id 0 is a regular token: mask=None means no padding, whatever the ids
+    if not torch.allclose(_logits(model, with_zeros, None, V), _logits(model, with_zeros, torch.zeros(4, 10), V),
+                          atol=1e-5):
+        raise Fail("in eval() mask=None must mean no padding at all (the same logits as a mask of zeros), "
+                   "whatever the token ids: id 0 is a regular token here, not padding")
     model.train()
     third, fourth = _logits(model, ids, None, V), _logits(model, ids, None, V)
     # Dropout with p = 0.3 on 4 x 10 x 16 values in each of several places: two identical train() outputs
