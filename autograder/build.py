@@ -166,6 +166,11 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     out = transform(_read_source_notebook(nb_path), str(nb_path))
     if "student" in config.seed:  # the seed variable as students get it (otter's student_value)
         out.student = with_value(out.student, config.seed["variable"], config.seed["student"])
+    if config.student:  # in-notebook checks and the install cell (autograder.student); tagged skip-grading
+        from autograder.student import add_student_cells
+        add_student_cells(out.student, config.student, config.title)
+        add_student_cells(out.answer_key, config.student, config.title, public_from=out.student)
+        out.cell_checks = [_numbered_in(out.student, spec) for spec in out.cell_checks]
 
     file_checks, helpers = [], []
     for test_file in hidden_test_files(paths.source / "tests"):
@@ -183,12 +188,6 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     if unknown_gpu:
         raise BuildError(f"{paths.source / 'assignment.toml'}: [gpu] checks names unknown checks {sorted(unknown_gpu)}")
 
-    if config.student:  # in-notebook checks and the install cell (autograder.student); tagged skip-grading
-        from autograder.student import add_student_cells
-        add_student_cells(out.student, config.student, config.title)
-        add_student_cells(out.answer_key, config.student, config.title, public_from=out.student)
-        out.cell_checks = [_numbered_in(out.student, spec) for spec in out.cell_checks]
-        checks = [("", c) for c in out.cell_checks] + file_checks
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
     used = names_read([c.source for c in out.cell_checks], test_sources)
     reference = extract(for_grading(out.answer_key, config.seed), used)

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from autograder.notebook.extract import CACHED_SOURCE_CHARS, per_source
 from autograder.notebook.markers import hidden_lines
 from autograder.sandbox.client import StudentError, WorkerError
 from autograder.sandbox.protocol import Handle
@@ -332,7 +333,6 @@ class KernelNamespace(dict):
 
 # -- running cells ------------------------------------------------------------------------------------------
 
-CACHED_CELL_CHARS = 100_000  # a test cell is parsed and compiled once per process; a longer source every time
 
 
 @functools.lru_cache(maxsize=1024)  # the same test cells run for every submission of a run
@@ -342,19 +342,7 @@ def _parsed(source: str) -> ast.Module:
 
 def _tree(source: str) -> ast.Module:
     """The cell's syntax tree (SyntaxError as ast.parse raises it); shared: callers only read it."""
-    return ast.parse(source) if len(source) > CACHED_CELL_CHARS else _parsed(source)
-
-
-def _per_cell(fn):
-    """`fn(source)` computed once per cell source in this process (the same test cells run for every submission
-    of a run); a source longer than CACHED_CELL_CHARS every time. What it returns is shared: immutable."""
-    cached = functools.lru_cache(maxsize=4096)(fn)
-
-    @functools.wraps(fn)
-    def per_cell(source: str):
-        return cached(source) if len(source) <= CACHED_CELL_CHARS else fn(source)
-
-    return per_cell
+    return ast.parse(source) if len(source) > CACHED_SOURCE_CHARS else _parsed(source)
 
 
 @dataclass(frozen=True)
@@ -379,7 +367,7 @@ _compiled_cell = functools.lru_cache(maxsize=1024)(_compile_cell)
 
 def run_cell(source: str, filename: str, namespace: dict):
     """Run the cell; the value of its last statement when that is an expression (None otherwise)."""
-    cell = (_compile_cell if len(source) > CACHED_CELL_CHARS else _compiled_cell)(source, filename)
+    cell = (_compile_cell if len(source) > CACHED_SOURCE_CHARS else _compiled_cell)(source, filename)
     if isinstance(namespace, KernelNamespace):
         namespace.import_used(cell.names)
     elif _RemoteCalls.CALL_NAME not in namespace:
@@ -402,7 +390,7 @@ def run_earlier(cells: list[tuple[str, str]], namespace: KernelNamespace) -> Non
                 namespace.unbound.setdefault(variable, why + f"`{variable}` is not set")
 
 
-@_per_cell
+@per_source
 def bound_at_top(source: str) -> frozenset[str]:
     """The names a cell binds at its top level (assignments, imports, def, class, for, with)."""
     try:
@@ -428,7 +416,7 @@ def _binds(node) -> set[str]:
     return {n.id for t in found(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-@_per_cell
+@per_source
 def deleted_at_top(source: str) -> frozenset[str]:
     """The names a cell deletes at its top level (`del squares`) and binds nowhere in it: `del squares` with a
     `squares = saved` in its `finally` leaves the name as it found it."""
@@ -455,7 +443,7 @@ def definitions_at_top(source: str) -> dict[str, str]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
-@_per_cell
+@per_source
 def names_read(source: str) -> frozenset[str]:
     try:
         tree = _tree(source)
@@ -500,7 +488,7 @@ def run_test_cell(source: str, filename: str, namespace: KernelNamespace,
             namespace.restore()
 
 
-@_per_cell
+@per_source
 def patches_modules(source: str) -> bool:
     """Whether the cell may change a module's attributes: it assigns or deletes an attribute (`np.linalg.solve =
     None`, nbgrader's way to forbid a function) or calls setattr/delattr. A syntax error: no (the cell fails)."""

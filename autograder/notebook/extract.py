@@ -258,31 +258,39 @@ def global_references(source: str) -> set[str]:
     return found
 
 
+CACHED_SOURCE_CHARS = 100_000  # a cell's source up to this long is analysed once per process; a longer one every time
+
+
+def per_source(fn):
+    """`fn(source)` computed once per cell source in this process (the same test cells, skipped cells and imports
+    come back in every submission of a run); a source longer than CACHED_SOURCE_CHARS every time. What it returns is
+    shared: immutable."""
+    cached = functools.lru_cache(maxsize=4096)(fn)
+
+    @functools.wraps(fn)
+    def per_cell(source: str):
+        return cached(source) if len(source) <= CACHED_SOURCE_CHARS else fn(source)
+
+    return per_cell
+
+
 def _top_level_bindings(source: str) -> list[str]:
     """Every name the top-level statements of a cell bind (definitions, imports, assignments, loop targets)."""
-    return list(_cached_top_level_bindings(source)) if len(source) <= _CACHED_CELL_CHARS else \
-        _top_level_bindings_of(source)
+    return list(_top_level_binding_names(source))
 
 
-_CACHED_CELL_CHARS = 100_000
-
-
-@functools.lru_cache(maxsize=1024)  # a skipped cell (training, downloads) is the same in most submissions of a run
-def _cached_top_level_bindings(source: str) -> tuple[str, ...]:
-    return tuple(_top_level_bindings_of(source))
-
-
-def _top_level_bindings_of(source: str) -> list[str]:
+@per_source  # a skipped cell (training, downloads) is the same in most submissions of a run
+def _top_level_binding_names(source: str) -> tuple[str, ...]:
     try:
         tree = ast.parse(strip_ipython(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+        return ()
     names: set[str] = set()
     for node in tree.body:
         names.update(_bound_names(node))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-    return sorted(names)
+    return tuple(sorted(names))
 
 
 @dataclass
