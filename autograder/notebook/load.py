@@ -79,19 +79,35 @@ def read_notebook(path: Path) -> tuple[Node, list[str]]:
         nb = _converted(data, path.name)
         notes.append(f"converted from nbformat {data.get('nbformat')} to 4")
     for i, cell in enumerate(nb.get("cells", []), start=1):
-        if not isinstance(cell.get("source", ""), str):
-            raise NotebookError(f"{path.name}: cell {i} has no readable source")
+        notes += _readable(cell, i)
     return nb, notes
+
+
+def _readable(cell: Node, number: int) -> list[str]:
+    """Put right, in place, what of one cell no editor would write and the grader cannot read (a source that is
+    not text, a `metadata.nbgrader` that is not a mapping); the notes that say so. The other cells are graded as
+    they are: one broken cell never costs the whole notebook."""
+    notes = []
+    if not isinstance(cell.get("source", ""), str):
+        cell["source"] = ""
+        notes.append(f"cell {number} has no readable source (not text): it was not graded")
+    meta = cell.get("metadata")
+    if isinstance(meta, dict) and "nbgrader" in meta and not isinstance(meta["nbgrader"], dict):
+        del meta["nbgrader"]
+        notes.append(f"cell {number}'s nbgrader metadata is not a mapping: it was ignored")
+    return notes
 
 
 def _version4(data: dict, name: str) -> Node:
     cells = data.get("cells", [])
-    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+    if not isinstance(cells, list):
         raise NotebookError(f"{name} is not a notebook: its 'cells' are not a list of cells")
     nb = Node(data)
     nb["cells"] = []
     for cell in cells:
-        cell = Node(cell)
+        # an entry that is no cell at all (null, a number) keeps its place, as an empty cell, so that the
+        # cells after it keep their numbers; _readable notes it
+        cell = Node(cell) if isinstance(cell, dict) else Node({"cell_type": "raw", "source": None, "metadata": {}})
         source = cell.get("source", "")
         if isinstance(source, list) and all(isinstance(line, str) for line in source):
             cell["source"] = "".join(source)

@@ -147,6 +147,15 @@ def corpus(key) -> list[tuple[dict, object]]:
     add(nbformat.writes(nbformat.convert(copy.deepcopy(key), 3)).encode(), "nbformat3.ipynb", "the answer key in nbformat 3",
         "broken", note="converted from nbformat 3")
     add(key, "hw (1).ipynb", "the answer key renamed by the course platform", "broken", id="hw_1")
+    odd_meta = json.loads(nbformat.writes(key))
+    odd_meta["cells"][0]["metadata"]["nbgrader"] = "yes"  # what no editor writes: a mapping is expected
+    add(json.dumps(odd_meta).encode(), "nbgrader_meta_string.ipynb", "one cell's nbgrader metadata a string", "broken",
+        note="nbgrader metadata is not a mapping")
+    no_source = json.loads(nbformat.writes(key))
+    no_source["cells"][0]["source"] = 5
+    no_source["cells"].insert(1, None)
+    add(json.dumps(no_source).encode(), "unreadable_cells.ipynb", "a cell whose source is a number and a null cell",
+        "broken", note="has no readable source")
     latin = variant(key, {NORMALIZE: key.cells[NORMALIZE].source + "\n# r\u00e9sum\u00e9 of the caf\u00e9 data\n"})
     add(nbformat.writes(latin).encode().replace("r\u00e9sum\u00e9".encode(), b"r\xe9sum\xe9"),
         "non_utf8.ipynb", "Latin-1 bytes in a comment: not UTF-8", "broken", note="not valid UTF-8")
