@@ -30,6 +30,7 @@ from autograder.files import resolved
 
 GRADESCOPE_METADATA = "submission_metadata.yml"
 MAX_EXTRACTED_BYTES = 256 * 1024 * 1024  # per notebook taken from a zip (the reader's own limit)
+MAX_ZIP_BYTES = 4 * 1024 * 1024 * 1024  # all that one zip may put on the disk (a zip bomb stops there)
 
 
 @dataclass
@@ -223,32 +224,52 @@ def _gradescope(folder: Path, wanted: str | None, released: frozenset[str] = fro
 
 def extract_zip(archive: Path, into: Path) -> Path:
     """The notebooks and metadata of a Gradescope export zip, extracted safely (no paths outside
-    `into`, no member over MAX_EXTRACTED_BYTES, nothing but .ipynb files and the metadata)."""
-    target = into / safe_id(archive.stem)
+    `into`, no member over MAX_EXTRACTED_BYTES, at most MAX_ZIP_BYTES in all, nothing but .ipynb files and the
+    metadata), into a folder named by the zip's name and the digest of its bytes: two exports of the same name
+    (two `export.zip` from two folders) each keep their own, and the same zip given again is extracted again."""
+    target = into / f"{safe_id(archive.stem)}-{_digest(archive)}"
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
+    total = MAX_ZIP_BYTES
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             name = info.filename
             parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
             if info.is_dir() or not parts or ".." in parts or name.startswith("/"):
                 continue
-            if not (parts[-1].endswith(".ipynb") or parts[-1] == GRADESCOPE_METADATA):
-                continue
+            if not (parts[-1].endswith(".ipynb") or parts[-1] == GRADESCOPE_METADATA) or total <= 0:
+                continue  # (past MAX_ZIP_BYTES: the member is not extracted, its submission gets a row without it)
             dest = target.joinpath(*parts)
             dest.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as src, open(dest, "wb") as dst:
-                left = MAX_EXTRACTED_BYTES + 1
-                while left > 0:
-                    chunk = src.read(min(1 << 20, left))
-                    if not chunk:
-                        break
-                    dst.write(chunk)
-                    left -= len(chunk)
+                total -= _copy_at_most(src, dst, min(MAX_EXTRACTED_BYTES + 1, total))
     # an export zipped with its top folder: use the folder holding the metadata
     meta = sorted(target.rglob(GRADESCOPE_METADATA), key=lambda p: len(p.parts))
     return meta[0].parent if meta else target
+
+
+def _digest(path: Path) -> str:
+    """The first 12 hex digits of the SHA-256 of a file's bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:12]
+
+
+def _copy_at_most(src, dst, limit: int) -> int:
+    """Copy up to `limit` bytes from src to dst; the number copied."""
+    left = limit
+    while left > 0:
+        chunk = src.read(min(1 << 20, left))
+        if not chunk:
+            break
+        dst.write(chunk)
+        left -= len(chunk)
+    return limit - left
 
 
 # -- nbgrader -----------------------------------------------------------------------------------------

@@ -204,9 +204,10 @@ def test_links_fifos_and_dangling_entries_of_a_folder_each_get_a_row(tmp_path, e
 def test_a_result_whose_results_json_is_missing_or_cut_is_graded_again(tmp_path, example_release, submission):
     out, nb = tmp_path / "out", submission("s.ipynb")
     grade(example_release, [nb], GradeOptions(out, quiet=True))
-    (out / "s" / "results.json").write_text('{"score": 1')  # a disk that filled up mid-write, by hand
-    grade(example_release, [nb], GradeOptions(out, quiet=True))
-    assert json.loads((out / "s" / "results.json").read_text())["score"] == example_release.max_score - 2
+    for broken in ('{"score": 1', "{}", '{"score": 11, "tests": []}'):  # cut short by a full disk, emptied by hand
+        (out / "s" / "results.json").write_text(broken)
+        grade(example_release, [nb], GradeOptions(out, quiet=True))
+        assert json.loads((out / "s" / "results.json").read_text())["score"] == example_release.max_score - 2
 
 
 def test_a_result_of_another_version_of_the_grader_is_graded_again_and_the_run_says_so(tmp_path, example_release,

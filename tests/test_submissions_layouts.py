@@ -170,6 +170,30 @@ def test_gradescope_zip_is_extracted_safely(tmp_path):
     assert sorted(s.student for s in inputs.submissions) == ["1815", "1906+alan@example.edu", "submission_333"]
 
 
+def test_two_exports_of_one_name_keep_their_own_notebooks(tmp_path):
+    archives = []
+    for folder, text in (("a", "alice's"), ("b", "bob's")):
+        (tmp_path / folder).mkdir()
+        archive = tmp_path / folder / "export.zip"  # Gradescope names every export alike
+        with zipfile.ZipFile(archive, "w") as zf:
+            zf.writestr(f"{folder}_student/hw.ipynb", text)
+        archives.append(archive)
+    inputs = discover(archives, unpack_dir=tmp_path / "unpacked")
+    assert sorted(s.path.read_text() for s in inputs.submissions) == ["alice's", "bob's"]
+
+
+def test_a_zip_bomb_stops_at_the_total_limit(tmp_path, monkeypatch):
+    import autograder.submissions as subs
+
+    monkeypatch.setattr(subs, "MAX_ZIP_BYTES", 2500)
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for i in range(4):
+            zf.writestr(f"s{i}/hw.ipynb", "x" * 1000)
+    folder = extract_zip(archive, tmp_path / "unpacked")
+    assert sum(p.stat().st_size for p in folder.rglob("*.ipynb")) == 2500
+
+
 def test_nbgrader_tree(tmp_path):
     course = tmp_path / "course"
     notebook(course / "submitted" / "alice" / "vectors" / "vectors.ipynb")

@@ -128,8 +128,18 @@ def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult 
     if not marker or any(marker.get(key) != fingerprint[key] for key in SAME):
         return None
     try:
-        json.loads((folder / "results.json").read_text(encoding="utf-8"))  # missing or truncated: grade again
+        shown = json.loads((folder / "results.json").read_text(encoding="utf-8"))  # missing or truncated: again
         result = SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))
-        return None if result.ungraded else result  # not graded for the grader's cause: try again
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if not _shows(shown, result):
+        return None  # a results.json that is not this result's (emptied, cut short, another's): grade again
+    return None if result.ungraded else result  # not graded for the grader's cause: try again
+
+
+def _shows(results: object, result: SubmissionResult) -> bool:
+    """Whether a results.json holds one test per check of `result`, by name, in order (its scores may have been
+    completed since, by `autograder rubric`)."""
+    tests = results.get("tests") if isinstance(results, dict) else None
+    return isinstance(tests, list) and [t.get("name") if isinstance(t, dict) else None for t in tests] == \
+        [c.name for c in result.checks]
