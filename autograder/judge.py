@@ -57,7 +57,7 @@ class RememberedHang:
     """A definition of the notebook that made a check time out: the candidates sent to its workers (innermost
     frame first, see standins.tripwire), the check and its message; `label`: what the worker replaced."""
 
-    candidates: list[list[str]]
+    candidates: list[list]  # [name, function] or [name, function, line, file] (see standins.tripwire)
     check: str
     message: str  # why the earlier check stopped it (a timeout's "did not finish within 10 s", a limit's message)
     label: str = ""
@@ -142,7 +142,7 @@ class Program:
         stack was, else the function the check called) raises at once in every later check, saying so with
         `message`, why it was stopped."""
         if hang.sampled:
-            candidates = [[name, function] for file, line, function in hang.frames
+            candidates = [[name, function, line, file] for file, line, function in hang.frames
                           for name in self._defining(file, line)]
         else:
             candidates = [[hang.target, hang.target]] if hang.target else []

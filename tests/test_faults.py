@@ -518,3 +518,38 @@ def test_a_tripwire_replaces_the_function_or_the_method_that_hung():
         with pytest.raises(standins.NotRunAgain):
             getattr(module, name)(1)
     assert standins.tripwire(module, [["nothing", "nothing"], ["Layer", "missing"]]) is None
+
+
+def test_code_nested_in_a_definition_trips_that_definition_not_its_caller():
+    """A local exception class whose __str__ loops, a closure, a local class's method: the frame is inside the
+    top-level definition (or method) that holds its line, which is replaced; the caller's method is not."""
+    import types
+
+    from autograder.sandbox import standins
+
+    module = types.ModuleType("submission")
+    sdp = ("def sdp(q):\n"                                   # line 1
+           "    class Oops(Exception):\n"
+           "        def __str__(self):\n"
+           "            while True:\n"                        # line 4
+           "                pass\n"
+           "    raise Oops()\n")
+    layer = ("class Layer:\n"                                 # line 1
+             "    def forward(self, x):\n"
+             "        return sdp(x)\n"                         # line 3
+             "    def other(self):\n"
+             "        helper = lambda: [i for i in range(3)]\n"  # line 5
+             "        return helper()\n")
+    exec(compile(sdp, "<cell 3>", "exec"), module.__dict__)
+    exec(compile(layer, "<cell 5>", "exec"), module.__dict__)
+    # innermost first: Oops.__str__ (in sdp's statement), then the caller Layer.forward
+    assert standins.tripwire(module, [["sdp", "__str__", 4, "<cell 3>"], ["Layer", "forward", 3, "<cell 5>"]]) == "sdp"
+    assert vars(module.Layer)["forward"].__code__.co_filename == "<cell 5>"  # the caller is left as it was
+    with pytest.raises(standins.NotRunAgain):
+        module.sdp(1)
+    assert standins.tripwire(module, [["Layer", "<listcomp>", 5, "<cell 5>"]]) == "Layer.other"
+    with pytest.raises(standins.NotRunAgain):
+        module.Layer().other()
+    # a line in another cell than the definition's is not the definition's
+    exec(compile("def g():\n    return 1\n", "<cell 7>", "exec"), module.__dict__)
+    assert standins.tripwire(module, [["g", "inner", 2, "<cell 8>"]]) is None

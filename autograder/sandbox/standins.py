@@ -284,26 +284,61 @@ class NotRunAgain(BaseException):
 
 
 def tripwire(module: types.ModuleType, candidates: list) -> str | None:
-    """Make the first of `candidates` ([name, function] pairs, innermost frame first) that names a function of
-    `module` (`name`, defined as `function`) or a method of one of its classes (`name.function`) raise
-    NotRunAgain at once when called: one endless loop costs one time limit, not one per check. Every global
-    bound to the same function gets it too. Returns what it replaced ("name" or "name.function"), or None."""
-    for pair in candidates:
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+    """Make the first of `candidates` (innermost frame first: [name, function], or [name, function, line, file]
+    with the frame's place) that names a function of `module` (`name`, defined as `function`) or a method of one
+    of its classes (`name.function`) raise NotRunAgain at once when called: one endless loop costs one time
+    limit, not one per check. Code nested in a definition (a local class's `__str__`, a closure, a listcomp) is
+    that definition's: the function, or the method whose code holds the frame's line, is replaced. Every
+    global bound to the same function gets it too. Returns what it replaced ("name" or "name.function")."""
+    for candidate in candidates:
+        place = _candidate(candidate)
+        if place is None:
             continue
-        name, function = pair
+        name, function, line, file = place
         target = module.__dict__.get(name)
-        if isinstance(target, type) and isinstance(vars(target).get(function), types.FunctionType):
-            label = f"{name}.{function}"
-            setattr(target, function, _tripped(label))
-            return label
-        if isinstance(target, types.FunctionType) and target.__name__ == function:
+        if isinstance(target, type):
+            method = function if isinstance(vars(target).get(function), types.FunctionType) else \
+                _method_holding(target, line, file)
+            if method:
+                label = f"{name}.{method}"
+                setattr(target, method, _tripped(label))
+                return label
+        elif isinstance(target, types.FunctionType) and (target.__name__ == function
+                                                         or _holds(target.__code__, line, file)):
             tripped = _tripped(name)
             for key, value in list(module.__dict__.items()):
                 if value is target:
                     module.__dict__[key] = tripped
             return name
     return None
+
+
+def _candidate(candidate) -> tuple[str, str, int, str] | None:
+    """(name, function, line, file) of a tripwire candidate; line 0 and file "" when the place is not given."""
+    if not isinstance(candidate, list) or len(candidate) not in (2, 4):
+        return None
+    name, function, *place = candidate
+    line, file = place or (0, "")
+    if not (isinstance(name, str) and isinstance(function, str) and type(line) is int and isinstance(file, str)):
+        return None
+    return name, function, line, file
+
+
+def _method_holding(cls: type, line: int, file: str) -> str | None:
+    """The name of the method of `cls` whose code (nested code included) holds `line` of `file`."""
+    for key, value in vars(cls).items():
+        if isinstance(value, types.FunctionType) and _holds(value.__code__, line, file):
+            return key
+    return None
+
+
+def _holds(code: types.CodeType, line: int, file: str) -> bool:
+    """Whether `code` or code nested in it is at `line` of `file`."""
+    if not line or code.co_filename != file:
+        return False
+    if any(at == line for _, _, at in code.co_lines()):
+        return True
+    return any(isinstance(c, types.CodeType) and _holds(c, line, file) for c in code.co_consts)
 
 
 def _tripped(label: str) -> Callable:

@@ -165,6 +165,11 @@ def corpus(key) -> list[tuple[dict, object]]:
         "an endless loop in a class body (runs when loaded)", "hostile", note="did not finish within")
     add(variant(key, {NORMALIZE: normalize_doing("    while True:\n        pass\n")}), "loop_in_call.ipynb",
         "normalize never returns", "hostile", lost={N: "timed out"})
+    add(variant(key, {SOFTMAX: key.cells[SOFTMAX].source.replace(
+        '"""\n', '"""\n    class Oops(Exception):\n        def __str__(self):\n            while True:\n'
+                 '                pass\n    raise Oops()\n', 1)}),
+        "loop_in_exception_str.ipynb", "softmax raises a local exception whose __str__ never returns", "hostile",
+        lost={SP: "softmax", SR: "not run", SV: "not run", SS: "not run"}, timing=True)  # one time limit in all
     add(variant(key, append=["import signal\nclass Shield:\n"
                              "    for _s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, "
                              "signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE):\n"
