@@ -30,7 +30,7 @@ from autograder.notebook.markers import (
     HIDDEN, MarkerError, check_cell, hand_graded, is_test_cell, locked_code, nbgrader_meta, notebook_language, public_lines, secret_lines,
     solution_source, student_source,
 )
-from autograder.notebook.seedvar import for_grading, with_value
+from autograder.notebook.seedvar import cell_seeding, for_grading, with_value
 from autograder.files import write_atomic
 from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
 from autograder.testing import CheckSpec, hand_graded_check, hidden_test_files, load_test_file, test_cell_check
@@ -190,7 +190,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
 
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
     used = names_read([c.source for c in out.cell_checks], test_sources)
-    reference = extract(for_grading(out.answer_key, config.seed), used)
+    reference = extract(for_grading(out.answer_key, config.seed), used, each_cell=cell_seeding(config.seed))
     if paths.assignment.is_dir():  # generated whole: a file dropped from `files` leaves it too
         shutil.rmtree(paths.assignment)
     _write_notebook(paths.assignment / config.notebook, out.student)

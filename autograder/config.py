@@ -33,7 +33,7 @@ class AssignmentConfig:
     limits: Limits = field(default_factory=Limits)
     gpu_checks: list[str] = field(default_factory=list)  # checks that need CUDA: pending without it
     student: dict = field(default_factory=dict)  # [student]: in-notebook checks, install cell (autograder.student)
-    seed: dict = field(default_factory=dict)  # [seed]: {variable, grading, student?} (autograder/notebook/seedvar.py)
+    seed: dict = field(default_factory=dict)  # [seed]: {variable, grading, student?, cells?} (autograder/notebook/seedvar.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,16 +72,23 @@ def load_config(source_dir: Path) -> AssignmentConfig:
 
 
 def seed_options(data, where: str = "assignment.toml") -> dict:
-    """Validate the `[seed]` table (a seed variable, otter's `seed:`): `variable`, its `grading` value, and the
-    `student` value the student notebook gets (optional: the source notebook's line is kept then)."""
+    """Validate the `[seed]` table (otter's seeding): a seed variable (`variable`, its `grading` value, and the
+    `student` value the student notebook gets: optional, the source notebook's line is kept then), and/or `cells`,
+    the seed of random's and numpy's generators before each code cell when grading (otter's `generate: seed:`)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: [seed] must be a table")
     if not data:
         return {}
-    unknown = set(data) - {"variable", "grading", "student"}
+    unknown = set(data) - {"variable", "grading", "student", "cells"}
     if unknown:
-        raise ConfigError(f"{where}: unknown [seed] setting(s) {sorted(unknown)}; known: ['grading', 'student', "
-                          "'variable']")
+        raise ConfigError(f"{where}: unknown [seed] setting(s) {sorted(unknown)}; known: ['cells', 'grading', "
+                          "'student', 'variable']")
+    if "cells" in data and (isinstance(data["cells"], bool) or not isinstance(data["cells"], int)
+                            or data["cells"] < 0):
+        raise ConfigError(f"{where}: [seed] cells must be an integer >= 0, the seed of random's and numpy's "
+                          f"generators before each code cell (got {data['cells']!r})")
+    if "cells" in data and not set(data) & {"variable", "grading", "student"}:
+        return dict(data)
     if not isinstance(data.get("variable"), str) or not data["variable"].isidentifier():
         raise ConfigError(f"{where}: [seed] variable must be a Python name (got {data.get('variable')!r})")
     for key in ("grading", "student"):

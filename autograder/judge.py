@@ -354,6 +354,8 @@ def _instructors_mistake(exc: BaseException) -> bool:
 
 def check_error(spec: CheckSpec, exc: BaseException) -> CheckBroken | None:
     """The check's own mistake as a CheckBroken naming where it is (file and line), or None."""
+    if isinstance(exc, SyntaxError) and str(exc.filename or "").startswith("<test"):  # a test cell that is not Python
+        return CheckBroken(f"{exc.filename}, line {exc.lineno}", exc)
     frame = _check_frame(spec, exc) if _instructors_mistake(exc) else None
     if frame is None:
         return None

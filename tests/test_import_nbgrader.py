@@ -233,7 +233,7 @@ def test_cells_whose_meaning_differs_are_named(tmp_path):
     shared = nbformat.v4.new_code_cell("assert total == 3")
     shared.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "shared", "points": 1}
     setter = nbformat.v4.new_code_cell("total = 3\nlookup = dict.get\ntry:\n    pass\nexcept np.linalg.LinAlgError:\n"
-                                       "    pass\n%time count_keys({})")
+                                       "    pass\n%time count_keys({})\n!ls")
     setter.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "setter", "points": 1}
     same_question = nbformat.v4.new_code_cell("assert total == 3")
     same_question.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "same_question", "points": 1}
@@ -244,7 +244,10 @@ def test_cells_whose_meaning_differs_are_named(tmp_path):
     assert "shared" not in problems and "same_question" not in problems
     tests = (report.target / "tests" / "nbgrader_tests.py").read_text()
     assert "notebook_cell('same_question', 1, 'Part A', IMPORTS, SOURCE_same_question, earlier=(" in tests
-    assert "setter: IPython magic or shell line" in problems
+    assert re.search(r"^cell (\d+), line 8: IPython line `!ls` of test cell 'setter': the check runs in the grader, "
+                     r"not in a kernel, and this line has no Python equivalent here", problems, re.M)
+    assert re.search(r"cell \d+, line 7: IPython line `%time count_keys\(\{\}\)` of test cell 'setter' -> "
+                     r"`count_keys\(\{\}\)` in its check \(run once\)", "\n".join(report.converted))
     notes = "\n".join(report.notes)
     assert ("test cell 'shared' reads `total`, set by test cell 'setter' of another question ('Part A'): that cell "
             "runs first") in notes
@@ -262,7 +265,7 @@ def test_a_test_cell_reading_another_questions_variable_runs_after_that_cell(tmp
     (report,) = import_assignment(source, "hw", tmp_path / "solutions")
     assert report.not_converted == []
     tests = (report.target / "tests" / "nbgrader_tests.py").read_text()
-    assert "SOURCE_test_fit, earlier=(('test_load', SOURCE_test_load), ))" in tests
+    assert "SOURCE_test_fit, earlier=(('test_load', SOURCE_test_load), ), cell=9)" in tests
 
 
 def test_nbgraders_delimiters_anywhere_in_a_line_become_exact_markers():
@@ -458,3 +461,58 @@ def test_marker_lines_are_no_headings(source, part):
     from autograder.importers.nbgrader import heading
 
     assert heading(nbformat.v4.new_markdown_cell(source)) == part
+
+
+# -- IPython lines of test cells; a notebook of the other format --------------------------------------------------
+
+@pytest.mark.parametrize("source, expected, left", [
+    ("%time total = f(1)\nassert total == 2", "total = f(1)\nassert total == 2", []),
+    ("%timeit -n 3 -r 1 f(1)\nassert f(1) == 2", "_ = f(1)\nassert f(1) == 2", []),  # %timeit gives no value
+    ("%%time\nassert f(1) == 2", "\nassert f(1) == 2", []),
+    ("%matplotlib inline\nif True:\n    %matplotlib inline\n    assert f(1)", "\nif True:\n    pass\n    assert f(1)", []),
+    ("!pip install x\n%load_ext foo\nf(1)", "!pip install x\n%load_ext foo\nf(1)", [(1, "!pip install x"),
+                                                                                (2, "%load_ext foo")]),
+])
+def test_ipython_lines_of_a_test_cell_are_converted_where_python_can_do_them(source, expected, left):
+    from autograder.importers.nbgrader import without_magics
+
+    converted, _, not_converted = without_magics(source)
+    assert (converted, not_converted) == (expected, left)
+
+
+def test_a_converted_magic_runs_in_the_check_and_a_test_cells_own_error_names_its_notebook_cell(tmp_path):
+    from autograder.judge import check_error
+
+    timed = _graded("%time n = count_keys({'a': 1})\nassert n == 1", grade_id="timed", points=1)
+    source = _nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", [timed])
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    assert report.not_converted == []
+    tests = (report.target / "tests" / "nbgrader_tests.py").read_text()
+    assert "n = count_keys({'a': 1})\nassert n == 1'''" in tests and ", cell=7)\n" in tests
+    # the student notebook keeps the magic: students run the cell in a kernel
+    assert "%time n = count_keys" in nbformat.read(report.target / "hw.ipynb", as_version=4).cells[6].source
+    try:
+        compile("!ls", "<test cell timed, source notebook cell 7>", "exec")
+    except SyntaxError as exc:
+        broken = check_error(None, exc)
+    assert broken is not None and broken.where == "<test cell timed, source notebook cell 7>, line 1"
+
+
+def test_an_otter_notebook_is_refused_naming_the_otter_import_and_the_reverse(tmp_path, capsys):
+    from autograder.entrypoints import command_line as main
+    from autograder.importers import otter
+    from autograder.importers.common import ImportFailed
+
+    otter_source = Path(__file__).parent / "otter_demo" / "source" / "demo.ipynb"
+    with pytest.raises(ImportFailed, match=r"no nbgrader cell .* found, nothing to import: it looks like an otter "
+                                           r"notebook \(\d+ cell\(s\) with otter-grader marker\); import it with "
+                                           r"`autograder import otter .*demo.ipynb --name NAME`"):
+        import_assignment(otter_source, "demo", tmp_path / "solutions")
+    ps1 = PS1 / "source" / "ps1" / "problem1.ipynb"
+    with pytest.raises(ImportFailed, match=r"no otter question \(`# BEGIN QUESTION`\) or solution found, nothing to "
+                                           r"import: it looks like an nbgrader notebook .* import it with `autograder "
+                                           r"import nbgrader .*problem1.ipynb --name NAME`"):
+        otter.import_assignment(ps1, "p1", tmp_path / "solutions")
+    argv = ["import", "otter", str(ps1), "--name", "p1", "--solutions", str(tmp_path / "solutions")]
+    assert main(argv) == 2 and "autograder import nbgrader" in capsys.readouterr().err
+    assert not (tmp_path / "solutions").exists()

@@ -48,9 +48,11 @@ def test_the_demo_imports_with_a_report(demo):
 def test_the_student_notebook_has_stubs_and_no_solution_prompt_or_test(demo):
     paths = build(demo.target)
     text = "\n".join(c.source for c in nbformat.read(paths.assignment / "demo.ipynb", as_version=4).cells)
-    for secret in ("x**2", "yield", "groupby", "plot.bar", "mint is the highest", "square(2.5)", "BEGIN", "..."):
+    for secret in ("x**2", "yield", "groupby", "plot.bar", "mint is the highest", "square(2.5)", "BEGIN", "PROMPT"):
         assert secret not in text, secret
-    assert text.count("raise NotImplementedError()") == 4 and "YOUR ANSWER HERE" in text
+    # otter's prompts at the top level (its BEGIN PROMPT block; `...` for a solution line), the stub in functions
+    assert "data = ...\nprice_by_flavor = ...\nprice_by_flavor" in text and "\n...\n" in f"\n{text}\n"
+    assert text.count("raise NotImplementedError()") == 2 and "YOUR ANSWER HERE" in text
 
 
 @pytest.mark.slow
@@ -87,8 +89,9 @@ def test_solution_lines_and_blocks_become_markers_and_prompts_are_dropped():
     source = ('# BEGIN SOLUTION NO PROMPT\ndata = load()\n# END SOLUTION\n""" # BEGIN PROMPT\ndata = ...\n'
               '""" # END PROMPT\ndef f(x):\n    return x ** 2 # SOLUTION\nnp.random.seed(0) # SEED\ny = 2 # SOLUTION NO PROMPT')
     assert solution_code(source) == (
-        "### BEGIN SOLUTION\ndata = load()\n### END SOLUTION\ndef f(x):\n    ### BEGIN SOLUTION\n"
-        "    return x ** 2\n    ### END SOLUTION\nnp.random.seed(0) # SEED\n### BEGIN SOLUTION\ny = 2\n### END SOLUTION")
+        "### BEGIN SOLUTION\ndata = load()\n### PROMPT\n### END SOLUTION\n### BEGIN SOLUTION\n### PROMPT data = ...\n"
+        "### END SOLUTION\ndef f(x):\n    ### BEGIN SOLUTION\n    return x ** 2\n    ### END SOLUTION\n"
+        "np.random.seed(0) # SEED\n### BEGIN SOLUTION\n### PROMPT\ny = 2\n### END SOLUTION")
 
 
 def test_test_cells_hidden_by_comment_or_config():
@@ -145,9 +148,9 @@ def test_seeding_lines_run_before_each_test_in_both_programs(tmp_path):
     seeded = nbformat.v4.new_code_cell("assert np.isclose(draw(), 0.3745401188473625), 'draws as seeded with 42'")
     source = _otter_notebook(tmp_path / "src" / "seeded.ipynb", seeded)
     (report,) = import_assignment(source, "seeded", tmp_path / "solutions")
-    assert "cell 1: otter's seeding line(s) np.random.seed(42) -> kept in both notebooks (where they stand; otter " \
-           "seeds each cell of a submission with them when grading), run there by the grader in the submission and " \
-           "in the reference, and again before each test compared with the reference" in report.converted
+    assert "cell 1: otter's seeding line(s) np.random.seed(42) -> kept in both notebooks (where they stand), run " \
+           "there by the grader in the submission and in the reference, and again before each test compared with " \
+           "the reference" in report.converted
     paths = build(report.target)
     student = (paths.assignment / "seeded.ipynb").read_text()
     assert "_seed = np.random.seed(42)" in student and "# SEED" not in student
@@ -382,12 +385,13 @@ def test_questions_without_tests_or_points_count_as_otter_counts_them(tmp_path):
 
 
 def _answered(student: Path, answers: list[str], path: Path) -> Path:
-    """The student notebook with each stub replaced by the next answer, at the stub's indentation."""
+    """The student notebook with each stub or otter prompt (`x = ...`) replaced by the next answer, at its
+    indentation."""
     nb = nbformat.read(student, as_version=4)
     left = iter(answers)
     for cell in nb.cells:
-        cell.source = re.sub(r"( *)# TODO: your code here\n *raise NotImplementedError\(\)",
-                             lambda m: m.group(1) + next(left), cell.source)
+        cell.source = re.sub(r"^( *)(?:# TODO: your code here\n *raise NotImplementedError\(\)|[^\n]*\.\.\.$)",
+                             lambda m: m.group(1) + next(left), cell.source, flags=re.M)
     nbformat.write(nb, path)
     return path
 
@@ -414,9 +418,8 @@ def test_seeded_draws_all_or_nothing_and_a_list_of_points_grade_as_otter_grades(
     assert ("q9: all_or_nothing: 2 test case(s) -> one check 'q9' worth 4 points when every case passes, 0 otherwise; "
             "1 public test cell(s) worth 0 in the notebook (students run them)") in report.converted
     assert ("cell 13: otter's seeding line(s) np.random.seed(42) -> kept in both notebooks (in a cell of their own "
-            "before the solution; otter seeds each cell of a submission with them when grading), run there by the "
-            "grader in the submission and in the reference, and again before each test compared with the "
-            "reference") in report.converted
+            "before the solution), run there by the grader in the submission and in the reference, and again before "
+            "each test compared with the reference") in report.converted
     paths = build(report.target)
     student = paths.assignment / "hw.ipynb"
     assert "# the grader runs this seeding line here, and before each test: keep it\n_seed = np.random.seed(42)" in [
@@ -584,3 +587,95 @@ def test_success_and_failure_messages_are_what_a_student_reads(tmp_path):
     assert [(c.status, c.message) for c in right.checks] == [("passed", "Well done.")] * 2
     assert [c.message.split("\n")[0] for c in wrong.checks] == ["Look at the boundaries."] * 2
     assert wrong.checks[0].message == "Look at the boundaries.\nthis test gives 'B' where a correct notebook gives 'A'"
+
+
+# -- otter's seeding of every cell when grading; otter's prompts for solution lines --------------------------------
+
+@pytest.mark.slow
+def test_generate_seed_seeds_every_cell_of_a_submission_written_in_otters_own_student_notebook(tmp_path):
+    """`generate: {seed: 42}` with a `# SEED` line: otter's grader seeds random and numpy at the top of every cell of
+    a submission, whatever it holds (otter's student notebook keeps the line as a bare call, which the grader here
+    never runs): [seed] cells. A correct answer that explores first, or without the seeding line, gets every point,
+    as in otter; a wrong one, or one seeding its own value in the answer's cell, does not."""
+    from autograder.config import load_config
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    source = notebook(
+        tmp_path / "src" / "lab.ipynb", raw("# ASSIGNMENT CONFIG\ngenerate:\n    seed: 42"),
+        code("import numpy as np\nnp.random.seed(42) # SEED"),
+        *question("q1", "points: 2", [code("u = np.random.rand(50) # SOLUTION\nu_mean = u.mean() # SOLUTION")],
+                  code("len(u) == 50", "True"), code("# HIDDEN\nround(float(u_mean), 6)")))
+    (report,) = import_assignment(source, "lab", tmp_path / "solutions")
+    assert load_config(report.target).seed == {"cells": 42}
+    assert any(line.startswith("ASSIGNMENT CONFIG `generate: {seed: 42}` -> [seed] cells = 42 in assignment.toml")
+               for line in report.converted), report.converted
+    paths = build(report.target)
+
+    def otter_submission(name: str, *cells: str) -> Path:  # as otter's student notebook holds an answer
+        head = ['# Initialize Otter\nimport otter\ngrader = otter.Notebook("lab.ipynb")']
+        return notebook(tmp_path / "subs" / f"{name}.ipynb", *(code(c) for c in [*head, *cells, 'grader.check("q1")']))
+
+    seeded = "import numpy as np\nnp.random.seed(42) # SEED"
+    subs = [otter_submission("correct", seeded, "u = np.random.rand(50)\nu_mean = u.mean()"),
+            otter_submission("explore_first", seeded, "peek = np.random.rand(5)\nprint(peek)",
+                             "u = np.random.random_sample(50)\nu_mean = float(np.mean(u))"),
+            otter_submission("no_seed_line", "import numpy as np", "u = np.random.rand(50)\nu_mean = u.mean()"),
+            otter_submission("wrong", seeded, "u = np.random.rand(50)\nu_mean = np.median(u)"),
+            otter_submission("own_seed", seeded, "np.random.seed(7)\nu = np.random.rand(50)\nu_mean = u.mean()")]
+    results = grade(load_release(paths.release), subs, GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    scores = {sub.stem: sum(c.score for c in r.checks) for sub, r in zip(subs, results)}
+    assert scores == {"correct": 2, "explore_first": 2, "no_seed_line": 2, "wrong": 1, "own_seed": 1}, [
+        (c.name, c.message) for r in results for c in r.checks]
+
+
+def test_cell_seeding_runs_before_each_cells_statements_and_a_cells_own_seeding_call(tmp_path):
+    from autograder.notebook.extract import extract
+    from autograder.notebook.seedvar import cell_seeding
+
+    nb = nbformat.v4.new_notebook(cells=[code("import numpy as np"), code("np.random.seed(7)\nu = np.random.rand(3)"),
+                                         code("print(1)"), code("v = u + 1")])
+    units = extract(nb, ["v"], each_cell=cell_seeding({"cells": 3})).units
+    assert [(u.cell, u.source.split("\n")[0]) for u in units] == [
+        (0, "try:  # otter's seeding of each cell: [seed] cells = 3"), (1, "import numpy as np"),
+        (0, "try:  # otter's seeding of each cell: [seed] cells = 3"), (2, "np.random.seed(7)"),
+        (2, "u = np.random.rand(3)"), (0, "try:  # otter's seeding of each cell: [seed] cells = 3"), (4, "v = u + 1")]
+    assert [u.source for u in extract(nb, ["v"]).units if "seed" in u.source] == []  # without [seed] cells
+    namespace: dict = {}
+    exec(cell_seeding({"cells": 3}), namespace)  # binds nothing but what exec adds
+    assert set(namespace) == {"__builtins__"}
+
+
+@pytest.mark.parametrize("source, student", [
+    ("m100 = sample_mean(100)  # SOLUTION", "m100 = ..."),
+    ("a, b = f()  # SOLUTION", "a, b = ..."),
+    ("n += 1 # SOLUTION", "n += ..."),
+    ("y: int = 5 # SOLUTION", "y: int = ..."),
+    ("d['k'] = 1 # SOLUTION", "d['k'] = ..."),
+    ("plt.plot(x) # SOLUTION", "..."),
+    ("x = 1 # SOLUTION NO PROMPT\nshow(x)", "show(x)"),
+    ("def f(x):\n    y = 2 * x # SOLUTION\n    return y", "def f(x):\n    y = ...\n    return y"),
+    ("def f(x):\n    return 2 * x # SOLUTION", "def f(x):\n    # TODO: your code here\n    raise NotImplementedError()"),
+    ('def f(x):\n    """ # BEGIN PROMPT\n    return ...\n    """ # END PROMPT\n    # BEGIN SOLUTION NO PROMPT\n'
+     "    return 2 * x\n    # END SOLUTION", "def f(x):\n    return ..."),
+    ("# BEGIN SOLUTION\nq = 3\n# END SOLUTION", "..."),
+])
+def test_solution_lines_get_otters_prompt_where_a_raise_would_stop_run_all(source, student):
+    """otter's replacement rules: an assignment line keeps its left-hand side (`m100 = ...`, at any indentation),
+    any other line or block is `...` at the top level, a NO PROMPT one nothing, a BEGIN PROMPT block its lines; in a
+    function this project's stub (which says "not implemented" where `...` returns None)."""
+    from autograder.notebook.markers import check_cell, solution_source, student_source
+
+    cell = nbformat.v4.new_code_cell(solution_code(source))
+    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "s"}
+    regions = check_cell(cell, "cell 1")
+    assert student_source(cell, regions) == student
+    key = solution_source(cell, regions, keep_hidden=False)
+    assert "PROMPT" not in key and "..." not in key.replace('"""', "")
+
+
+def test_a_prompt_line_outside_a_solution_region_is_refused():
+    from autograder.notebook.markers import check_cell
+
+    with pytest.raises(MarkerError, match=r"cell 1, line 1: `### PROMPT` outside a code cell's SOLUTION region"):
+        check_cell(nbformat.v4.new_code_cell("### PROMPT x = ...\nx = 1"), "cell 1")

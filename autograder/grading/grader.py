@@ -21,7 +21,7 @@ from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge, Program, judg
 from autograder.notebook.extract import extract
 from autograder.notebook.load import NotebookError, NotebookUnreadable, NotebookVanished, read_notebook
 from autograder.notebook.markers import locked_code, restore_locked
-from autograder.notebook.seedvar import for_grading
+from autograder.notebook.seedvar import cell_seeding, for_grading
 from autograder.recording import Recording, fingerprint
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
@@ -287,7 +287,8 @@ class Grader:
                                        "the submission's)", time.monotonic() - start)
             return self._ungraded(path, sub_id, str(exc), start)
         notes += restore_locked(nb, self.locked)
-        extraction = extract(for_grading(nb, self.release.config.seed), self.names_read)
+        extraction = extract(for_grading(nb, self.release.config.seed), self.names_read,
+                             each_cell=cell_seeding(self.release.config.seed))
         notes += [f"cell {s.cell} was not graded: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
         worker, self._next_worker = self._next_worker, None
         program = Program(extraction, self._worker_spec([u.to_wire() for u in extraction.units]), self.release.helpers,

@@ -82,10 +82,11 @@ def seeded(program, seed: str) -> None:
 
 
 def notebook_cell(name: str, points: float, part: str, imports: list[str], source: str,
-                  earlier: tuple[tuple[str, str], ...] = (), seed: str = ""):
+                  earlier: tuple[tuple[str, str], ...] = (), seed: str = "", cell: int = 0):
     """A check that runs an imported test cell (hidden regions marked as in a source notebook) as a kernel would,
-    after the earlier cells of its part `earlier` ((name, source), notebook order) when it reads their variables."""
-    filename = f"<test cell {name}>"
+    after the earlier cells of its part `earlier` ((name, source), notebook order) when it reads their variables;
+    `cell`: its number in the source notebook, which the grader's messages about the cell's own code name."""
+    filename = f"<test cell {name}, source notebook cell {cell}>" if cell else f"<test cell {name}>"
 
     def run(sub, ref):
         seeded(sub, seed)

@@ -25,6 +25,10 @@ class ImportFailed(ValueError):
     """The source cannot be imported at all (a message for the command line)."""
 
 
+class NothingToImport(ImportFailed):
+    """The source holds nothing of the format asked for (nothing_to_import)."""
+
+
 def points_text(points: float) -> str:
     return f"{points:g} point" + ("" if points == 1 else "s")
 
@@ -214,3 +218,35 @@ def write_assignment(report: ImportReport, nb, tests: str, title: str, tests_fil
                     f"(nor the source's configuration): to ship one, copy it into {target} and add it to `files` in "
                     "assignment.toml")
     report.write()
+
+
+# -- which tool's notebook it is (an import of the other tool's notebook says so) ---------------------------------
+
+def nbgrader_cells(nb) -> int:
+    """How many cells nbgrader grades or hands out as answers (metadata solution, grade or task)."""
+    from autograder.notebook.markers import nbgrader_meta
+
+    return sum(1 for c in nb.get("cells", []) if any(nbgrader_meta(c).get(k) for k in ("solution", "grade", "task")))
+
+
+def otter_markers(nb) -> int:
+    """How many cells hold a marker of otter-grader's format (either version)."""
+    from autograder.notebook.foreign import OTTER, OTTER_OLD, find_foreign
+
+    count = 0
+    for cell in nb.get("cells", []):
+        source = cell.get("source", "")
+        lines = ("".join(source) if isinstance(source, list) else str(source)).split("\n")
+        if any(m.style in (OTTER, OTTER_OLD) for m in find_foreign(lines, cell.get("cell_type", ""))):
+            count += 1
+    return count
+
+
+def nothing_to_import(nb, source: Path, fmt: str, found: str) -> NothingToImport:
+    """The error of an import that found nothing of its format (`found`: what it looked for), naming the other
+    format's command when the notebook is in that format."""
+    other, count = ("otter", otter_markers(nb)) if fmt == "nbgrader" else ("nbgrader", nbgrader_cells(nb))
+    what = "otter-grader marker" if other == "otter" else "nbgrader metadata (solution, grade or task)"
+    hint = (f": it looks like an {other} notebook ({count} cell(s) with {what}); import it with `autograder import "
+            f"{other} {source} --name NAME`" if count else "")
+    return NothingToImport(f"{source}: no {found} found, nothing to import{hint}")

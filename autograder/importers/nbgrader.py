@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.importers.common import (
-    ImportFailed, literal, loaded_names, names_read, notebook_imports, notebook_names, parse, points_text, prepare,
-    reads_function, tests_header, top_level_bindings, write_assignment,
+    ImportFailed, NothingToImport, literal, loaded_names, names_read, nbgrader_cells, nothing_to_import, notebook_imports,
+    notebook_names, parse, points_text, prepare, reads_function, tests_header, top_level_bindings, write_assignment,
 )
 from autograder.importers.report import ImportReport
 from autograder.kernel import earlier_cells
@@ -53,6 +53,8 @@ class Check:
     source: str = ""  # a test cell's code, markers kept
     what: str = ""  # a manual check (and only a manual check): what is graded by hand
     scheme: list[str] = field(default_factory=list)  # a task's mark scheme (instructor-only), lines
+    cell: int = 0  # its cell's number in the source notebook (1-based)
+    magics: list[tuple[int, str]] = field(default_factory=list)  # IPython lines not converted: (line, text)
 
     @property
     def manual(self) -> bool:
@@ -221,12 +223,55 @@ def _refuse_foreign(cell, loc: str, marker, report: ImportReport) -> None:
 def _test_cell(cell, loc: str, part: str, report: ImportReport) -> Check:
     meta = nbgrader_meta(cell)
     name, points = str(meta.get("grade_id")), valid_points(meta.get("points")) or 0.0
-    source = cell["source"]
-    cell["source"] = public_part(source, loc)
+    source, converted, left = without_magics(cell["source"])
+    cell["source"] = public_part(cell["source"], loc)  # students run it in a kernel, magics included
     cell["metadata"].pop("nbgrader", None)
     cell["metadata"]["tags"] = sorted(set(cell["metadata"].get("tags", [])) | {SKIP_TAG})
     report.convert(f"{loc}: test cell {name!r} ({points_text(points)}) -> check {name!r} in tests/{TESTS_FILE}")
-    return Check(name, points, part, source=source)
+    for line, before, after in converted:
+        report.convert(f"{loc}, line {line}: IPython line `{before}` of test cell {name!r} -> "
+                       + (f"`{after}` in its check (run once)" if after else "dropped from its check (display only)"))
+    return Check(name, points, part, source=source, cell=int(loc.split()[-1]), magics=left)
+
+
+_TIMEIT_OPTIONS = re.compile(r"^(?:-[nrp]\s*\d+\s+|-[qoct]\s+)*")  # %timeit's options, before its statement
+_DROPPED_MAGICS = ("matplotlib",)  # display settings: nothing to run in the grader
+
+
+def without_magics(source: str) -> tuple[str, list[tuple[int, str, str]], list[tuple[int, str]]]:
+    """A test cell's IPython lines converted for the grader, each on its own line (numbers kept): `%time stmt` and
+    `%%time` -> the statement; `%timeit [options] stmt` and `%%timeit` -> the statement, run once (an expression's
+    value assigned to `_`, as %timeit gives the cell no value); `%matplotlib ...` dropped. Returns (the source,
+    [(line, the magic, what replaced it)], [(line, an IPython line left as it is)])."""
+    lines, converted, left = source.split("\n"), [], []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text.startswith(("%", "!")):
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        word, _, rest = text.lstrip("%").partition(" ")
+        cell_magic = text.startswith("%%")
+        if cell_magic and number == 1 and word in ("time", "timeit") and not rest.strip():
+            after = ""
+        elif not cell_magic and text.startswith("%") and word in ("time", "timeit") and rest.strip():
+            stmt = _TIMEIT_OPTIONS.sub("", rest.strip() + " ").strip() if word == "timeit" else rest.strip()
+            after = f"_ = {stmt}" if word == "timeit" and _is_expression(stmt) else stmt
+        elif not cell_magic and word in _DROPPED_MAGICS:
+            after = ""
+        else:
+            left.append((number, text))
+            continue
+        lines[number - 1] = indent + (after or ("pass" if indent else ""))
+        converted.append((number, text, after))
+    return "\n".join(lines), converted, left
+
+
+def _is_expression(code: str) -> bool:
+    try:
+        ast.parse(code, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _hand_graded(cell, loc: str, part: str, report: ImportReport, scheme: list[str]) -> Check:
@@ -262,9 +307,10 @@ def caveats(out: Conversion, report: ImportReport) -> None:
             report.refuse(c.name, "test cell", "not valid Python: the check fails for every notebook (`verify` says "
                           "so); rewrite the cell")
             continue
-        if any(line.lstrip().startswith(("%", "!")) for line in c.source.split("\n")):
-            report.refuse(c.name, "IPython magic or shell line", "the check runs in the grader, not in a kernel: "
-                          "remove the line (the check fails for every notebook until then)")
+        for line, text in c.magics:
+            report.refuse(f"cell {c.cell}, line {line}", f"IPython line `{text}` of test cell {c.name!r}", "the check "
+                          "runs in the grader, not in a kernel, and this line has no Python equivalent here: rewrite "
+                          "it in Python (the check fails for every notebook until then)")
         _rebinds(c, tree, defined, report)
         _foreign_exceptions(c, tree, report)
         _earlier_variables(c, tree, defined, earlier, report)
@@ -330,7 +376,7 @@ def tests_module(out: Conversion, notebook: str) -> str:
         shared = f", earlier=({''.join(e + ', ' for e in earlier)})" if earlier else ""
         lines += ["", f"SOURCE_{variable} = {literal(c.source)}",
                   f"check_{variable} = notebook_cell({c.name!r}, {c.points:g}, {c.part!r}, IMPORTS, SOURCE_{variable}"
-                  f"{shared})"]
+                  f"{shared}, cell={c.cell})"]
     return "\n".join(lines + reads_function(out.reads)) + "\n"
 
 
@@ -352,6 +398,8 @@ def convert_notebook(nb_path: Path, target: Path) -> tuple[ImportReport, Convers
     import nbformat
 
     nb = nbformat.read(nb_path, as_version=4)
+    if not nbgrader_cells(nb):
+        raise nothing_to_import(nb, nb_path, "nbgrader", "nbgrader cell (metadata solution, grade or task)")
     refuse_invalid(nb, nb_path)
     report = ImportReport("nbgrader", nb_path, target)
     try:
@@ -383,10 +431,20 @@ def import_assignment(source: Path, name: str, solutions: Path, force: bool = Fa
     converted before anything is written: a refused one (ImportFailed) leaves the solutions folder as it was."""
     notebooks = source_notebooks(source)
     single = len(notebooks) == 1
-    converted = []
+    converted, empty = [], []
     for nb_path in notebooks:
         target = solutions / (name if single else f"{name}_{nb_path.stem}")
         if target.exists() and not force:
             raise ImportFailed(f"{target} exists: choose another --name, or --force to replace it")
-        converted.append((*convert_notebook(nb_path, target), nb_path.stem if single else f"{source.name} {nb_path.stem}"))
+        try:
+            converted.append((*convert_notebook(nb_path, target),
+                              nb_path.stem if single else f"{source.name} {nb_path.stem}"))
+        except NothingToImport as exc:  # a folder's notebook without nbgrader cells: not an assignment
+            if single:
+                raise
+            empty.append(str(exc))
+    if not converted:
+        raise ImportFailed("; ".join(empty))
+    for why in empty:
+        converted[0][0].note(f"not imported: {why}")
     return [write_notebook(report, out, title, force) for report, out, title in converted]

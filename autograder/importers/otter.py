@@ -7,8 +7,8 @@ cells, and `# BEGIN TESTS` / `# END TESTS` around test cells, each a test case (
 (v0 and jassign: ```-fenced `BEGIN QUESTION` in markdown, `# TEST` cells) is first rewritten in this one, as
 otter's own converter does (otter_v0.py); what the markers inside a cell mean is otter_lines.py's.
 Converted to:
-- solutions: between this project's markers (students get the stub, not otter's `...` prompt); BEGIN PROMPT
-  blocks dropped; markdown solution cells become written answers (YOUR ANSWER HERE); lines and cells otter
+- solutions: between this project's markers, students getting otter's prompt (`x = ...` for an assignment line,
+  `...` at the top level, a BEGIN PROMPT block's lines) or, inside a function, the stub (otter_lines.solution_code); markdown solution cells become written answers (YOUR ANSWER HERE); lines and cells otter
   ignores removed; seeding lines kept in both notebooks, run where they stand by the grader (otter_lines.py);
 - tests, worth what otter's rules give each case (a question's `points` as a total, a list of per-case points,
   or `{each: x}`; 1 in all when not given): a public case (students see it and run grader.check in otter) is a
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.importers.common import (
-    ImportFailed, literal, names_read, notebook_imports, notebook_names, parse, points_text, prepare, reads_function,
-    statements, tests_header, top_level_bindings, write_assignment,
+    ImportFailed, literal, names_read, notebook_imports, notebook_names, nothing_to_import, parse, points_text, prepare,
+    reads_function, statements, tests_header, top_level_bindings, write_assignment,
 )
 from autograder.importers.otter_lines import (
     SEED_NAME, called, case_lines, ignored_cell, relabeled, seeding, solution_code, test_function, without_ignored,
@@ -93,6 +93,9 @@ class State:
     seed: list[str] = field(default_factory=list)  # the notebook's top-level seeding lines, in order
     files: list[str] = field(default_factory=list)  # ASSIGNMENT CONFIG `files:`
     settings: list[str] = field(default_factory=list)  # lines for assignment.toml (ASSIGNMENT CONFIG `seed:`)
+    solutions: int = 0  # solution cells and written answers converted
+    generate_seed: int | None = None  # ASSIGNMENT CONFIG `generate: {seed: N}`: otter seeds every cell with it
+    seed_variable: bool = False  # ASSIGNMENT CONFIG `seed: {variable, ...}`: otter sets the variable instead
     export: str = ""  # where an open `<!-- BEGIN QUESTION -->` is ("" when none)
     all_solutions: bool = False  # solution markers count in every cell (v0; strip_solutions_from_all_cells)
     folder: Path = Path(".")  # the notebook's folder (an ASSIGNMENT CONFIG's config_file is read from it)
@@ -124,6 +127,7 @@ def solution_cell(cell, state: State, report: ImportReport, loc: str, in_block: 
         elif in_block or is_markdown_solution(cell):
             cell["source"] = relabeled(cell_source(cell))
             cell["metadata"]["nbgrader"] = {"solution": True, "grade": False, "grade_id": grade_id}
+            state.solutions += 1
             report.convert(f"{loc}: written answer of {label} -> answer cell {grade_id!r} (YOUR ANSWER HERE)")
         return cell
     if cell.get("cell_type") != "code":
@@ -131,6 +135,7 @@ def solution_cell(cell, state: State, report: ImportReport, loc: str, in_block: 
     cell["source"] = solution_code(cell_source(cell))
     if "### BEGIN SOLUTION" in cell["source"]:
         cell["metadata"]["nbgrader"] = {"solution": True, "grade": False, "grade_id": grade_id}
+        state.solutions += 1
         report.convert(f"{loc}: solution of {label} -> solution cell {grade_id!r}")
     return cell
 
@@ -298,8 +303,16 @@ def assignment_config(lines: list[str], state: State, loc: str, report: ImportRe
     state.all_solutions = state.all_solutions or bool(config.get("strip_solutions_from_all_cells"))
     if config.get("seed") is not None:
         state.settings += seed_variable(config["seed"], loc, report)
-    report.note("otter's ASSIGNMENT CONFIG is not imported but for its `files` and `seed` (requirements, export and "
-                "PDF settings, generate's seed)")
+        state.seed_variable = bool(state.settings)
+    generate = config.get("generate")
+    if isinstance(generate, dict) and generate.get("seed") is not None:
+        value = generate["seed"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ImportFailed(f"{loc}: ASSIGNMENT CONFIG `generate: {{seed: {value}}}` is not an integer >= 0 (otter "
+                               "refuses it too)")
+        state.generate_seed = value
+    report.note("otter's ASSIGNMENT CONFIG is not imported but for its `files`, `seed` and `generate`'s `seed` "
+                "(requirements, export and PDF settings)")
 
 
 def seed_variable(seed, loc: str, report: ImportReport) -> list[str]:
@@ -410,6 +423,7 @@ def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question],
         state.cells.append(cell)
     if state.export:
         report.refuse(state.export, "'<!-- BEGIN QUESTION -->'", "no `<!-- END QUESTION -->` closes it (removed)")
+    state.settings += cell_seeding(state, report)
     out = copy.deepcopy(nb)
     out.cells = state.cells
     return out, state.questions, "\n".join(state.seed), state
@@ -462,13 +476,47 @@ def seed_cells(cell, loc: str, report: ImportReport, state: State) -> tuple[list
     state.seed += found.lines
     if found.lines:
         report.convert(f"{loc}: otter's seeding line(s) {'; '.join(found.lines)} -> kept in both notebooks "
-                       f"({'in a cell of their own before the solution' if before else 'where they stand'}; otter "
-                       "seeds each cell of a submission with them when grading), run there by the grader in the "
-                       "submission and in the reference, and again before each test compared with the reference")
+                       f"({'in a cell of their own before the solution' if before else 'where they stand'}), run "
+                       "there by the grader in the submission and in the reference, and again before each test "
+                       "compared with the reference")
     if found.indented:
         report.convert(f"{loc}: otter's seeding line(s) inside a block ({'; '.join(found.indented)}) -> left as "
                        "code, without the marker")
     return before, cell if cell["source"].strip() else None
+
+
+_LITERAL_SEED = re.compile(r"^(?:np|numpy)\.random\.seed\((\d+)\)$|^random\.seed\((\d+)\)$")
+
+
+def cell_seeding(state: State, report: ImportReport) -> list[str]:
+    """assignment.toml's `[seed] cells = N`: grading seeds random's and numpy's generators with N at the top of every
+    code cell, whatever the submission contains, as otter's grader does with `generate: {seed: N}` (its
+    GradingPreprocessor.add_seeds) when no seed variable is configured. `# SEED` lines make otter assign require that
+    seed; without one (otter refuses the notebook) a seeding line `np.random.seed(N)` gives it."""
+    if state.seed_variable:
+        if state.generate_seed is not None or state.seed:
+            report.note("with a seed variable, otter's grader sets the variable at the top of each cell instead of "
+                        "seeding numpy and random there: so does the grader here ([seed] in assignment.toml)")
+        return []
+    value, said = state.generate_seed, f"ASSIGNMENT CONFIG `generate: {{seed: {state.generate_seed}}}`"
+    if value is None:
+        found = [m for m in (_LITERAL_SEED.match(line.strip()) for line in state.seed) if m]
+        if not found:
+            if state.seed:
+                report.note("otter assign requires `generate: {seed: N}` with `# SEED` lines, to seed each cell of a "
+                            "submission when grading; without it, and with no `np.random.seed(N)` line to take N "
+                            "from, the grader runs only the seeding lines a submission keeps (add `[seed] cells = N` "
+                            "to assignment.toml to seed every cell)")
+            return []
+        value, said = int(found[0].group(1) or found[0].group(2)), f"the seeding line `{found[0].group(0)}`"
+        report.note("otter assign requires `generate: {seed: N}` with `# SEED` lines (it refuses this notebook "
+                    f"without one): the grader seeds each cell with {value}, taken from the first seeding line")
+    report.convert(f"{said} -> [seed] cells = {value} in assignment.toml: grading "
+                   f"runs `random.seed({value})` and `np.random.seed({value})` at the top of every code cell of each "
+                   "submission and of the reference, as otter's grader does, whatever seeding lines the submission "
+                   "keeps")
+    return ["", "[seed]  # otter's seeding of every cell when grading (docs/writing-assignments.md, Seed variables)",
+            f"cells = {value}"]
 
 
 def seed_cell(statements: list[str], ids: bool):
@@ -677,10 +725,13 @@ def import_assignment(source: Path, name: str, solutions: Path, force: bool = Fa
         raise ImportFailed(f"{source}: an otter import takes the assignment notebook itself")
     report = ImportReport("otter", source, solutions / name)
     try:
-        notebook, questions, seed, state = convert(nbformat.read(source, as_version=4), str(source), report)
+        nb = nbformat.read(source, as_version=4)
+        notebook, questions, seed, state = convert(nb, str(source), report)
         tests = checks_source(questions, notebook, report, seed)
     except ImportFailed as exc:
         raise ImportFailed(f"{source}: {exc}") from None
+    if not questions and not state.solutions:
+        raise nothing_to_import(nb, source, "otter", "otter question (`# BEGIN QUESTION`) or solution")
     notes(report, bool(seed))
     prepare(report.target, force)
     write_assignment(report, notebook, tests, source.stem, TESTS_FILE, state.files, "\n".join(state.settings))
@@ -691,11 +742,13 @@ def notes(report: ImportReport, seeded_notebook: bool) -> None:
     report.note("otter compares printed outputs; here the values are compared, so `np.True_` and `True` are the same "
                 "(otter 7 under numpy 2 prints `np.True_` where `True` was recorded and fails correct notebooks)")
     report.note("a test's printed output (print calls) is not compared, only the value of its last expression")
-    report.note("otter's prompts (`...` in place of a solution line, BEGIN PROMPT blocks) are not shown: students get "
-                "this project's stub, `# TODO: your code here` and `raise NotImplementedError()`")
+    report.note("otter's prompts are kept where a stub's raise would stop \"Run all\" (`x = ...` for an assignment "
+                "line, `...` at the top level, BEGIN PROMPT blocks); inside a function a solution is this project's stub, "
+                "`# TODO: your code here` and `raise NotImplementedError()`, where otter's `...` would return None")
     report.note("otter's grader.check cells in student notebooks are not needed: the public test cells stand where "
                 "the public cases stood (students run them, or `autograder check`); a grader.check cell is an ordinary "
                 "cell the grader does not run")
     if seeded_notebook:
-        report.note(f"students see the seeding lines (otter removes them from their notebook and seeds each of their "
-                    f"cells when grading): the grader runs the line they keep (`{SEED_NAME} = ...`) where it stands")
+        report.note(f"students see the seeding lines (otter hands out those outside solution cells as they are, and "
+                    f"removes those inside): the grader runs the line they keep (`{SEED_NAME} = ...`) where it stands; "
+                    "otter's own seeding of every cell when grading is `[seed] cells` (assignment.toml)")

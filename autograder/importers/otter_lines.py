@@ -4,14 +4,16 @@
   ... `# END IGNORE` block are removed from every cell, test cells included (otter removes them from both notebooks,
   and its exception-based tests never run them); a cell whose first line is `# ignore` or `## ignore ##` (any case)
   is dropped. An END without a BEGIN, a BEGIN inside a block or left open is refused, as otter refuses it.
-- Seeding (`np.random.seed(42) # SEED`): otter removes the line from the student notebook and, when grading, seeds
-  every cell of the submission with it, so a value the notebook draws at the top level is the seeded one. Here the
-  line stays in both notebooks, as a statement the grader runs where it stands, in the submission and in the
+- Seeding (`np.random.seed(42) # SEED`): otter removes the line from solution cells of the student notebook (it
+  hands out one outside them as it is) and requires `generate: {seed: N}`, with which its grader seeds random and
+  numpy at the top of every cell of a submission (`[seed] cells = N` here: seedvar.py, whatever the submission
+  contains). Here the line stays in both notebooks, as a statement the grader runs where it stands, in the submission and in the
   reference (`_seed = np.random.seed(42)`: the grader runs an assignment a check reads, never a bare call): in a
   cell of its own before a solution cell it began (a student's answer replaces the solution cell, not it), else
   where it stood (before the `# BEGIN SOLUTION` block it stood in); the tests file runs it again before each test.
 - Solutions: a line ending in `# SOLUTION [NO PROMPT]` and each `# BEGIN SOLUTION [NO PROMPT]` block go between
-  this project's markers; BEGIN PROMPT blocks are dropped; a written answer's `**SOLUTION:**` label stays in the
+  this project's markers, with otter's prompt (`x = ...`, `...`, a BEGIN PROMPT block's lines) as `### PROMPT` lines
+  where students get it (solution_code); a written answer's `**SOLUTION:**` label stays in the
   answer key as `**Solution:**` (capitals would read as another tool's marker).
 - Test cases: hidden by a first line mentioning `hidden` or by a TEST CONFIG; an exception-based test (one test
   function, its call dropped as ignored) gets the call otter makes, each parameter the notebook's value of its name.
@@ -138,23 +140,75 @@ def seeding(source: str, apart: bool = False) -> Seeding:
 # -- solutions ------------------------------------------------------------------------------------------------
 
 def solution_code(source: str) -> str:
-    """otter's solution lines and blocks between this project's markers; prompts dropped."""
-    out, in_prompt = [], False
-    for line in source.split("\n"):
-        if _PROMPT[0].match(line) or in_prompt:
-            in_prompt = not _PROMPT[1].match(line)
+    """otter's solution lines and blocks between this project's markers, each with what otter hands students in its
+    place as `### PROMPT` lines (markers.py), where a stub would not serve them better:
+    - `x = expr # SOLUTION` (any assignment: augmented, annotated, tuple targets) -> `x = ...`, as otter's
+      solution_assignment_regex makes it, at any indentation;
+    - any other `# SOLUTION` line, a `# BEGIN SOLUTION` block -> otter's `...` at the top level (a stub's raise would
+      stop "Run all" there); inside a block (a function's body) this project's stub, which says "not implemented"
+      where `...` would return None silently;
+    - `# SOLUTION NO PROMPT` lines and `# BEGIN SOLUTION NO PROMPT` blocks -> nothing (otter removes them) at the top
+      level or in a cell with a prompt block; the stub inside a block (an empty body is a syntax error);
+    - `\"\"\" # BEGIN PROMPT` blocks -> their lines, for students only (otter shows them in place)."""
+    lines = source.split("\n")
+    has_prompt = any(_PROMPT[0].match(line) for line in lines)
+    out, prompt, block = [], None, None  # prompt: the open PROMPT block's lines; block: the open block's prompt
+    for line in lines:
+        if prompt is not None:
+            if _PROMPT[1].match(line):
+                indent = line[: len(line) - len(line.lstrip())]
+                out += [f"{indent}### BEGIN SOLUTION", *(_prompt_line(p) for p in prompt), f"{indent}### END SOLUTION"]
+                prompt = None
+            else:
+                prompt.append(line)
             continue
-        block, single = _SOLUTION_BLOCK.match(line), _SOLUTION_LINE.match(line)
-        if block:
-            out.append(f"{block.group(1)}### BEGIN SOLUTION")
+        if _PROMPT[0].match(line):
+            prompt = []
+            continue
+        begin, single = _SOLUTION_BLOCK.match(line), _SOLUTION_LINE.match(line)
+        if begin:
+            indent = begin.group(1)
+            out.append(f"{indent}### BEGIN SOLUTION")
+            block = _stub(indent, None, bool(begin.group(2)), has_prompt)
         elif line.strip() == "# END SOLUTION":
-            out.append(f"{line[: len(line) - len(line.lstrip())]}### END SOLUTION")
+            out += [*(block or []), f"{line[: len(line) - len(line.lstrip())]}### END SOLUTION"]
+            block = None
         elif single and single.group(2):
-            indent = single.group(1)
-            out += [f"{indent}### BEGIN SOLUTION", f"{indent}{single.group(2)}", f"{indent}### END SOLUTION"]
+            indent, code = single.group(1), single.group(2)
+            out += [f"{indent}### BEGIN SOLUTION", *(_stub(indent, code, bool(single.group(3)), has_prompt) or []),
+                    f"{indent}{code}", f"{indent}### END SOLUTION"]
         else:
             out.append(line)
     return "\n".join(out)
+
+
+def _prompt_line(line: str) -> str:
+    indent = line[: len(line) - len(line.lstrip())]
+    return f"{indent}### PROMPT {line.strip()}" if line.strip() else f"{indent}### PROMPT"
+
+
+def _stub(indent: str, code: str | None, no_prompt: bool, has_prompt: bool) -> list[str] | None:
+    """The `### PROMPT` lines of a solution line (`code`) or block (None): what otter hands out in its place, or None
+    for this project's stub (see solution_code)."""
+    if no_prompt:
+        return [f"{indent}### PROMPT"] if not indent or has_prompt else None
+    target = assigned(code) if code is not None else None
+    if target is not None:
+        return [f"{indent}### PROMPT {target} ..."]
+    return [f"{indent}### PROMPT ..."] if not indent else None
+
+
+def assigned(code: str) -> str | None:
+    """The left-hand side of an assignment line, with its operator (`m100 =`, `a, b =`, `x: int =`, `n +=`), as
+    otter keeps it; None for any other line."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.Assign, ast.AugAssign, ast.AnnAssign)) \
+            or tree.body[0].value is None or tree.body[0].value.lineno != 1:
+        return None
+    return code.encode()[: tree.body[0].value.col_offset].decode().rstrip()  # col_offset counts UTF-8 bytes
 
 
 def relabeled(source: str) -> str:

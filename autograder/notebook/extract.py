@@ -368,11 +368,23 @@ def _changed_in_place(node) -> list[str]:
     return sorted(name for name in changed if name)
 
 
-def extract(nb, uses=()) -> Extraction:
-    """`uses`: names the grader itself reads from the submission (its checks' `sub.NAME`), needed too."""
+# the calls that seed a global generator: run where they stand when the grader seeds each cell (extract's `each_cell`)
+SEEDING_CALLS = frozenset({"np.random.seed", "numpy.random.seed", "random.seed", "torch.manual_seed"})
+
+
+def extract(nb, uses=(), each_cell: str = "") -> Extraction:
+    """`uses`: names the grader itself reads from the submission (its checks' `sub.NAME`), needed too; `each_cell`:
+    a statement run before the statements run of each cell (seedvar.cell_seeding: otter's seeding of every cell),
+    as the grader's own (cell 0), binding nothing; with it, a top-level call of SEEDING_CALLS runs where it stands
+    (`np.random.seed(7)` before a draw changes the draw, as in otter's run of the notebook)."""
     skipped: list[Skipped] = []
     not_run: list[NotRun] = []
     statements = _statements(nb, skipped, not_run)
+    if each_cell:  # the grader seeds each cell as otter does; a cell's own seeding call then runs where it stands
+        for st in statements:
+            if st.unit is None and isinstance(st.node, ast.Expr) and isinstance(st.node.value, ast.Call) \
+                    and dotted(st.node.value.func) in SEEDING_CALLS:
+                st.unit = Unit(st.cell, st.line, st.source, [], "constant")
     needed: set[str] = set(uses)
     for st in statements:
         if st.unit is not None:
@@ -407,6 +419,13 @@ def extract(nb, uses=()) -> Extraction:
         elif names:
             not_run.append(NotRun(st.cell, st.line, names, UNUSED))
     units.sort(key=lambda u: (u.cell, u.line))
+    if each_cell:
+        seeded: list[Unit] = []
+        for unit in units:
+            if not seeded or seeded[-1].cell != unit.cell:
+                seeded.append(Unit(0, 1, each_cell, [], "constant"))
+            seeded.append(unit)
+        units = seeded
     return Extraction(units, skipped, not_run)
 
 

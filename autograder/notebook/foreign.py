@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-OWN = re.compile(r"^\s*#+\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")  # this build's markers (see markers.py)
+OWN = re.compile(r"^\s*#+\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$|^\s*### PROMPT( |$)")  # this build's markers
+#   (markers.py; a `### PROMPT` line outside a solution region is refused there)
 KEYWORDS = {"SOLUTION", "SOLUTIONS", "TEST", "TESTS", "HIDDEN", "SEED", "PROMPT", "QUESTION", "IGNORE", "AUTOTEST"}
 PHRASES = ("ASSIGNMENT CONFIG",)  # markers whose words are ordinary one by one
 _WORDS = re.compile(r"^[A-Z]+(?:[ _][A-Z]+){0,4}$")  # a few words in capitals, nothing else

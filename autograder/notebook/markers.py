@@ -5,6 +5,11 @@ solution cell); `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS` mark the hidde
 cell. Anything that looks like a marker but is not exactly one is an error: a typo in a marker must
 never let a solution through to students. So is a marker of another grading tool (foreign.py).
 
+A `### PROMPT text` line inside a code solution region is what students get in place of the region (one line per
+prompt line, at its indentation; `### PROMPT` alone: nothing), instead of the TODO stub: `### PROMPT m100 = ...`
+hands out `m100 = ...` (otter-grader's prompt for a solution line, `autograder import otter`). The answer key drops
+prompt lines; they are comments in the source notebook, so running it is unchanged.
+
 A cell marked as a solution in its nbgrader metadata without markers is a solution as a whole: students
 get nbgrader's stub for the notebook's language (code) or YOUR ANSWER HERE (markdown), and every line
 of it is secret for the leak check.
@@ -19,6 +24,7 @@ from autograder.notebook.foreign import find_foreign
 SOLUTION, HIDDEN = "SOLUTION", "HIDDEN TESTS"
 _MARKER = re.compile(r"^\s*#{1,}\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
 _LOOSE = re.compile(r"(BEGIN|END)\s*_?\s*(SOLUTION|HIDDEN\s*_?\s*TESTS?)", re.I)
+_PROMPT = re.compile(r"^(\s*)### PROMPT(?: (.*))?$")  # a solution region's prompt line (see above)
 CODE_STUB = ["# TODO: your code here", "raise NotImplementedError()"]
 ANSWER_STUB = "YOUR ANSWER HERE"
 # What nbgrader writes in place of a whole solution cell, by kernel language (its ClearSolutions.code_stub)
@@ -139,7 +145,19 @@ def check_cell(cell, where: str) -> list[Region]:
                           "without nbgrader metadata solution: true")
     if SOLUTION in kinds and cell.get("cell_type") not in ("code", "markdown"):
         raise MarkerError(f"{where}: markers in a {cell.get('cell_type')} cell")
+    inside = {i for r in regions if r.kind == SOLUTION and cell.get("cell_type") == "code"
+              for i in range(r.begin + 1, r.end)}
+    for i, line in enumerate(lines):
+        if _PROMPT.match(line) and i not in inside:
+            raise MarkerError(f"{where}, line {i + 1}: `### PROMPT` outside a code cell's SOLUTION region (it gives "
+                              "what students get in place of the region)")
     return regions
+
+
+def prompt_lines(body: list[str]) -> list[str] | None:
+    """What students get in place of a solution region whose body has `### PROMPT` lines (None when it has none)."""
+    found = [m for m in map(_PROMPT.match, body) if m]
+    return [m.group(1) + m.group(2) for m in found if m.group(2)] if found else None
 
 
 def _first(regions: list[Region], kind: str) -> int:
@@ -171,7 +189,8 @@ def student_source(cell, regions: list[Region], language: str = "python", where:
     def stub(region, body):
         if region.kind == HIDDEN:
             return []
-        return [region.indent + s for s in CODE_STUB]
+        prompt = prompt_lines(body)
+        return prompt if prompt is not None else [region.indent + s for s in CODE_STUB]
 
     return _strip_trailing_blank("\n".join(replace_regions(lines, regions, stub)))
 
@@ -179,8 +198,12 @@ def student_source(cell, regions: list[Region], language: str = "python", where:
 def solution_source(cell, regions: list[Region], keep_hidden: bool) -> str:
     """The cell with markers removed: solutions kept, hidden tests kept or dropped."""
     lines = cell_source(cell).split("\n")
-    return _strip_trailing_blank("\n".join(replace_regions(
-        lines, regions, lambda r, body: body if (r.kind == SOLUTION or keep_hidden) else [])))
+    def kept(region, body):
+        if region.kind == SOLUTION:
+            return [line for line in body if not _PROMPT.match(line)]
+        return body if keep_hidden else []
+
+    return _strip_trailing_blank("\n".join(replace_regions(lines, regions, kept)))
 
 
 def secret_lines(cell, regions: list[Region]) -> list[str]:
@@ -188,7 +211,7 @@ def secret_lines(cell, regions: list[Region]) -> list[str]:
     lines = cell_source(cell).split("\n")
     if is_solution_cell(cell) and not regions:
         return lines
-    return [line for r in regions for line in lines[r.begin + 1:r.end]]
+    return [line for r in regions for line in lines[r.begin + 1:r.end] if not _PROMPT.match(line)]
 
 
 def public_lines(cell, regions: list[Region]) -> list[str]:
@@ -197,7 +220,8 @@ def public_lines(cell, regions: list[Region]) -> list[str]:
     if is_solution_cell(cell) and not regions:
         return []
     inside = {i for r in regions for i in range(r.begin, r.end + 1)}
-    return [line for i, line in enumerate(lines) if i not in inside]
+    prompts = [p for r in regions if r.kind == SOLUTION for p in prompt_lines(lines[r.begin + 1:r.end]) or []]
+    return [line for i, line in enumerate(lines) if i not in inside] + prompts
 
 
 def _strip_trailing_blank(text: str) -> str:

@@ -1,5 +1,6 @@
-"""A seed variable (assignment.toml `[seed]`, otter-grader's `seed: {variable, autograder_value, student_value}`):
-students' notebook sets it to one value, grading to another.
+"""otter-grader's seeding at grading time (assignment.toml `[seed]`): a seed variable (otter's `seed: {variable,
+autograder_value, student_value}`: students' notebook sets it to one value, grading to another), and cell seeding
+(otter's `generate: seed: N`: random's and numpy's generators seeded with N at the top of every code cell).
 
 Guarantees: `with_value(nb, variable, value)` returns a copy of `nb` in which every top-level statement of a code
 cell that assigns `variable` alone (`rng_seed = ...`, `rng_seed: int = ...`) reads `variable = value`, on its first
@@ -7,6 +8,12 @@ line (the statement's other lines left blank, so that every line keeps its numbe
 a notebook that assigns it nowhere gets such a statement in a cell of its own before its first code cell, as otter
 defines it before every cell. Nothing else changes: an assignment inside a function, a loop or a tuple is the
 student's, and test cells are never touched.
+
+`cell_seeding(seed)` is the statement that `extract(..., each_cell=...)` runs before the statements it runs of each
+code cell, in the submission and in the reference, whatever the submission contains: otter's GradingPreprocessor
+puts `np.random.seed(N)` and `random.seed(N)` at the top of every code cell of the notebook it grades (but cells
+starting with a `%%` magic, which the grader never runs as Python anyway). It binds no name, and runs as the
+grader's own statement (cell 0), so no message of the student's cells ever cites it.
 """
 from __future__ import annotations
 
@@ -68,5 +75,15 @@ def _code_cell(source: str) -> dict:
 
 
 def for_grading(nb, seed: dict):
-    """`nb` as the grader reads it: the seed variable at its grading value (unchanged without a `[seed]`)."""
-    return with_value(nb, seed["variable"], seed["grading"]) if seed else nb
+    """`nb` as the grader reads it: the seed variable at its grading value (unchanged without one)."""
+    return with_value(nb, seed["variable"], seed["grading"]) if seed and "variable" in seed else nb
+
+
+def cell_seeding(seed: dict) -> str:
+    """The statement run before each code cell's statements when grading ([seed] `cells`), or "" without one."""
+    if not seed or "cells" not in seed:
+        return ""
+    value = int(seed["cells"])
+    return (f"try:  # otter's seeding of each cell: [seed] cells = {value}\n"
+            f"    __import__('random').seed({value})\n    __import__('numpy').random.seed({value})\n"
+            "except ImportError:\n    pass")
