@@ -608,7 +608,7 @@ def test_generate_seed_seeds_every_cell_of_a_submission_written_in_otters_own_st
                   code("len(u) == 50", "True"), code("# HIDDEN\nround(float(u_mean), 6)")))
     (report,) = import_assignment(source, "lab", tmp_path / "solutions")
     assert load_config(report.target).seed == {"cells": 42}
-    assert any(line.startswith("ASSIGNMENT CONFIG `generate: {seed: 42}` -> [seed] cells = 42 in assignment.toml")
+    assert any(line.startswith("cell 1: ASSIGNMENT CONFIG `generate: {seed: 42}` -> [seed] cells = 42 in assignment.toml")
                for line in report.converted), report.converted
     paths = build(report.target)
 
@@ -679,3 +679,20 @@ def test_a_prompt_line_outside_a_solution_region_is_refused():
 
     with pytest.raises(MarkerError, match=r"cell 1, line 1: `### PROMPT` outside a code cell's SOLUTION region"):
         check_cell(nbformat.v4.new_code_cell("### PROMPT x = ...\nx = 1"), "cell 1")
+
+
+@pytest.mark.parametrize("table, error", [
+    ({"cells": 42}, None),
+    ({"cells": 42, "variable": "rng_seed", "grading": 1}, None),
+    ({"cells": "42"}, "cells must be an integer >= 0"),
+    ({"cells": True}, "cells must be an integer >= 0"),
+    ({"cell": 42}, r"unknown \[seed\] setting\(s\) \['cell'\]"),
+])
+def test_seed_cells_in_assignment_toml_is_an_integer(table, error):
+    from autograder.config import ConfigError, seed_options
+
+    if error is None:
+        assert seed_options(table) == table
+    else:
+        with pytest.raises(ConfigError, match=error):
+            seed_options(table)

@@ -95,6 +95,7 @@ class State:
     settings: list[str] = field(default_factory=list)  # lines for assignment.toml (ASSIGNMENT CONFIG `seed:`)
     solutions: int = 0  # solution cells and written answers converted
     generate_seed: int | None = None  # ASSIGNMENT CONFIG `generate: {seed: N}`: otter seeds every cell with it
+    generate_loc: str = ""  # the cell of that ASSIGNMENT CONFIG
     seed_variable: bool = False  # ASSIGNMENT CONFIG `seed: {variable, ...}`: otter sets the variable instead
     export: str = ""  # where an open `<!-- BEGIN QUESTION -->` is ("" when none)
     all_solutions: bool = False  # solution markers count in every cell (v0; strip_solutions_from_all_cells)
@@ -310,7 +311,7 @@ def assignment_config(lines: list[str], state: State, loc: str, report: ImportRe
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ImportFailed(f"{loc}: ASSIGNMENT CONFIG `generate: {{seed: {value}}}` is not an integer >= 0 (otter "
                                "refuses it too)")
-        state.generate_seed = value
+        state.generate_seed, state.generate_loc = value, loc
     report.note("otter's ASSIGNMENT CONFIG is not imported but for its `files`, `seed` and `generate`'s `seed` "
                 "(requirements, export and PDF settings)")
 
@@ -498,7 +499,7 @@ def cell_seeding(state: State, report: ImportReport) -> list[str]:
             report.note("with a seed variable, otter's grader sets the variable at the top of each cell instead of "
                         "seeding numpy and random there: so does the grader here ([seed] in assignment.toml)")
         return []
-    value, said = state.generate_seed, f"ASSIGNMENT CONFIG `generate: {{seed: {state.generate_seed}}}`"
+    value, said = state.generate_seed, f"{state.generate_loc}: ASSIGNMENT CONFIG `generate: {{seed: {state.generate_seed}}}`"
     if value is None:
         found = [m for m in (_LITERAL_SEED.match(line.strip()) for line in state.seed) if m]
         if not found:
