@@ -553,3 +553,21 @@ def test_code_nested_in_a_definition_trips_that_definition_not_its_caller():
     # a line in another cell than the definition's is not the definition's
     exec(compile("def g():\n    return 1\n", "<cell 7>", "exec"), module.__dict__)
     assert standins.tripwire(module, [["g", "inner", 2, "<cell 8>"]]) is None
+
+
+@pytest.mark.parametrize("item", ["{}", "[]", "1.5", "[{}]", "[[{}]]", "[[[[[]]]]]", '{"": {}}', '"x"'])
+def test_a_header_never_becomes_more_objects_than_it_is_counted_as(item):
+    """What one check may receive is counted before it is parsed: a header's JSON as HEADER_WEIGHT times its bytes.
+    Whatever the worker's code writes (a hijacked encoder sending millions of empty dicts), the objects the judge's
+    parser makes fit in that count, so a judge stays within MAX_CHECK_BYTES per check."""
+    import json as json_module
+    import tracemalloc
+
+    text = "[" + ",".join([item] * 200_000) + "]"
+    tracemalloc.start()
+    try:
+        value = json_module.loads(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert value and peak <= client.HEADER_WEIGHT * len(text), (peak / len(text), item)

@@ -109,7 +109,9 @@ def common_frames(stacks: list[list[tuple[str, int, str]]]) -> list[tuple[str, i
 
 
 MAX_CHECK_BYTES = 512 << 20  # what one check may receive from a worker, in total (_Replies.check_bytes)
-HEADER_WEIGHT = 16  # a header's JSON becomes up to ~16 times its size in Python objects (3.5 M empty dicts)
+# a header's JSON becomes up to some 36 times its size in Python objects (`[[{}]],` is 7 bytes, two lists, a dict and
+# a slot 248): counted 40 times, what one check receives stays under MAX_CHECK_BYTES of the judge's memory
+HEADER_WEIGHT = 40
 
 
 class OverBudget(ProtocolError):
