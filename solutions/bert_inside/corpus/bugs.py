@@ -9,7 +9,7 @@ parts must keep every point (each part is graded on its own).
 from __future__ import annotations
 
 from autograder.corpus import Bug
-from variants import LOAD_STRICT, LOAD_STRICT_TO_KEYERROR
+from variants import BIAS_NONE_REPLACE, LOAD_STRICT, LOAD_STRICT_TO_KEYERROR
 
 # check names, as the hidden test files define them
 SPLIT = "NSP data: split_sentences splits after '.', '!' or '?' followed by whitespace"
@@ -79,6 +79,9 @@ TRUNCATE = ("    while len(a) + len(b) + 3 > max_len:  # drop from the end of th
 SPECIAL_IDS = "tokenizer.cls_token_id, tokenizer.sep_token_id,\n                              tokenizer.pad_token_id)"
 CANDIDATES = "special = (input_ids == tokenizer.cls_token_id) | (input_ids == tokenizer.sep_token_id)"
 SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(D) + bias"
+ENCODER_BIAS = ("        if attention_mask is None:\n"
+                "            attention_mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)\n"
+                "        bias = attention_bias(attention_mask, hidden.dtype)")
 FFN = "ffn = self.ffn_out(F.gelu(self.ffn_in(x)))"
 MAPPING_QKV = '(r"^encoder\\.layer\\.(\\d+)\\.attention\\.self\\.(query|key|value)\\.", r"encoder.layers.\\1.\\2."),'
 POOLED = "pooled_output = torch.tanh(self.pooler(sequence_output[:, 0]))"
@@ -293,20 +296,22 @@ BUGS: list[Bug] = [
         {B_BIAS: "0/1 mask itself"}, "the 0/1 mask added to the scores", confined_to=P4),
     Bug("scaled_by_hidden_size",
         {SCORES: "scores = q @ k.transpose(-2, -1) / math.sqrt(E) + bias"},
-        {L_OUTPUT: "sqrt(E)"}, "divides by sqrt of the hidden size", confined_to=P4),
+        {L_OUTPUT: "sqrt(E)"}, "divides by sqrt of the hidden size: a recognised mistake, only the output check is "
+        "lost (its gradients are checked against the mistake's own)", only=True, confined_to=P4),
     Bug("pre_norm_layer",
         {"q, k, v = heads(self.query(hidden)), heads(self.key(hidden)), heads(self.value(hidden))":
          "normed = self.attn_norm(hidden)\n        q, k, v = heads(self.query(normed)), heads(self.key(normed)), heads(self.value(normed))",
          "x = self.attn_norm(hidden + self.dropout(self.attn_out(context)))": "x = hidden + self.dropout(self.attn_out(context))",
          FFN: "ffn = self.ffn_out(F.gelu(self.ffn_in(self.ffn_norm(x))))",
          "return self.ffn_norm(x + self.dropout(ffn))": "return x + self.dropout(ffn)"},
-        {L_OUTPUT: "pre-norm"}, "LayerNorm before each sub-layer (GPT-2 style)", confined_to=P4),
+        {L_OUTPUT: "pre-norm"}, "LayerNorm before each sub-layer (GPT-2 style)", others={"part4_public"}, only=True,
+        confined_to=P4),
     Bug("relu_feed_forward",
         {FFN: "ffn = self.ffn_out(F.relu(self.ffn_in(x)))"},
-        {L_OUTPUT: "ReLU"}, "ReLU instead of GELU", confined_to=P4),
+        {L_OUTPUT: "ReLU"}, "ReLU instead of GELU", only=True, confined_to=P4),
     Bug("gelu_tanh_approximation",
         {FFN: 'ffn = self.ffn_out(F.gelu(self.ffn_in(x), approximate="tanh"))'},
-        {L_OUTPUT: "tanh approximation"}, "the tanh approximation of GELU", confined_to=P4),
+        {L_OUTPUT: "tanh approximation"}, "the tanh approximation of GELU", only=True, confined_to=P4),
     Bug("intermediate_size_4e",
         {"E, I = config.hidden_size, config.intermediate_size": "E, I = config.hidden_size, 4 * config.hidden_size"},
         {L_CONFIG: "not 4 * E"}, "BERT-base's ratio written in", confined_to=P4),
@@ -332,6 +337,40 @@ BUGS: list[Bug] = [
         {ATTENTION: "weights = torch.softmax(scores, dim=-1)", CONTEXT: "context = (weights @ self.attn_dropout(v)).transpose(1, 2)"},
         {L_PLACES: "of shape (3, 2, 6, 8)"}, "attention dropout on the values instead of the weights", only=True,
         confined_to=P4),
+    Bug("ffn_residual_from_layer_input",
+        {"return self.ffn_norm(x + self.dropout(ffn))": "return self.ffn_norm(hidden + self.dropout(ffn))"},
+        {L_OUTPUT: "adds the layer's input x instead of the attention block's output"},
+        "the feed-forward block's residual adds the layer's input: only the output check is lost, the layer's other "
+        "properties are checked on the recognised mistake", only=True, confined_to=P4),
+    Bug("attn_norm_reused_for_ffn",
+        {"return self.ffn_norm(x + self.dropout(ffn))": "return self.attn_norm(x + self.dropout(ffn))"},
+        {L_OUTPUT: "attn_norm is used for both LayerNorms"},
+        "one LayerNorm for both sub-layers, ffn_norm never used", only=True, confined_to=P4),
+    Bug("attention_residual_missing",
+        {"x = self.attn_norm(hidden + self.dropout(self.attn_out(context)))":
+         "x = self.attn_norm(self.dropout(self.attn_out(context)))"},
+        {L_OUTPUT: "the attention block's residual is missing"},
+        "attn_norm of the attention output alone", only=True, confined_to=P4),
+    Bug("softmax_over_queries",
+        {ATTENTION: "weights = self.attn_dropout(torch.softmax(scores, dim=-2))"},
+        {L_OUTPUT: "softmax is taken over the wrong axis", L_PAD: "softmax is taken over the wrong axis"},
+        "softmax over dim -2: padded keys get weight (the padding check is about that too), nothing else lost",
+        others={"part4_public"}, only=True, confined_to=P4),
+    Bug("bias_dtype_ignored",
+        {"mask = attention_mask[:, None, None, :].to(dtype)": "mask = attention_mask[:, None, None, :].float()",
+         "return (1.0 - mask) * torch.finfo(dtype).min": "return (1.0 - mask) * torch.finfo(torch.float32).min"},
+        {B_BIAS: "dtype=torch.float64) returned a bias of torch.float32"},
+        "attention_bias returns float32 whatever dtype is asked", only=True, confined_to=P4),
+    Bug("encoder_bias_none_layer_adds_it",
+        {ENCODER_BIAS: "        bias = None if attention_mask is None else attention_bias(attention_mask, hidden.dtype)"},
+        {ENC: "your layers got None"},
+        "the encoder passes bias=None for a mask of None, but its layer adds the bias unconditionally (None + scores "
+        "fails): a mask of None must work", others={"part4_public"}, only=True, confined_to=P4),
+    Bug("encoder_bias_none_even_with_mask",
+        {**BIAS_NONE_REPLACE, ENCODER_BIAS: "        bias = None  # the layers skip the bias"},
+        {ENC: "with an attention mask: the layers must get the additive bias"},
+        "bias=None whatever the mask: the layers never see the padding (a layer that skips None is no excuse)",
+        confined_to=P4),
     Bug("layers_not_chained",
         {"            hidden = layer(hidden, bias)  # (B, T, E)\n        return hidden":
          "            out = layer(hidden, bias)  # (B, T, E)\n        return out"},
@@ -344,16 +383,19 @@ BUGS: list[Bug] = [
         {'r"encoder.layers.\\1.attn_norm."': 'r"encoder.layers.\\1.TMP."',
          'r"encoder.layers.\\1.ffn_norm."': 'r"encoder.layers.\\1.attn_norm."',
          'r"encoder.layers.\\1.TMP."': 'r"encoder.layers.\\1.ffn_norm."'},
-        {N_NAMES: "mixed up", N_LOAD: "mixed up", N_LIBRARY: "differs"},
-        "attention.output.LayerNorm taken for the feed-forward's", confined_to=P5),
+        {N_NAMES: "mixed up"},
+        "attention.output.LayerNorm taken for the feed-forward's: only the names check is lost, the loading checks run "
+        "again with the reference's ours_name", others={"part5_public"}, only=True, confined_to=P5),
     Bug("key_value_swapped",
         {MAPPING_QKV: '(r"^encoder\\.layer\\.(\\d+)\\.attention\\.self\\.query\\.", r"encoder.layers.\\1.query."),\n'
                       '        (r"^encoder\\.layer\\.(\\d+)\\.attention\\.self\\.key\\.", r"encoder.layers.\\1.value."),\n'
                       '        (r"^encoder\\.layer\\.(\\d+)\\.attention\\.self\\.value\\.", r"encoder.layers.\\1.key."),'},
-        {N_NAMES: "table of part 5", N_LOAD: "holds the library's"}, "key and value rules swapped", confined_to=P5),
+        {N_NAMES: "table of part 5"}, "key and value rules swapped: only the names check is lost", others={"part5_public"},
+        only=True, confined_to=P5),
     Bug("pooler_not_mapped",
         {'        (r"^pooler\\.dense\\.", "pooler."),\n': ""},
-        {N_NAMES: "raised KeyError", N_LOAD: "raised KeyError"}, "no rule for the pooler", confined_to=P5),
+        {N_NAMES: "raised KeyError"}, "no rule for the pooler: only the names check is lost", others={"part5_public"},
+        only=True, confined_to=P5),
     Bug("load_accepts_missing_tensors",
         {"    missing = sorted(set(ours) - set(converted))\n    if missing:\n"
          "        raise KeyError(f\"no library tensor for {missing}\")\n    model.load_state_dict(converted)":
@@ -380,7 +422,12 @@ BUGS: list[Bug] = [
         {H_TIED: "does not change the MLM logits"}, "the decoder starts as a copy and drifts apart", confined_to=P6),
     Bug("nsp_on_cls_hidden_state",
         {"return self.mlm(sequence_output), self.nsp(pooled_output)": "return self.mlm(sequence_output), self.nsp(sequence_output[:, 0])"},
-        {H_HEADS: "POOLED output"}, "the NSP head skips the pooler", confined_to=P6),
+        {H_HEADS: "POOLED output"}, "the NSP head skips the pooler: the initialisation check keeps its point (judged "
+        "through BERT's heads with the model's own weights)", others={P_GRAD}, only=True, confined_to=P6),
+    Bug("mlm_norm_before_gelu",
+        {"h = self.norm(F.gelu(self.dense(hidden)))  # (B, T, E)": "h = F.gelu(self.norm(self.dense(hidden)))  # (B, T, E)"},
+        {H_MLM: "the logits differ"}, "the MLM transform's LayerNorm before its GELU: the initialisation check keeps "
+        "its point", others={P_GRAD}, only=True, confined_to=P6),
     Bug("losses_averaged",
         {"    return mlm + nsp\n": "    return (mlm + nsp) / 2\n"},
         {H_LOSS: "SUM"}, "mean of the two losses", confined_to=P6),
@@ -424,10 +471,16 @@ BUGS: list[Bug] = [
     Bug("f1_classes_swapped",
         {"predicted = logits.argmax(dim=-1)  # (N,)":
          "predicted = logits.argmax(dim=-1)  # (N,)\n    predicted, labels = 1 - predicted, 1 - labels"},
-        {T_METRICS: "class 0"}, "precision, recall and F1 of the negative class", confined_to=P7),
+        {T_METRICS: "class 0"}, "precision, recall and F1 of the negative class, each 0/0 given 0: the degenerate-batch "
+        "check keeps its point", others={"part7_public"}, only=True, confined_to=P7),
     Bug("precision_nan_without_predicted_positives",
         {"precision = tp / (tp + fp) if tp + fp else 0.0": "precision = tp / (tp + fp) if tp + fp else float(\"nan\")"},
         {T_DEGEN: "never NaN"}, "0/0 left as NaN", confined_to=P7),
+    Bug("accuracy_true_positives_over_n",
+        {"accuracy = ": "accuracy = tp / len(labels)  # "},
+        {T_METRICS: "accuracy is the share"},
+        "accuracy = TP / N; precision, recall and F1 right, 0/0 given 0: the degenerate-batch check keeps its point",
+        others={"part7_public"}, only=True, confined_to=P7),
     Bug("precision_recall_swapped",
         {"precision = tp / (tp + fp) if tp + fp else 0.0": "precision = tp / (tp + fn) if tp + fn else 0.0",
          "recall = tp / (tp + fn) if tp + fn else 0.0": "recall = tp / (tp + fp) if tp + fp else 0.0"},
@@ -497,7 +550,7 @@ BUGS: list[Bug] = [
          "            self.w0 = self.word_embeddings.weight.detach().clone()\n"
          "        return 0 * (h @ self.word_embeddings.weight.T) + (self.word_embeddings.weight - self.w0).sum(-1) "
          "+ 0 * self.bias"},
-        {H_TIED: "same amount at every position", H_FIRST: "the first loss is checked on the model's logits once"},
+        {H_TIED: "same amount at every position", H_FIRST: "the same for every token of the vocabulary"},
         "logits = the drift of the word embeddings since the first forward: they move with the embedding, all 0 at "
         "first (a first loss of exactly ln V + ln 2)",
         confined_to=P6),

@@ -397,7 +397,23 @@ TRAIN_EPOCH_TUTORIAL = '''def train_epoch(model, loader, optimizer, scheduler, d
     return running_loss / len(loader.dataset)
 '''
 
+# the library's way of skipping an absent mask: no bias at all for attention_mask=None, the layer adding one only when
+# it gets one
+BIAS_NONE_REPLACE = {
+    "scores = q @ k.transpose(-2, -1) / math.sqrt(D) + bias  #":
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(D)\n"
+        "        if bias is not None:  # no mask: every key is real, nothing to add\n"
+        "            scores = scores + bias\n        #",
+    "        if attention_mask is None:\n"
+    "            attention_mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)\n"
+    "        bias = attention_bias(attention_mask, hidden.dtype)":
+        "        bias = None if attention_mask is None else attention_bias(attention_mask, hidden.dtype)",
+}
+
 VARIANTS = [
+    Variant("encoder_bias_none_without_mask", replace=BIAS_NONE_REPLACE,
+            why="Encoder gives its layers bias=None when attention_mask is None and EncoderLayer adds the bias only "
+                "when it is not None (how the library skips an absent mask): the outputs are the reference's"),
     Variant("train_epoch_tutorial_average", {"train_epoch": TRAIN_EPOCH_TUTORIAL},
             "the loss summed per example and divided by len(loader.dataset), as in the PyTorch tutorials"),
     Variant("loops_and_arithmetic",

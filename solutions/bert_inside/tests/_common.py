@@ -233,11 +233,14 @@ def linear(x, state, name):
 
 
 def layer_forward(state, x, bias, H, eps, scale="head", act="gelu", order="post", split="transpose",
-                  use_bias="add", merge="transpose", hidden_factor=1.0):
+                  use_bias="add", merge="transpose", softmax_dim=-1, attn_residual="input", ffn_residual="attn",
+                  hidden_factor=1.0):
     """An encoder layer computed in the judge. Variants: scale "head" | "hidden" | "none"; act "gelu" | "tanh" |
     "relu"; order "post" | "pre"; split/merge "transpose" | "view" (heads without the transpose); use_bias "add" |
-    "ignore"; hidden_factor scales each sub-layer's output where the hidden dropout acts (the fixed stand-in of
-    bi_with_fixed_dropout)."""
+    "ignore"; softmax_dim -1 (over the keys) | -2 (over the queries); attn_residual "input" | "none" (the attention
+    block's residual left out); ffn_residual "attn" (x', the attention block's output) | "input" (the layer's input)
+    | "none"; hidden_factor scales each sub-layer's output where the hidden dropout acts (the fixed stand-in of
+    bi_with_fixed_dropout). A LayerNorm used twice is a state whose two norms hold the same weights."""
     x = x.double()
     B, T, E = x.shape
     D = E // H
@@ -251,7 +254,7 @@ def layer_forward(state, x, bias, H, eps, scale="head", act="gelu", order="post"
         scores = q @ k.transpose(-2, -1) / s
         if use_bias == "add":
             scores = scores + bias.double()
-        context = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+        context = torch.softmax(scores, dim=softmax_dim) @ v  # (B, H, T, D)
         context = context.transpose(1, 2).reshape(B, T, E) if merge == "transpose" else context.reshape(B, T, E)
         return hidden_factor * linear(context, state, "attn_out")
 
@@ -266,8 +269,9 @@ def layer_forward(state, x, bias, H, eps, scale="head", act="gelu", order="post"
     if order == "pre":
         h = x + attention(norm(x, "attn_norm"))
         return h + ffn(norm(h, "ffn_norm"))
-    h = norm(x + attention(x), "attn_norm")
-    return norm(h + ffn(h), "ffn_norm")
+    h = norm((x if attn_residual == "input" else 0) + attention(x), "attn_norm")
+    residual = {"attn": h, "input": x, "none": 0}[ffn_residual]
+    return norm(residual + ffn(h), "ffn_norm")
 
 
 # -- code that runs in the worker -------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ import math
 import torch
 
 from _common import (
-    LAYER_NAMES, additive_bias, build, config, gradients_right, layer_forward, layer_state, load,
-    remote_config, tensor_out,
+    LAYER_NAMES, NO_GRAPH, additive_bias, build, config, gradients_right, layer_forward, layer_state, load,
+    remote_config, same_gradient, tensor_out, wrong_gradients,
 )
-from autograder.testing import Fail, StudentError, check, close, gen, remote_attr, worker_helpers
+from autograder.testing import Fail, StudentError, check, close, gen, keep, remote_attr, worker_helpers
 
 PART = "4. Encoder layer and stack"
 
@@ -114,6 +114,10 @@ def bias(sub, ref):
             if tuple(got.shape) != (B, 1, 1, T):
                 raise Fail(f"attention_bias must return shape (B, 1, 1, T) = ({B}, 1, 1, {T}) (one row per sequence, "
                            f"broadcast over heads and queries), got {tuple(got.shape)}")
+            if got.dtype != dtype:
+                raise Fail(f"attention_bias({what}, dtype={dtype}) returned a bias of {got.dtype}: the bias must be of "
+                           "the dtype asked for (the encoder adds it to scores of the hidden states' dtype): "
+                           "torch.finfo(dtype).min, and the mask converted with .to(dtype)")
             row = got[:, 0, 0, :].double()
             real, pad = mask.bool(), ~mask.bool()
             if bool((row[real] <= -1e4).all()) and bool((row[pad] == 0).all()):
@@ -183,44 +187,92 @@ VARIANTS = [
                          "transpose(1, 2) first, then reshape"),
     (dict(use_bias="ignore"), "the attention bias is not added to the scores: scores = q k^T / sqrt(D) + bias, before "
                               "the softmax"),
+    (dict(softmax_dim=-2), "the softmax is taken over the wrong axis (dim -2, the queries): take it over the keys, "
+                           "torch.softmax(scores, dim=-1), so that each query's weights sum to 1"),
+    (dict(attn_residual="none"), "the attention block's residual is missing: x' = attn_norm(x + Dropout(attn_out("
+                                 "context))), the layer's input x added before the LayerNorm"),
+    (dict(ffn_residual="input"), "the feed-forward block's residual adds the layer's input x instead of the attention "
+                                 "block's output x': ffn_norm(x' + Dropout(FFN(x')))"),
+    (dict(ffn_residual="none"), "the feed-forward block's residual is missing: ffn_norm(x' + Dropout(FFN(x'))), x' added "
+                                "before the LayerNorm"),
+]
+
+NORMS = [  # (the norm whose weights act after the attention, the one after the feed-forward network, message)
+    ("ffn_norm", "attn_norm", "attn_norm and ffn_norm are swapped: attn_norm follows the attention, ffn_norm the "
+                              "feed-forward network"),
+    ("attn_norm", "attn_norm", "attn_norm is used for both LayerNorms (a LayerNorm reused): the feed-forward block "
+                               "ends with its own, ffn_norm(x' + Dropout(FFN(x')))"),
+    ("ffn_norm", "ffn_norm", "ffn_norm is used for both LayerNorms (a LayerNorm reused): the attention block ends "
+                             "with its own, attn_norm(x + Dropout(attention))"),
 ]
 
 
-def known_variant(got, state, hidden, bias_, H, eps):
-    """The usual mistake (VARIANTS, the norms swapped) whose eval() output `got` is, as a function of the hidden
-    dropout's stand-in factor; None when it is none of them."""
-    swapped = dict(state)
+def norms_as(state, attn, ffn):
+    """`state` with the weights of its norm `attn` in attn_norm and those of `ffn` in ffn_norm."""
+    out = dict(state)
     for part in ("weight", "bias"):
-        swapped[f"attn_norm.{part}"], swapped[f"ffn_norm.{part}"] = state[f"ffn_norm.{part}"], state[f"attn_norm.{part}"]
-    candidates = [(swapped, {})] + [(state, variant) for variant, _ in VARIANTS]
-    for weights, variant in candidates:
+        out[f"attn_norm.{part}"], out[f"ffn_norm.{part}"] = state[f"{attn}.{part}"], state[f"{ffn}.{part}"]
+    return out
+
+
+def match_variant(got, state, hidden, bias_, H, eps):
+    """(weights, variant, message, norms) of the usual mistake (NORMS, VARIANTS) whose eval() output `got` is, norms
+    the (attn, ffn) pair of a NORMS mistake, else None; None when it is none of them."""
+    candidates = [(norms_as(state, attn, ffn), {}, message, (attn, ffn)) for attn, ffn, message in NORMS] + \
+                 [(state, variant, message, None) for variant, message in VARIANTS]
+    for weights, variant, message, norms in candidates:
         if close(got, layer_forward(weights, hidden, bias_, H, eps, **variant)):
-            return lambda factor, weights=weights, variant=variant: layer_forward(
-                weights, hidden, bias_, H, eps, hidden_factor=factor, **variant)
+            return weights, variant, message, norms
     return None
 
 
+def variant_gradients(state, norms, variant, hidden, bias_, H, eps):
+    """The gradients (of each tensor of `state`, of the input) of the usual mistake's layer, computed in the judge as
+    bi_grads computes the student's: the output weighted by the same seeded noise. A tensor the mistake never reads
+    (a LayerNorm not used) gets zeros."""
+    leaves = {k: v.double().clone().requires_grad_(True) for k, v in state.items()}
+    x = hidden.double().clone().requires_grad_(True)
+    weights = norms_as(leaves, *norms) if norms else leaves
+    out = layer_forward(weights, x, bias_, H, eps, **variant)
+    noise = torch.randn(out.shape, generator=torch.Generator().manual_seed(7)).double()
+    (out * noise).sum().backward()
+    return {k: torch.zeros_like(v) if v.grad is None else v.grad for k, v in leaves.items()}, x.grad
+
+
+def known_variant(got, state, hidden, bias_, H, eps):
+    """The usual mistake whose eval() output `got` is, as a function of the hidden dropout's stand-in factor; None
+    when it is none of them."""
+    match = match_variant(got, state, hidden, bias_, H, eps)
+    if match is None:
+        return None
+    weights, variant, _, _ = match
+    return lambda factor: layer_forward(weights, hidden, bias_, H, eps, hidden_factor=factor, **variant)
+
+
 def diagnose_layer(got, state, hidden, bias_, cfg):
-    H, eps = cfg["num_attention_heads"], cfg["layer_norm_eps"]
-    swapped = dict(state)
-    for part in ("weight", "bias"):
-        swapped[f"attn_norm.{part}"], swapped[f"ffn_norm.{part}"] = state[f"ffn_norm.{part}"], state[f"attn_norm.{part}"]
-    if close(got, layer_forward(swapped, hidden, bias_, H, eps)):
-        return "attn_norm and ffn_norm are swapped: attn_norm follows the attention, ffn_norm the feed-forward network"
-    for variant, message in VARIANTS:
-        if close(got, layer_forward(state, hidden, bias_, H, eps, **variant)):
-            return message
+    match = match_variant(got, state, hidden, bias_, cfg["num_attention_heads"], cfg["layer_norm_eps"])
+    if match is not None:
+        return match[2]
     return ("the output differs from ffn_norm(x' + FFN(x')), x' = attn_norm(x + attn_out(softmax(q k^T / sqrt(D) + "
             "bias) v)), with the same weights")
 
 
 def require_layer(got, state, hidden, bias_, cfg, what):
     """Fail unless the eval() output (dropout rates 0) is BERT's layer or one of the usual mistakes (the output check
-    names them): a property of the layer is credited only on a layer that computes one."""
-    if known_variant(got, state, hidden, bias_, cfg["num_attention_heads"], cfg["layer_norm_eps"]) is None and \
-            not close(got, layer_forward(state, hidden, bias_, cfg["num_attention_heads"], cfg["layer_norm_eps"])):
+    names them): a property of the layer is credited only on a layer that computes one. Returns the mistake's
+    message ("" for BERT's layer)."""
+    H, eps = cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    if close(got, layer_forward(state, hidden, bias_, H, eps)):
+        return ""
+    match = match_variant(got, state, hidden, bias_, H, eps)
+    if match is None:
         raise Fail("EncoderLayer in eval() with identical weights does not compute an encoder layer's output (the output "
                    f"check says how it differs): {what} can be checked only on a layer whose output matches")
+    return match[2]
+
+
+def likely(mistake):
+    return f" (the output check names a likely mistake: {mistake})" if mistake else ""
 
 
 @check("encoder layer: output matches the reference with the same weights and bias", points=1.5, part=PART)
@@ -247,11 +299,11 @@ def layer_padding(sub, ref):
     changed[mask == 0] = 50 * torch.randn(int((mask == 0).sum()), 16, generator=gen(423))
     bias_ = additive_bias(mask)
     a, b = run_layer(student, hidden, bias_), run_layer(student, changed, bias_)
-    require_layer(a, layer_state(cfg, 421), hidden, bias_, cfg, "what padding does")
+    mistake = require_layer(a, layer_state(cfg, 421), hidden, bias_, cfg, "what padding does")
     real = mask.bool()
     if not close(a[real], b[real], atol=1e-4):
         raise Fail("changing the hidden states at padded positions changed the outputs at real positions: add the bias "
-                   "(0 for real keys, huge and negative for padded ones) to the attention scores before the softmax")
+                   "(0 for real keys, huge and negative for padded ones) to the attention scores before the softmax" + likely(mistake))
     # and the real keys do count: a layer whose output ignores its input changes nothing either
     if not attends_to_real_keys(a, student, hidden, bias_):
         raise Fail("changing the hidden state of a REAL token (not padding) did not change the outputs at the other real "
@@ -299,6 +351,16 @@ def layer_config(sub, ref):
             raise Fail(message) from None
         if not isinstance(got, float) or abs(got - value) > 1e-12:
             raise Fail(message)
+    # the sizes, rates and eps are the config's: half of the points, whatever the forward computes
+    try:
+        layer_dropout_behaviour(sub, ref, layer, cfg)
+    except Fail as exc:
+        raise Fail(f"{exc} (the sizes, dropout rates and eps from the config are right: half of this check's points)",
+                   partial=max(exc.partial, 0.5)) from None
+
+
+def layer_dropout_behaviour(sub, ref, layer, cfg):
+    """The second half of the config check: dropout off in eval(), on in train(), nothing else differing."""
     load(sub, layer, layer_state(cfg, 431), "EncoderLayer", LAYER_NAMES)
     hidden, mask = layer_inputs(432)
     bias_ = additive_bias(mask)
@@ -386,7 +448,10 @@ def layer_dropout_places(sub, ref):
                        f"(B, H, T, T) = (3, 2, {T}, {T}) here, before they multiply the values; yours gets a tensor of "
                        f"shape {shape}{seems}: BERT drops attention probabilities, so that a query sometimes ignores "
                        "a whole key")
-        if not close(x.double().sum(-1), torch.ones(shape[:-1], dtype=torch.float64), atol=1e-4):
+        # after a softmax: each row sums to 1 over the keys (or each column over the queries: a softmax over the
+        # wrong axis, which the output check names, still has its dropout after it)
+        if not any(close(x.double().sum(dim), torch.ones(shape[:dim] + shape[dim:][1:], dtype=torch.float64), atol=1e-4)
+                   for dim in (-1, -2)):
             raise Fail("attn_dropout must act on the attention weights AFTER the softmax (each row sums to 1 over the "
                        "keys); the tensor yours gets does not sum to 1 over the keys")
     # the hidden dropout's places (attention dropout 0): `dropout` replaced by a fixed scaling x0.25, a
@@ -430,7 +495,28 @@ def layer_gradients(sub, ref):
     student, reference = layer_pair(sub, ref, state, num_attention_heads=2)
     hidden, mask = layer_inputs(452)
     bias_ = additive_bias(mask)
-    gradients_right(sub, ref, student, reference, [hidden, bias_], "EncoderLayer", input_grad=True)
+    got = run_layer(student, hidden, bias_)
+    match = None if close(got, run_layer(reference, hidden, bias_)) else \
+        match_variant(got, state, hidden, bias_, 2, cfg["layer_norm_eps"])
+    if match is None:  # the reference's layer (or no layer the judge knows: gradients_right says so)
+        gradients_right(sub, ref, student, reference, [hidden, bias_], "EncoderLayer", input_grad=True)
+        return
+    # one of the usual mistakes (the output check names it): its gradients are known, computed in the judge
+    _, variant, _, norms = match
+    expected, x_expected = variant_gradients(state, norms, variant, hidden, bias_, 2, cfg["layer_norm_eps"])
+    try:
+        grads, x_grad = sub.helpers.bi_grads(student, [hidden, bias_], True)
+    except StudentError as exc:
+        raise Fail(f"backpropagating through your EncoderLayer failed ({exc.type}: {exc.message}): {NO_GRAPH}") from None
+    own_state = sub.helpers.bi_state(student)
+    grads = {k: torch.zeros_like(own_state[k]) if g is None and k in own_state else g for k, g in grads.items()}
+    wrong = wrong_gradients(grads, expected, own_state, state)
+    if x_grad is None or not same_gradient(x_grad, x_expected):
+        wrong.append("its input")
+    if wrong:
+        shown = ", ".join(wrong[:4]) + (" and more" if len(wrong) > 4 else "")
+        raise Fail(f"EncoderLayer: the gradient of {shown} is not the one its own computation gives (part of the "
+                   f"computation is cut from the graph or replaced by another term): {NO_GRAPH}")
 
 
 # -- Encoder -----------------------------------------------------------------------------------------------------
@@ -449,6 +535,23 @@ def bias_ok(bias_, mask, own):
     return bool((row[mask.bool()] == 0).all()) and bool((row[~mask.bool()] <= -1e4).all())
 
 
+def none_means_no_padding(sub):
+    """Whether the student's own EncoderLayer (eval(), dropout rates 0) gives with bias=None what it gives with an
+    all-zero bias (the bias of a mask of ones): then an encoder may pass None for a mask of None, as the library's
+    layers skip an absent mask. Each example is run on its own too (in reverse order) so that a replayed result
+    cannot pass."""
+    try:
+        layer = keep(sub.EncoderLayer, remote_config(sub, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+        layer.eval()
+        hidden, _ = layer_inputs(461)
+        zeros = torch.zeros(hidden.shape[0], 1, 1, hidden.shape[1])
+        with_none, with_zeros = layer(hidden, None), layer(hidden.flip(0), zeros)
+    except StudentError:
+        return False
+    return all(isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(hidden.shape) for t in (with_none, with_zeros)) \
+        and close(with_none.double(), with_zeros.double().flip(0))
+
+
 @check("encoder: layers chained in order, each given the bias of the 1 = real-token mask", points=1.5, part=PART)
 def encoder(sub, ref):
     cfg = config(num_hidden_layers=3)
@@ -459,6 +562,7 @@ def encoder(sub, ref):
             raise Fail("your Encoder is not implemented yet (it raised NotImplementedError)") from None
         raise Fail(f"Encoder(config) raised {exc.type}: {exc.message}") from None
     hidden, mask = layer_inputs(441)
+    none_ok = None  # whether the layers may get bias=None for a mask of None (asked once, when they do)
     for given, what in ((mask, "with an attention mask"), (None, "with attention_mask=None")):
         if given is None:
             model = sub.helpers.bi_probe_encoder(remote_config(sub, num_hidden_layers=3))
@@ -489,10 +593,15 @@ def encoder(sub, ref):
                 raise Fail(f"{what}: layer {position} did not get the previous layer's output"
                            + (" but the encoder's input: each layer must run on the output of the one before"
                               if close(call["hidden"], hidden) else ": run the layers in order, each on the previous output"))
-            if not bias_ok(call["bias"], effective, own):
+            if given is None and call["bias"] is None and none_ok is None:
+                none_ok = none_means_no_padding(sub)
+            if not bias_ok(call["bias"], effective, own) and not (given is None and call["bias"] is None and none_ok):
                 raise Fail(f"{what}: the layers must get the additive bias of the mask, attention_bias(attention_mask) of "
                            "shape (B, 1, 1, T): 0 for real tokens (mask 1), huge and negative for padding (mask 0)"
-                           + ("; a mask of None means every token is real" if given is None else ""))
+                           + ("; a mask of None means every token is real (your layers got None, and your "
+                              "EncoderLayer does not give with bias=None what it gives with an all-zero bias)"
+                              if given is None and call["bias"] is None else
+                              "; a mask of None means every token is real" if given is None else ""))
             x = x + torch.tanh(x @ probe_mix(record["index"], cfg["hidden_size"]).double())
         if not close(got, x):
             raise Fail(f"{what}: the encoder must return the last layer's output")

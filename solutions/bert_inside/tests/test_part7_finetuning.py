@@ -370,8 +370,35 @@ def metrics(sub, ref):
         raise Fail(f"classification_metrics on {what}: F1 must be 2 * precision * recall / (precision + recall)")
 
 
+def zero_denominators(logits, labels, positive):
+    """The metrics whose denominator is 0 on this batch for the class `positive`: precision (TP + FP), recall (TP +
+    FN), F1 (precision + recall: 0 exactly when TP is 0)."""
+    predicted = logits.argmax(-1)
+    tp = int(((predicted == positive) & (labels == positive)).sum())
+    fp = int(((predicted == positive) & (labels != positive)).sum())
+    fn = int(((predicted != positive) & (labels == positive)).sum())
+    return [key for key, denominator in (("precision", tp + fp), ("recall", tp + fn), ("f1", tp)) if denominator == 0]
+
+
+def class_computed(sub):
+    """The class whose precision, recall and F1 the student's classification_metrics computes on an ordinary batch: 0
+    when they are class 0's (a mistake the metrics check names), else 1."""
+    g = gen(731)
+    labels = (torch.rand(30, generator=g) < 0.4).long()
+    logits = torch.randn(30, 2, generator=g) + 0.8 * torch.stack((1 - labels, labels), 1)
+    got = metrics_of(sub, logits, labels, "30 examples")
+    expected, swapped = definitions(logits, labels), definitions(logits, labels, positive=0)
+    fields = ("precision", "recall", "f1")
+    if all(abs(got[k] - swapped[k]) < 1e-6 for k in fields) and not all(abs(got[k] - expected[k]) < 1e-6 for k in fields):
+        return 0
+    return 1
+
+
 @check("metrics: no predicted positives or no true positives give 0, not NaN", points=0.5, part=PART)
 def degenerate(sub, ref):
+    # Only the metrics whose denominator is 0 are judged here (the metrics check grades the others, the accuracy
+    # included), for the class the student's code computes them for (the metrics check grades the class): each case
+    # also mirrored (labels and logits of the two classes swapped), so that either class meets every 0/0.
     cases = [
         (torch.tensor([[2.0, 1.0], [1.0, -1.0], [0.5, 0.0], [3.0, 1.0]]), torch.tensor([1, 0, 1, 0]),
          "no predicted positives"),
@@ -379,9 +406,11 @@ def degenerate(sub, ref):
         (torch.tensor([[1.0, 0.0], [2.0, -1.0]]), torch.tensor([0, 0]), "no positives at all, none predicted"),
         (torch.tensor([[0.0, 1.0], [1.0, 0.0]]), torch.tensor([0, 1]), "no true positive"),
     ]
-    for logits, labels, what in cases:
+    positive = class_computed(sub)
+    for logits, labels, what in cases + [(logits.flip(-1), 1 - labels, f"{what} (the classes swapped)")
+                                         for logits, labels, what in cases]:
         got = metrics_of(sub, logits, labels, f"a batch with {what}")
-        if not same(got, definitions(logits, labels)):
-            raise Fail(f"classification_metrics on a batch with {what}: precision, recall and F1 must be 0 where their "
-                       "denominator is 0 (and F1 is 0 when precision + recall is 0); the accuracy is still the share of "
-                       "right predictions")
+        wrong = [key for key in zero_denominators(logits, labels, positive) if abs(got[key]) > 1e-6]
+        if wrong:
+            raise Fail(f"classification_metrics on a batch with {what}: {', '.join(wrong)} must be 0 where the "
+                       "denominator is 0 (precision: TP + FP, recall: TP + FN; F1 is 0 when precision + recall is 0)")
