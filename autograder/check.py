@@ -95,6 +95,8 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
         every = public_specs(nb)
     except MarkerError as exc:  # a test cell's metadata edited by hand
         return CheckRun(str(path), [], notes, str(exc))
+    if not every:  # nothing to run: no worker, no load notes (describe says why)
+        return CheckRun(str(path), [], notes)
     if part is not None:  # "1", "part1" or the full name (autograder.student.resolve_part)
         try:
             part = resolve_part(part, list(dict.fromkeys(s.part for s in every)))
@@ -128,6 +130,11 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
     return CheckRun(str(path), results, notes)
 
 
+NO_PUBLIC_CHECKS = ("{notebook} has no public checks: none of its cells is a test cell (nbgrader metadata "
+                    "`grade: true`), so nothing was run. Is it the student notebook of an assignment built with "
+                    "autograder? (Grading runs hidden checks too: whatever this says, it is not your score.)")
+
+
 def describe(run: CheckRun) -> str:
     if run.error:
         return f"{run.notebook}: could not be checked: {run.error}"
@@ -144,6 +151,9 @@ def describe(run: CheckRun) -> str:
             lines.append(f"  [{'PASS' if r.status == 'passed' else 'FAIL'}] {r.name}" +
                          (f": {r.message.splitlines()[0]}" if r.message else ""))
             lines += [f"      {more}" for more in r.message.splitlines()[1:]]
+    if not run.results:  # never "0 of 0 public checks pass"
+        lines.append(NO_PUBLIC_CHECKS.format(notebook=run.notebook))
+        return "\n".join(lines)
     total = sum(r.status == PASSED for r in run.results)
     lines.append(f"{total} of {len(run.results)} public checks pass. "
                  "Grading also runs hidden checks, so this is not your score.")

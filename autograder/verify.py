@@ -39,6 +39,7 @@ from autograder.notebook.assertions import label_assertions, read_label
 from autograder.notebook.markers import STUB_LINES, cell_source, find_regions, is_test_cell, nbgrader_meta
 from autograder.notebook.opened import unshipped
 from autograder.release import Release, load_release
+from autograder.reports.results import pending_points_text
 from autograder.status import PENDING, UNGRADED
 from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG
 from autograder.status import MANUAL
@@ -173,7 +174,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     report.problems += manual_and_automatic(ref_result, report.lines)
     stubbed = sum(1 for c in stub_result.checks if c.stub_hit)
     report.lines.append(f"reference: {ref_result.score:g}/{ref_result.max_score:g} "
-                        f"({len(ref_result.pending)} pending); untouched student notebook: "
+                        f"({pending_points_text(ref_result)} pending); untouched student notebook: "
                         f"{stub_result.score:g}/{stub_result.max_score:g} ({stubbed} checks hit a stub)")
     if len(corpus):
         names = {c.name for c in release.checks}
@@ -198,10 +199,15 @@ def _deferred_mutants(count: int, results: dict, jobs: int, source: Path) -> str
     """What the mutation analysis would cost, from this run's grading time per notebook."""
     times = [r.execution_time for r in results.values() if r.execution_time]
     per = sum(times) / len(times) if times else 1.0
-    minutes = count * per / max(1, jobs) / 60
-    return (f"mutants: {count} planned, more than verify runs by default ({AUTO_MUTANTS}); about {minutes:.0f} min "
+    return (f"mutants: {count} planned, more than verify runs by default ({AUTO_MUTANTS}); about "
+            f"{about(count * per / max(1, jobs))} "
             f"at {per:.1f} s per notebook: autograder verify {source} --mutants --jobs {jobs} "
             f"(or --mutants-limit N for a sample)")
+
+
+def about(seconds: float) -> str:
+    """A duration as an estimate reads: `40 s` under a minute, else `3 min` (never `0 min`)."""
+    return f"{max(1, round(seconds)):.0f} s" if seconds < 59.5 else f"{seconds / 60:.0f} min"
 
 
 def unshipped_problems(notebook: Path, shipped: list[str]) -> list[str]:

@@ -223,3 +223,16 @@ def test_a_file_named_by_a_constant_beside_the_notebook_is_there_too(tmp_path):
     (tmp_path / "data" / "points.csv").write_text("x,y\n1,2\n")
     [result] = run_checks(tmp_path / "hw.ipynb").results
     assert (result.status, result.message) == ("passed", "")
+
+
+def test_a_notebook_without_test_cells_has_no_public_checks_rather_than_0_of_0(tmp_path, capsys):
+    """Not "0 of 0 public checks pass": the notebook has none (not this framework's student notebook, say), and
+    nothing of it is run."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import matplotlib_not_here\n\ndef f(x):\n    return x\n")]
+    path = tmp_path / "plain.ipynb"
+    nbformat.write(nb, path)
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 0" not in out and "matplotlib_not_here" not in out, out  # no worker loaded it
+    assert f"{path} has no public checks: none of its cells is a test cell" in out, out

@@ -49,3 +49,23 @@ def test_a_part_nobody_has_graded_yet_reads_pending_not_zero():
     assert part_score([result("pending", 0, 2)]) == "2 point(s), pending"
     assert part_score([result("passed", 3, 3), result("pending", 0, 2)]) == "3 / 5 (2 pending)"
     assert part_score([result("passed", 1, 3)]) == "1 / 3"
+
+
+def test_every_count_of_pending_things_counts_points(capsys):
+    """The progress line, verify's reference line, grades.csv and feedback all say pending POINTS: two pending
+    checks worth 3 and 2 points read "5 points pending" everywhere, never "2 pending"."""
+    from autograder.grading.progress import Progress
+    from autograder.judge import CheckResult
+    from autograder.reports.results import SubmissionResult, feedback_markdown, pending_points_text
+
+    checks = [CheckResult("a", "1", 4, 4, "passed", "", "visible"), CheckResult("b", "2", 3, 0, "pending", "", "visible"),
+              CheckResult("c", "2", 2, 0, "pending", "", "visible")]
+    result = SubmissionResult("alice", "alice.ipynb", checks)
+    assert pending_points_text(result) == "5 points"
+    progress = Progress(total=1, skipped=0, jobs=1, quiet=False, bar=False)
+    progress.update(result)
+    line = capsys.readouterr().err
+    assert "alice: 4/9, 5 points pending (" in line, line
+    assert "5 of the 9 points are pending" in feedback_markdown(result, "T")
+    one = SubmissionResult("bob", "bob.ipynb", checks[:2][:1] + [CheckResult("d", "2", 1, 0, "pending", "", "visible")])
+    assert pending_points_text(one) == "1 point"

@@ -36,7 +36,7 @@ def source(tmp_path):
 def test_example_assignment_verifies(source):
     report = verify(source)
     assert report.ok, report.problems
-    assert any("reference: 11/13 (1 pending)" in line for line in report.lines)  # the written answer, by hand
+    assert any("reference: 11/13 (2 points pending)" in line for line in report.lines)  # the written answer, by hand
     assert "corpus: 1 correct variants, 4 wrong submissions (4 confined to one part): 0 problem(s)" in report.lines
 
 
@@ -135,3 +135,15 @@ def test_the_mutation_report_lists_parts_as_the_assignment_numbers_them():
     # a tests/ file's checks come after the notebook's test cells in the release: part 3 is met last
     assert parts_in_order(["1. A", "2. B", "4. D", "3. C", "10. X", "2. B"]) == ["1. A", "2. B", "3. C", "4. D", "10. X"]
     assert parts_in_order(["Intro", "1. A"]) == ["Intro", "1. A"]  # not all numbered: as met
+
+
+def test_the_deferred_mutation_analysis_says_seconds_under_a_minute():
+    from types import SimpleNamespace
+
+    from autograder.verify import _deferred_mutants, about
+
+    assert [about(s) for s in (0.2, 26.3, 59.4, 60, 150)] == ["1 s", "26 s", "59 s", "1 min", "2 min"]
+    results = {"a": SimpleNamespace(execution_time=0.7)}
+    line = _deferred_mutants(75, results, 2, Path("solutions/w3"))
+    assert "about 26 s at 0.7 s per notebook" in line, line
+

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
-from autograder.reports.results import SubmissionResult
+from autograder.reports.results import SubmissionResult, pending_points_text
 
 
 class Progress:
@@ -39,7 +39,7 @@ class Progress:
                              f"  {self.done / max(elapsed, 1e-9) * 60:.1f}/min  ETA {eta:.0f} s \x1b[K")
             sys.stderr.flush()
             return
-        pending = f", {len(result.pending)} pending" if result.pending else ""
+        pending = f", {pending_points_text(result)} pending" if result.pending else ""
         pending += f", {len(result.ungraded)} NOT GRADED (grader problem)" if result.ungraded else ""
         error = f"  [{result.error.splitlines()[0][:80]}]" if result.error else ""
         print(f"[{self.skipped + self.done}/{self.total}] {result.submission}: {result.score:g}/{result.max_score:g}"

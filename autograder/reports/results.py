@@ -40,6 +40,12 @@ class SubmissionResult:
         """Checks the grader could not decide in its environment (Judge.confirm): this grade is not final."""
         return [c for c in self.checks if c.status == UNGRADED]
 
+    @property
+    def pending_points(self) -> float:
+        """The points of the pending checks (graded by hand, or measured on a GPU): what `pending` means wherever a
+        number of pending things is shown (grades.csv's column, feedback, the progress line, verify)."""
+        return round(sum(c.max_score for c in self.pending), 6)
+
     def not_final_note(self) -> str:
         if not self.ungraded:
             return ""
@@ -91,6 +97,12 @@ def gradescope_json(result: SubmissionResult) -> dict:
                            "confinement_level": level_of(result.confinement) if result.confinement else "",
                            "memory": result.memory,
                            "grader_problems": sorted({c.grader_problem for c in result.ungraded})}}
+
+
+def pending_points_text(result: SubmissionResult) -> str:
+    """`5 points pending`'s first words: the pending points, as every count of pending things says them."""
+    points = result.pending_points
+    return f"{points:g} point{'' if points == 1 else 's'}"
 
 
 def by_part(checks: list[CheckResult]) -> dict[str, list[CheckResult]]:
