@@ -45,6 +45,9 @@ class Paths:
     assignment: Path  # assignments/<name>
     release: Path  # release/<name>
     notes: list[str] = field(default_factory=list)  # said by the build: test cells whose meaning differs
+    # what the grading environment cannot do with the answer key (set once the reference is recorded:
+    # grading.record.reference_load_problems); verify fails on them
+    problems: list[str] = field(default_factory=list)
 
     @classmethod
     def for_source(cls, source: Path, assignments_root: Path | None = None, release_root: Path | None = None):

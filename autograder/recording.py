@@ -109,6 +109,8 @@ class Recording:
     replies: dict[str, dict] = field(default_factory=dict)  # request key -> reply header (tensors renamed)
     tensors: dict[str, "torch.Tensor"] = field(default_factory=dict)  # "<key>/<name>" -> tensor
     seconds: float = 0.0
+    # the statements of the reference that failed to load in its worker: unit index (as text) -> LoadReport's why
+    errors: dict[str, str] = field(default_factory=dict)
 
     def save(self, folder: Path) -> None:
         import torch
@@ -119,7 +121,7 @@ class Recording:
         # no timings: the same release in the same environment gives the same bytes (like the rest of a build)
         verdicts = {name: {**v, "seconds": 0.0} for name, v in self.verdicts.items()}
         data = {"format": FORMAT, "fingerprint": self.fingerprint, "defined": self.defined, "status": self.status,
-                "verdicts": verdicts, "modules": self.modules, "replies": self.replies}
+                "verdicts": verdicts, "modules": self.modules, "replies": self.replies, "errors": self.errors}
         write_atomic(folder / RECORDING, json.dumps(data, indent=1, sort_keys=True))
 
     @classmethod
@@ -133,7 +135,7 @@ class Recording:
                 return None
             tensors = load_file(str(folder / REPLIES))
             return cls(data["fingerprint"], data["defined"], data["status"], data["verdicts"], data["modules"],
-                       data["replies"], tensors)
+                       data["replies"], tensors, errors=dict(data.get("errors", {})))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

@@ -126,6 +126,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     fast (AUTO_MUTANTS, after the limit) and otherwise says how long it would take."""
     report = VerifyReport()
     paths = build_and_record(source)
+    report.problems += paths.problems  # the answer key's statements that fail to load here (grading.record)
     release = load_release(paths.release)
     config = release.config
     corpus = corpus_module.load_corpus(paths.source) if with_corpus else corpus_module.Corpus([], [])

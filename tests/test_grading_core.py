@@ -270,3 +270,36 @@ def test_a_failed_import_of_the_grading_tool_a_notebook_came_with_is_no_note():
     why = "raised ModuleNotFoundError"
     report = LoadReport({}, {0: why, 1: why, 2: "raised NameError"}, "")
     assert load_notes(report, Extraction(units, [])) == [f"cell 2, line 1 (missing_lib): {why}"]
+
+
+def test_a_load_error_the_reference_meets_too_is_the_grading_machines_said_once():
+    """A library missing where grading runs stops the reference's import as it stops the student's: the note says the
+    machine cannot import it (one note for every statement it stops), not that the notebook raised. An error of the
+    same statement (whatever it is) is the machine's too; the student's own errors stay theirs."""
+    from autograder.grading.grader import load_notes
+    from autograder.notebook.extract import Extraction, Unit
+    from autograder.sandbox.client import LoadReport
+
+    def missing(name, at):
+        return f"raised ModuleNotFoundError: No module named '{name}' ({at}, in <module>: import {name})"
+
+    units = [Unit(3, 4, "import matplotlib", ["matplotlib"], "import"),
+             Unit(3, 6, "import matplotlib.pyplot as plt", ["plt"], "import"),
+             Unit(3, 7, "import seaborn as sns", ["sns"], "import"),
+             Unit(4, 1, "def f():\n    pass", ["f"], "def"),
+             Unit(5, 1, "from data import load", ["load"], "import")]
+    ref_units = [Unit(3, 4, "import matplotlib", ["matplotlib"], "import"),
+                 Unit(3, 6, "from matplotlib import pyplot as plt", ["plt"], "import"),
+                 Unit(5, 1, "from data import load", ["load"], "import")]
+    report = LoadReport({}, {0: missing("matplotlib", "cell 3, line 4"), 1: missing("matplotlib", "cell 3, line 6"),
+                             2: missing("seaborn", "cell 3, line 7"), 4: "raised OSError: no data here"}, "")
+    reference = [(ref_units[0], missing("matplotlib", "cell 3, line 4")), (ref_units[1], missing("matplotlib", "x")),
+                 (ref_units[2], "raised OSError: no data here")]
+    notes = load_notes(report, Extraction(units, []), reference)
+    assert notes == [
+        "cell 3, line 4 (matplotlib) and cell 3, line 6 (plt): the grading machine cannot import matplotlib (the "
+        "reference solution meets the same error): not a problem of your notebook",
+        f"cell 3, line 7 (sns): {missing('seaborn', 'cell 3, line 7')}",  # the reference has no seaborn: the student's
+        "cell 5, line 1 (load): raised OSError: no data here, on the grading machine (the reference "
+        "solution meets the same error): not a problem of your notebook"], notes
+    assert load_notes(report, Extraction(units, []))[0].startswith("cell 3, line 4 (matplotlib): raised")  # no reference

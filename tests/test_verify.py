@@ -147,3 +147,30 @@ def test_the_deferred_mutation_analysis_says_seconds_under_a_minute():
     line = _deferred_mutants(75, results, 2, Path("solutions/w3"))
     assert "about 26 s at 0.7 s per notebook" in line, line
 
+
+@pytest.mark.slow
+def test_a_library_missing_where_grading_runs_is_the_instructors_problem_and_not_the_students(source, tmp_path):
+    """The answer key imports a module the grading environment lacks: build and verify name the statement (cell and
+    line of the source notebook) as a problem for the instructor; a student's feedback says the grading machine
+    cannot import it, not that their notebook raised, and the points stay as the checks decide."""
+    import nbformat
+
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    nb = nbformat.read(source / "vectors.ipynb", as_version=4)
+    cell = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells[cell].source = "import ag_not_installed_here\n" + nb.cells[cell].source
+    nbformat.write(nb, source / "vectors.ipynb")
+    report = verify(source, with_corpus=False, mutants=False)
+    expected = (f"vectors.ipynb: cell {cell + 1}, line 1 (ag_not_installed_here): the answer key's statement fails when "
+                "the grader loads it here: raised ModuleNotFoundError: No module named 'ag_not_installed_here': "
+                "ag_not_installed_here is not installed where grading runs: install it in the grading image, or keep "
+                "it out of graded code")
+    assert any(p.startswith(expected) for p in report.problems), report.problems
+    release = load_release(source.parent.parent / "release" / "vectors")
+    [result] = grade(release, [release.dir / "answer_key.ipynb"], GradeOptions(tmp_path / "out", quiet=True))
+    assert result.score == report.results["answer_key"].score == release.max_score - 2  # the written answer pends
+    assert [n for n in result.notes if "ag_not_installed_here" in n] == [
+        f"cell {cell + 1}, line 1 (ag_not_installed_here): the grading machine cannot import ag_not_installed_here "
+        "(the reference solution meets the same error): not a problem of your notebook"], result.notes

@@ -22,6 +22,8 @@ class BuildCommand(Command):
         paths = build(source) if args.no_record else build_and_record(source, log=print)
         for note in paths.notes:
             print(f"note: {note}")
+        for problem in paths.problems:
+            print(f"PROBLEM: {problem}")
         print(f"student notebook: {paths.assignment}\nrelease bundle:   {paths.release}")
         return 0
 

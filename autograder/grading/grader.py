@@ -122,15 +122,59 @@ def load_recording(release: Release, confinement_status: str, cuda: bool) -> Rec
 GRADING_TOOLS = frozenset({"otter", "nbgrader"})  # imported by notebooks those tools handed out; not needed here
 
 
-def load_notes(report, extraction) -> list[str]:
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+SAME_AS_REFERENCE = "(the reference solution meets the same error): not a problem of your notebook"
+
+
+def missing_module(why: str) -> str | None:
+    """The module a load error says is not installed (`raised ModuleNotFoundError: No module named 'x'`), or None."""
+    found = _NO_MODULE.search(why)
+    return found.group(1) if found and why.startswith(("raised ModuleNotFoundError", "raised ImportError")) else None
+
+
+def error_type(why: str) -> str:
+    """`ModuleNotFoundError` of `raised ModuleNotFoundError: ...`; the whole text for a load error of another form."""
+    found = re.match(r"raised ([\w.]+):", why)
+    return found.group(1) if found else why
+
+
+def shared_with_reference(unit, why: str, reference) -> str | None:
+    """What the grading machine fails at, when the reference's own load errors (`reference`: (unit, why) pairs, the
+    reference loaded in this environment) include this one: the same exception type and missing module, or the
+    same statement; else None (the error is the notebook's)."""
+    module = missing_module(why)
+    for ref_unit, ref_why in reference:
+        if module and missing_module(ref_why) == module and error_type(ref_why) == error_type(why):
+            return f"the grading machine cannot import {module}"
+        if ref_unit.source.strip() == unit.source.strip():
+            return f"{why}, on the grading machine"
+    return None
+
+
+def load_notes(report, extraction, reference=()) -> list[str]:
     """A note for each statement of the notebook that failed to run, but for assignments (a check that needs one
-    says so itself) and imports of the grading tool a notebook was handed out with (`import otter`)."""
-    notes = []
+    says so itself) and imports of the grading tool a notebook was handed out with (`import otter`). An error the
+    reference meets too when loaded here (`reference`: its (unit, why) load errors; `shared_with_reference`) is
+    the grading machine's, and said so, once for all the statements it stops: checks decide the points, and one
+    that needs the statement is NOT GRADED for every submission (the reference fails it too)."""
+    notes: list[str] = []
+    machine: dict[str, int] = {}  # what the machine fails at -> its note's index in `notes`
+    places: dict[str, list[str]] = {}
     for index, why in sorted(report.errors.items()) if report else ():
         unit = extraction.units[index]
         if unit.kind in ("constant", "assignment") or (unit.kind == "import" and set(unit.names or ["?"]) <= GRADING_TOOLS):
             continue
-        notes.append(f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): {why}")
+        place = f"cell {unit.cell}, line {unit.line} ({', '.join(unit.names) or 'statement'})"
+        shared = shared_with_reference(unit, why, reference)
+        if shared is None:
+            notes.append(f"{place}: {why}")
+            continue
+        if shared not in machine:  # its note stands where its first statement does, written below
+            machine[shared] = len(notes)
+            notes.append("")
+        places.setdefault(shared, []).append(place)
+    for shared, at in machine.items():
+        notes[at] = f"{' and '.join(places[shared])}: {shared} {SAME_AS_REFERENCE}"
     return notes
 
 
@@ -209,6 +253,13 @@ class Grader:
         except (WorkerError, StudentError):
             return []
         return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    def reference_load_errors(self) -> list:
+        """(unit, why) for each statement of the reference that failed to load in this environment (its live worker's
+        report, or the recording's): what a submission meeting the same error is not to blame for (load_notes)."""
+        report = self.reference.worker.report
+        units = self.release.reference.units
+        return [(units[i], why) for i, why in sorted(report.errors.items()) if 0 <= i < len(units)] if report else []
 
     @property
     def isolation_status(self) -> str:
@@ -304,7 +355,7 @@ class Grader:
                     pass
             checks = self.judge.grade(program)
             report = program.worker.report
-            notes += load_notes(report, extraction)
+            notes += load_notes(report, extraction, self.reference_load_errors())
         except Exception as exc:  # noqa: BLE001 - a grader bug must still leave a result row
             return self._ungraded(path, sub_id, f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}", start)
         finally:

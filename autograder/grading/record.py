@@ -12,7 +12,7 @@ from pathlib import Path
 
 from autograder import build as build_module
 from autograder.build import Paths
-from autograder.grading.grader import Grader
+from autograder.grading.grader import Grader, missing_module
 from autograder.grading.options import GradeOptions
 from autograder.grading.preflight import ConfinementUnavailable, preflight
 from autograder.grading.replay import RecordingWorker
@@ -38,6 +38,7 @@ def record(release, confinement_status: str, cuda: bool | None = None) -> Record
         recording.modules = sorted(set(grader.worker_modules(program)) | set(grader.worker_modules(grader.reference)))
         report = grader.reference.start()
         recording.defined, recording.status = dict(report.defined), report.status
+        recording.errors = {str(i): why for i, why in sorted(report.errors.items())}
     finally:
         grader.close()
     recording.seconds = time.monotonic() - start
@@ -64,12 +65,45 @@ def record_release(release_dir: Path, cuda: bool | None = None) -> tuple[Recordi
 
 def build_and_record(source: Path, log=None, **roots) -> Paths:
     """`autograder build`: build `source` (autograder/build.py), then record its reference here; `log(line)`
-    hears how the recording went. `roots`: build's assignments_root / release_root."""
+    hears how the recording went. `roots`: build's assignments_root / release_root. The statements of the answer
+    key that fail to load here are `paths.problems` (reference_load_problems)."""
     paths = build_module.build(Path(source), **roots)
-    _, line = record_release(paths.release)
+    recording, line = record_release(paths.release)
+    if recording is not None:
+        paths.problems = reference_load_problems(load_release(paths.release), recording)
     if log is not None:
         log(line)
     return paths
+
+
+def reference_load_problems(release: Release, recording: Recording) -> list[str]:
+    """`notebook: cell N, line L (names): ...` for each statement of the answer key that failed when its worker
+    loaded it in this environment (the recording's errors), numbered as in the source notebook: every submission
+    meets the same error (grading tells students it is the grading machine's, grader.load_notes)."""
+    from autograder.notebook.load import NotebookError, read_notebook
+    from autograder.student import CHECK_TAG, INSTALL_TAG, SETUP_TAG
+
+    try:
+        key, _ = read_notebook(release.dir / "answer_key.ipynb")
+        added = [bool({CHECK_TAG, INSTALL_TAG, SETUP_TAG} & set(c.get("metadata", {}).get("tags", [])))
+                 for c in key.cells]
+    except NotebookError:
+        added = []
+    problems = []
+    for index, why in sorted((int(i), why) for i, why in recording.errors.items()):
+        if not 0 <= index < len(release.reference.units):
+            continue
+        unit = release.reference.units[index]
+        cell = unit.cell - sum(added[:unit.cell - 1])  # the build's own cells are not in the source notebook
+        module = missing_module(why)
+        if module:
+            why = (f"{why.split(' (cell ')[0]}: {module} is not installed where grading runs: install it in the "
+                   "grading image, or keep it out of graded code (import it in a cell tagged skip-grading, or inside "
+                   "the function that uses it)")
+        problems.append(f"{release.config.notebook}: cell {cell}, line {unit.line} ({', '.join(unit.names) or 'statement'}): "
+                        f"the answer key's statement fails when the grader loads it here: {why}; every submission meets "
+                        "the same error (grading tells students it is the grading machine's, not their notebook's)")
+    return problems
 
 
 def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool = True) -> Release:

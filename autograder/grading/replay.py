@@ -59,7 +59,8 @@ class ReplayingWorker(WorkerProcess):
         if self.live:
             return super().ensure_started()
         if self.report is None:
-            self.report = LoadReport(dict(self.recording.defined), {}, self.recording.status)
+            self.report = LoadReport(dict(self.recording.defined),
+                                     {int(i): why for i, why in self.recording.errors.items()}, self.recording.status)
         return self.report
 
     def start_check(self, seed: int) -> None:
