@@ -221,7 +221,147 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
     where = f"{paths.source.name}/{config.notebook}"
     paths.notes = out.notes + loops_not_run(reference, where, used) + plain_class_dependencies(checks, reference, where)
+    paths.notes += calls_into_other_parts(_read_source_notebook(nb_path), checks, reference, helpers, where)
     return paths
+
+
+DEPENDS_ON_DOC = "docs/writing-assignments.md#parts-that-call-other-parts-depends_on"
+
+
+def _free_reads(source: str) -> set[str]:
+    """The names a top-level statement reads that it does not bind itself (parameters, locals): the notebook's
+    globals its code may call."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    loaded, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    top = {name for stmt in tree.body for name in _bound_at(stmt)}
+    return loaded - (bound - top)
+
+
+def _bound_at(stmt) -> list[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    return [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+
+
+def _check_reads(spec, helper_reads: dict[str, set[str]]) -> set[str]:
+    """The names of the submission a check reads itself: a test cell's names read from outside; a test file's
+    `sub.NAME` (in its function and the test file's functions it calls) and what the worker helpers it calls
+    (`sub.helpers.NAME`) read."""
+    from autograder.notebook.extract import reads_from_outside
+
+    if spec.fn is None:
+        return reads_from_outside(spec.source or "")
+    import inspect
+
+    reads, seen, todo = set(), set(), [spec.fn]
+    while todo:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        try:
+            tree = ast.parse(inspect.getsource(fn).lstrip() if not isinstance(fn, str) else fn)
+        except (OSError, TypeError, SyntaxError, IndentationError):
+            continue
+        free = _free_reads(ast.unparse(tree))  # a local named as a function of the file is not that function
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("sub", "ref"):
+                reads.add(node.attr)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "helpers":
+                reads |= helper_reads.get(node.attr, set())
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in free:
+                called = getattr(fn, "__globals__", {}).get(node.id)
+                if inspect.isfunction(called) and getattr(called, "__module__", None) == getattr(fn, "__module__", 0) \
+                        and not hasattr(called, "_ag_check"):  # the test file's own helpers, not another check
+                    todo.append(called)
+        for text in [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+                     if isinstance(getattr(c, "cell_contents", None), str)]:  # an imported test cell's code
+            reads |= reads_from_outside(text)
+    return reads
+
+
+def definition_parts(nb, checks, direct: dict[str, set[str]]) -> dict[str, str]:
+    """{name: part} for the functions and classes of the notebook's solution cells (what students write): the one
+    part whose checks read it when they all are in one part, else the part of the first test cell after it (a part's
+    solution, then its tests), else the first part whose checks read it (autograder/mutants/analysis.py's rule)."""
+    from autograder.notebook.markers import SOLUTION, cell_source, find_regions
+
+    parts: dict[str, str] = {}
+    pending: list[str] = []
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        if is_test_cell(cell):
+            part = str(nbgrader_meta(cell).get("part") or "")
+            parts.update({name: part for name in pending if part})
+            pending = [name for name in pending if not part]
+            continue
+        source = cell_source(cell)
+        regions = find_regions(source.split("\n"), f"cell {index + 1}")
+        if nbgrader_meta(cell).get("solution") or any(r.kind == SOLUTION for r in regions):
+            pending += [name for name in defined_at_top(source) if name not in parts]
+    out = {}
+    for name in set(parts) | set(pending):
+        reading = list(dict.fromkeys(spec.part for _, spec in checks if name in direct.get(spec.name, ())))
+        out[name] = reading[0] if len(reading) == 1 else parts.get(name) or (reading[0] if reading else "")
+    return {name: part for name, part in out.items() if part}
+
+
+def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str) -> list[str]:
+    """One note per check that calls (itself, or through its own part's code) a function or class students write in
+    another part without `depends_on` covering it: a broken one there costs this part's points too."""
+    helper_reads: dict[str, set[str]] = {}
+    for text in helpers:
+        try:
+            body = ast.parse(text).body
+        except SyntaxError:
+            continue
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                src = ast.unparse(node)
+                helper_reads[node.name] = _free_reads(src) | {
+                    n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                    and n.value.id == "submission"}
+    calls: dict[str, set[str]] = {}  # a name of the reference -> the globals its code reads
+    for unit in reference.units:
+        for name in unit.names:
+            calls.setdefault(name, set()).update(_free_reads(unit.source))
+    direct = {spec.name: _check_reads(spec, helper_reads) for _, spec in checks if getattr(spec.fn, "_ag_manual", None) is None}
+    parts = definition_parts(nb, checks, direct)
+    notes = []
+    for file, spec in checks:
+        if spec.name not in direct or not spec.part:
+            continue
+        other: dict[str, str] = {}  # a name of another part it reaches -> that part
+        seen, todo = set(), sorted(direct[spec.name])
+        while todo:
+            name = todo.pop(0)
+            if name in seen or name in spec.depends_on:
+                continue
+            seen.add(name)
+            part = parts.get(name)
+            if part and part != spec.part:
+                other[name] = part  # stood in for once declared: what it calls is no longer this check's
+            else:
+                todo += sorted(calls.get(name, set()) - seen)
+        if not other:
+            continue
+        named = ", ".join(f"`{n}` defined in part {p!r}" for n, p in sorted(other.items()))
+        declared = ", ".join(f'"{n}"' for n in [*spec.depends_on, *sorted(other)])
+        how = (f"declare depends_on=[{declared}]" if file else
+               f'add "depends_on": [{declared}] to the test cell\'s nbgrader metadata')
+        broken = " or ".join(f"`{n}`" for n in sorted(other))
+        notes.append(f"{f'tests/{file}' if file else where}: check {spec.name!r} (part {spec.part!r}) calls {named}; "
+                     f"{how} so that a broken {broken} does not cost this part's points ({DEPENDS_ON_DOC})")
+    return notes
 
 
 def plain_class_dependencies(checks, reference, where: str) -> list[str]:

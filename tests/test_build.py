@@ -274,3 +274,60 @@ def test_a_hand_graded_cell_is_named_by_its_number_in_the_student_notebook(tmp_p
     assert manual
     for spec in manual:
         assert spec.fn._ag_manual.endswith(f"notebook cell {numbers[spec.name]}"), (spec.name, spec.fn._ag_manual)
+
+
+def _two_parts(tmp_path, cell_depends_on=None, file_depends_on=""):
+    """Part 1 writes `f`; part 2 writes `g`, which calls `f`, and `h`, which does not; a test cell and a hidden check
+    of part 2 call `g` (the hidden check through a worker helper), another hidden check only `h`."""
+    source = tmp_path / "solutions" / "parts"
+    (source / "tests").mkdir(parents=True)
+    (source / "assignment.toml").write_text('title = "parts"\nnotebook = "parts.ipynb"\nfiles = []\n')
+
+    def solution(grade_id, text):
+        cell = nbformat.v4.new_code_cell(text)
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "solution": True, "grade": False}
+        return cell
+
+    def test(grade_id, part, text, depends_on=None):
+        cell = nbformat.v4.new_code_cell(text)
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "grade": True, "points": 1, "part": part,
+                                     **({"depends_on": depends_on} if depends_on is not None else {})}
+        return cell
+
+    cells = [solution("f", "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n"),
+             test("f_test", "1. F", "assert f(1) == 2\n"),
+             solution("g", "def g(x):\n    ### BEGIN SOLUTION\n    return 2 * f(x)\n    ### END SOLUTION\n\n\n"
+                           "def h(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"),
+             test("g_test", "2. G", "assert g(1) == 4\n", cell_depends_on)]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), source / "parts.ipynb")
+    (source / "tests" / "test_g.py").write_text(
+        "from autograder.testing import check, worker_helpers\n\n"
+        "worker_helpers('''\ndef twice(x):\n    return submission.g(submission.g(x))\n''')\n\n\n"
+        f"@check('g twice', points=1, part='2. G'{file_depends_on})\n"
+        "def g_twice(sub, ref):\n    assert sub.helpers.twice(0) == 6\n\n\n"
+        "@check('h alone', points=1, part='2. G')\ndef h_alone(sub, ref):\n    assert sub.h(3) == 3\n")
+    return source
+
+
+def test_a_check_calling_into_another_part_without_depends_on_is_said_once_per_check(tmp_path):
+    notes = [n for n in build(_two_parts(tmp_path)).notes if "depends_on" in n]
+    doc = "(docs/writing-assignments.md#parts-that-call-other-parts-depends_on)"
+    assert notes == [
+        "parts/parts.ipynb: check 'g_test' (part '2. G') calls `f` defined in part '1. F'; add \"depends_on\": "
+        "[\"f\"] to the test cell's nbgrader metadata so that a broken `f` does not cost this part's points " + doc,
+        "tests/test_g.py: check 'g twice' (part '2. G') calls `f` defined in part '1. F'; declare "
+        "depends_on=[\"f\"] so that a broken `f` does not cost this part's points " + doc], notes
+
+
+def test_depends_on_covering_the_call_leaves_no_note(tmp_path):
+    source = _two_parts(tmp_path, cell_depends_on=["f"], file_depends_on=", depends_on=['f']")
+    assert not [n for n in build(source).notes if "depends_on" in n]
+
+
+@pytest.mark.parametrize("name", ["transformers_bert", "bert_inside"])
+def test_the_shipped_assignments_declare_every_call_into_another_part(name, tmp_path):
+    from pathlib import Path
+
+    source = Path(__file__).parent.parent / "solutions" / name
+    notes = build(source, tmp_path / "assignments", tmp_path / "release").notes
+    assert not [n for n in notes if "so that a broken" in n], notes
