@@ -153,9 +153,29 @@ def test_helper_code_calling_a_function_the_notebook_lacks_says_so_in_the_studen
     from autograder.sandbox.client import StudentError
 
     missing = {"type": "AttributeError", "message": "module 'submission' has no attribute 'mlm_train_step'"}
-    assert "the notebook does not define `mlm_train_step`" in StudentError("grader helpers.tb_mlm_steps",
+    assert "your notebook does not define `mlm_train_step`" in StudentError("grader helpers.tb_mlm_steps",
                                                                            missing).describe()
     why = StudentError("helpers.f", missing, explain_name=lambda n: f"`{n}` is not available: cell 3 failed")
     assert "`mlm_train_step` is not available: cell 3 failed" in why.describe()
     other = {"type": "AttributeError", "message": "'Tensor' object has no attribute 'mlm_train_step'"}
     assert "does not define" not in StudentError("your f", other).describe()
+
+
+def test_a_name_the_helper_code_misses_is_said_as_a_test_cell_says_it_without_internals():
+    """The grader's helper code (no frame of the notebook's) meets a name the notebook does not define, its cell
+    skipped (a syntax error) or missing: the message is the test cell's ("`MLP` is defined in cell 25, which the
+    grader skipped: ..."; "your notebook does not define `MLP`"), without the helper's name or Python's
+    AttributeError on a module the student never wrote. An error from the student's own code keeps its trace."""
+    from autograder.sandbox.client import StudentError
+
+    skipped = "`MLP` is defined in cell 25, which the grader skipped: line 5: SyntaxError: '(' was never closed"
+    what = "the grader's helper mlp_with_weights (run on your code)"
+    missing = {"type": "AttributeError", "message": "module 'submission' has no attribute 'MLP'"}
+    assert StudentError(what, missing, explain_name=lambda n: skipped if n == "MLP" else None).describe() == skipped
+    assert StudentError(what, missing, explain_name=lambda n: None).describe() == "your notebook does not define `MLP`"
+    unbound = {"type": "NameError", "message": "name 'MLP' is not defined"}
+    assert StudentError(what, unbound, explain_name=lambda n: skipped).describe() == skipped
+    assert StudentError(what, unbound, explain_name=lambda n: None).describe().startswith(f"{what} raised NameError")
+    deep = {**unbound, "traceback": ["cell 26, line 3, in train_step: m = MLP(2, 4)"]}
+    text = StudentError(what, deep, explain_name=lambda n: skipped).describe()
+    assert text.startswith(f"{what} raised NameError: name 'MLP' is not defined ({skipped})") and "cell 26" in text

@@ -127,7 +127,8 @@ TRIPPED = "NotRunAgain"  # what a definition that hung an earlier check raises (
 class StudentError(Exception):
     """Code in the worker raised. Carries the student-facing description only."""
 
-    def __init__(self, what: str, info: dict, explain_name=None, explain_hang=None, functions: frozenset = frozenset()):
+    def __init__(self, what: str, info: dict, explain_name=None, explain_hang=None, functions: frozenset = frozenset(),
+                 owner: str = "your"):
         self.what = what
         self.functions = functions  # the notebook's top-level callables (a stub among them is named: describe)
         self.type = str(info.get("type", "Exception"))
@@ -140,9 +141,14 @@ class StudentError(Exception):
         found = _UNBOUND.search(self.message) if self.type == "NameError" and explain_name else None
         self.hint = (explain_name(found.group(1)) or "") if found else ""
         missing = _MISSING.search(self.message) if self.type == "AttributeError" else None
+        # raised by the grader's own code (no frame of the notebook's), for a name the notebook does not define here:
+        # said as a test cell says it ("`MLP` is defined in cell 25, which the grader skipped: ..."), no internals
+        self.absent = self.hint if found and self.hint and not self.trace else ""
         if missing:
             name = missing.group(1)
-            self.hint = (explain_name(name) if explain_name else None) or f"the notebook does not define `{name}`"
+            explained = explain_name(name) if explain_name else None
+            self.hint = explained or f"the notebook does not define `{name}`"
+            self.absent = "" if self.trace else explained or f"{owner} notebook does not define `{name}`"
         # a definition that made an earlier check time out, called again: that check's message
         self.hung = (explain_hang(self.message) or "") if self.type == TRIPPED and explain_hang else ""
         self.message = self.hung or self.message  # what checks quote of an error
@@ -172,6 +178,8 @@ class StudentError(Exception):
             return f"{what} is not implemented yet (it raised NotImplementedError){where}"
         if self.unsent:
             return f"{what} returned a value the grader cannot take: {self.message}"
+        if self.absent:
+            return self.absent
         text = f"{what} raised {self.type}: {self.message}".rstrip(": ")
         if self.hint:
             text += f" ({self.hint})"
@@ -713,7 +721,8 @@ class WorkerProcess:
         if "error" in reply:
             defined = self.report.defined if self.report else {}
             raise StudentError(what, reply["error"] if isinstance(reply["error"], dict) else {}, self.explain_name,
-                               self.explain_hang, frozenset(n for n, kind in defined.items() if kind == "callable"))
+                               self.explain_hang, frozenset(n for n, kind in defined.items() if kind == "callable"),
+                               self.spec.owner)
         if "ok" not in reply:
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected reply")
         try:
