@@ -177,8 +177,8 @@ def test_verify_passes(source):
     report = verify(source, with_corpus=False)
     assert report.ok, report.problems
     summary = next(line for line in report.lines if line.startswith("reference:"))
-    match = re.search(r"reference: ([\d.]+)/([\d.]+) \((\d+) pending\); untouched student notebook: ([\d.]+)/", summary)
-    assert match and float(match.group(4)) == 0 and int(match.group(3)) == 4, summary  # rubric, 3 written answers
+    match = re.search(r"reference: ([\d.]+)/([\d.]+) \(([\d.]+) points pending\); untouched student notebook: ([\d.]+)/", summary)
+    assert match and float(match.group(4)) == 0 and float(match.group(3)) == 8 + 15, summary  # rubric, 3 answers
     assert float(match.group(1)) == float(match.group(2)) - 8 - 15, summary
 
 

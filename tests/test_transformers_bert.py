@@ -173,10 +173,10 @@ def test_verify_passes(source):
     report = verify(source, with_corpus=False)
     assert report.ok, report.problems
     summary = next(line for line in report.lines if line.startswith("reference:"))
-    match = re.search(r"reference: ([\d.]+)/([\d.]+) \((\d+) pending\); untouched student notebook: ([\d.]+)/", summary)
+    match = re.search(r"reference: ([\d.]+)/([\d.]+) \(([\d.]+) points pending\); untouched student notebook: ([\d.]+)/", summary)
     assert match, summary
     assert float(match.group(4)) == 0, summary
-    assert int(match.group(3)) == 4, summary  # the accuracy rubric and the three written answers, nothing else
+    assert float(match.group(3)) == 8 + 15, summary  # the accuracy rubric and the three written answers, nothing else
     assert float(match.group(1)) == float(match.group(2)) - 8 - 15, summary
 
 

@@ -123,7 +123,7 @@ def corpus(key) -> list[tuple[dict, object]]:
         lost={c: "does not define `softmax`" for c in SOFTMAX_CHECKS})
     add(variant(key, {TINY: key.cells[TINY].source.replace("class TinyLayer(", "class Tinylayer(")}),
         "renamed_class.ipynb", "TinyLayer renamed Tinylayer", "broken",
-        lost={T: "has no attribute 'TinyLayer'"})
+        lost={T: "does not define `TinyLayer`"})
     add(variant(key, {SOFTMAX: key.cells[SOFTMAX].source.replace(", dim: int = -1)", ")")
                 .replace("dim=dim", "dim=-1")}),
         "wrong_signature.ipynb", "softmax(x) without its dim argument", "broken",
@@ -139,7 +139,7 @@ def corpus(key) -> list[tuple[dict, object]]:
         "input_call.ipynb", "normalize waits for keyboard input", "broken", lost={N: "raised EOFError"})
     add(b"", "empty.ipynb", "an empty file", "broken", error="is empty")
     add(variant(key, drop=list(range(len(key.cells)))), "no_cells.ipynb", "a notebook without cells", "broken",
-        lost={**{c: "does not define" for c in (N, *SOFTMAX_CHECKS)}, T: "has no attribute 'TinyLayer'"})
+        lost={**{c: "does not define" for c in (N, *SOFTMAX_CHECKS)}, T: "does not define `TinyLayer`"})
     add(b'{"cells": [{"cell_type": "code", "source": "def normalize(v):\\n', "not_json.ipynb",
         "a truncated upload: not JSON", "broken", error="invalid JSON")
     add(b'{"title": "my homework", "cells": []}', "json_not_notebook.ipynb", "JSON but not a notebook",
