@@ -103,6 +103,7 @@ class Program:
         self.helper_callables = _defined_callables(tuple(self.helpers))
         self._helpers_loaded_in: subprocess.Popen | Child | None = None  # the worker process they were loaded in
         self.hangs: list[RememberedHang] = []  # definitions that hung a check: they raise at once in later ones
+        self.stood_in: frozenset[str] = frozenset()  # names the reference answers for in the current check's run
         self._tripwires_in: tuple = (None, 0)  # (worker process, hangs) the tripwires were last installed for
 
     def binds_all(self, names) -> bool:
@@ -221,6 +222,8 @@ class ProgramProxy:
         worker = program.worker
         if name == "helpers":
             return Remote(worker, Handle(1, "helpers"), HELPERS_LABEL, program.helper_callables)
+        if name in program.stood_in:  # the reference's, in this run (depends_on): defined by the submission or not
+            return Remote(worker, Handle(0, "module", name), name)
         if name.startswith("__") or name not in report.defined:
             raise MissingName(program.explain_missing(name))
         if report.defined[name] in ("callable", "module"):  # a handle in any case: looked up where it is used
@@ -229,7 +232,8 @@ class ProgramProxy:
         return worker.request("getattr", module, name, what=f"{worker.spec.owner} {name}", child_label=name)
 
     def defines(self, name: str) -> bool:
-        return name in object.__getattribute__(self, "_program").start().defined
+        program = object.__getattribute__(self, "_program")
+        return name in program.stood_in or name in program.start().defined
 
     def binds_at_top(self, name: str) -> bool:
         """Whether the notebook binds `name` with a statement the grader runs, read from its source (no worker)."""
@@ -560,12 +564,14 @@ class Judge:
         replaced = submission.worker.request("substitute", [[name, kinds.get(name, "")] for name in spec.depends_on],
                                              what="preparing the check")
         self._stood_in = [name for name in spec.depends_on if isinstance(replaced, list) and name in replaced]
+        submission.stood_in = frozenset(self._stood_in)
 
     def _execute(self, spec: CheckSpec, submission: Program, deadline: float, limit: tuple[float, float | None],
                  prepare: Callable[[], None] | None = None) -> tuple[float, str]:
         """One run of the check's code; `limit`: its timeout and the reference's time it was derived from."""
         sub, ref = submission.proxy(), self.reference.proxy()
         timeout = limit[0]
+        submission.stood_in = frozenset()  # (prepare, with depends_on, names what the reference answers for)
         try:
             for program in (submission, self.reference):
                 program.worker.deadline = deadline if program is submission else time.monotonic() + max(timeout, 300)

@@ -332,6 +332,46 @@ def attention_release(tmp_path_factory):
     return load_release(build_and_record(source).release)
 
 
+DIRECT_TESTS = '''import torch
+
+from autograder.testing import check, expect_close
+
+
+@check("attend: softmax(q k^T) v", points=2, part="4. Attention", depends_on=["softmax"])
+def attend_is_softmax_weighted(sub, ref):
+    g = torch.Generator().manual_seed(6)
+    q, k, v = torch.randn(3, 4, generator=g), torch.randn(5, 4, generator=g), torch.randn(5, 2, generator=g)
+    expect_close(sub.attend(q, k, v), sub.softmax(q @ k.T, dim=-1) @ v, "attend(q, k, v) is not softmax(q k^T) v")
+'''
+
+
+@pytest.fixture(scope="module")
+def direct_release(tmp_path_factory):
+    """The example assignment with a part 4 check that calls part 2's softmax itself (sub.softmax), depends_on it."""
+    source = tmp_path_factory.mktemp("course") / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    nb = nbformat.read(source / "vectors.ipynb", as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## 3."))
+    nb.cells.insert(at, nbformat.v4.new_code_cell(ATTEND))
+    nbformat.write(nb, source / "vectors.ipynb")
+    (source / "tests" / "test_attend.py").write_text(DIRECT_TESTS)
+    return load_release(build_and_record(source).release)
+
+
+def test_a_check_calling_a_missing_function_it_depends_on_runs_with_the_references(direct_release, tmp_path):
+    """softmax's cell gone: the softmax checks fail, saying so; the part 4 check that calls softmax itself (and
+    through attend) runs again with the reference's softmax in its place, as depends_on asks, and keeps its points."""
+    path = make_submission(tmp_path / "no_softmax.ipynb", direct_release.dir / "answer_key.ipynb",
+                           {"def softmax(": "def soft_max("})
+    (result,) = grade(direct_release, [path], GradeOptions(tmp_path / "out", quiet=True))
+    by_name = {c.name: c for c in result.checks}
+    attend = by_name["attend: softmax(q k^T) v"]
+    assert attend.status == PASSED and "reference's softmax in place of yours" in attend.message, attend.message
+    softmax = [c for c in result.checks if "softmax" in c.name and c.name not in ("q_softmax", attend.name)]
+    assert softmax and all(c.status == FAILED and "does not define `softmax`" in c.message for c in softmax), \
+        [c.message for c in softmax]
+
+
 def attention_submission(release, folder: Path, name: str, replace=None) -> Path:
     return make_submission(folder / name, release.dir / "answer_key.ipynb", replace)
 
