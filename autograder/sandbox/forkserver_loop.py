@@ -16,7 +16,6 @@ import sys
 
 from autograder.sandbox.environment import imports_without_collector
 from autograder.sandbox.frames import Channel, send_frame
-from autograder.sandbox.warmup import warm_libraries
 
 
 def serve(sock_fd: int, judge_pid: int) -> None:
@@ -66,7 +65,6 @@ def serve(sock_fd: int, judge_pid: int) -> None:
             if "preload" in request:
                 with imports_without_collector():
                     done = _preload([str(n) for n in request["preload"]][:5000])
-                    warm_libraries()
                 send_frame(sock, {"preloaded": done})
                 continue
             fds = channel.take_fds(3)  # a spawn: its descriptors came with it
