@@ -26,7 +26,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.files import resolved
+from autograder.files import file_digest, resolved
 
 GRADESCOPE_METADATA = "submission_metadata.yml"
 MAX_EXTRACTED_BYTES = 256 * 1024 * 1024  # per notebook taken from a zip (the reader's own limit)
@@ -227,7 +227,7 @@ def extract_zip(archive: Path, into: Path) -> Path:
     `into`, no member over MAX_EXTRACTED_BYTES, at most MAX_ZIP_BYTES in all, nothing but .ipynb files and the
     metadata), into a folder named by the zip's name and the digest of its bytes: two exports of the same name
     (two `export.zip` from two folders) each keep their own, and the same zip given again is extracted again."""
-    target = into / f"{safe_id(archive.stem)}-{_digest(archive)}"
+    target = into / safe_id(f"{archive.stem}-{file_digest(archive)[:12]}")
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
@@ -247,17 +247,6 @@ def extract_zip(archive: Path, into: Path) -> Path:
     # an export zipped with its top folder: use the folder holding the metadata
     meta = sorted(target.rglob(GRADESCOPE_METADATA), key=lambda p: len(p.parts))
     return meta[0].parent if meta else target
-
-
-def _digest(path: Path) -> str:
-    """The first 12 hex digits of the SHA-256 of a file's bytes."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:12]
 
 
 def _copy_at_most(src, dst, limit: int) -> int:

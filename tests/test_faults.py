@@ -314,17 +314,24 @@ accuracy = rubric_check(name="5. accuracy (rubric)", points=3, part="5. Rubric")
 CHECK_SECONDS = 3
 
 
-@pytest.fixture(scope="module")
-def attention_release(tmp_path_factory):
-    """The example assignment with a part 4 whose `attend` calls part 2's softmax (depends_on), the accuracy
-    rubric, and a check time limit of 3 s."""
+def course_with_attend(tmp_path_factory, tests: str) -> Path:
+    """A copy of the example assignment's source with `attend` (part 4, calling part 2's softmax) before part 3,
+    and `tests` as its tests/test_attend.py."""
     source = tmp_path_factory.mktemp("course") / "solutions" / "vectors"
     shutil.copytree(EXAMPLE_SOURCE, source)
     nb = nbformat.read(source / "vectors.ipynb", as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## 3."))
     nb.cells.insert(at, nbformat.v4.new_code_cell(ATTEND))
     nbformat.write(nb, source / "vectors.ipynb")
-    (source / "tests" / "test_attend.py").write_text(ATTEND_TESTS)
+    (source / "tests" / "test_attend.py").write_text(tests)
+    return source
+
+
+@pytest.fixture(scope="module")
+def attention_release(tmp_path_factory):
+    """The example assignment with a part 4 whose `attend` calls part 2's softmax (depends_on), the accuracy
+    rubric, and a check time limit of 3 s."""
+    source = course_with_attend(tmp_path_factory, ATTEND_TESTS)
     toml = (source / "assignment.toml").read_text()
     toml = toml.replace("check_seconds = 10", f"check_seconds = {CHECK_SECONDS}")
     assert f"check_seconds = {CHECK_SECONDS}" in toml
@@ -348,13 +355,7 @@ def attend_is_softmax_weighted(sub, ref):
 @pytest.fixture(scope="module")
 def direct_release(tmp_path_factory):
     """The example assignment with a part 4 check that calls part 2's softmax itself (sub.softmax), depends_on it."""
-    source = tmp_path_factory.mktemp("course") / "solutions" / "vectors"
-    shutil.copytree(EXAMPLE_SOURCE, source)
-    nb = nbformat.read(source / "vectors.ipynb", as_version=4)
-    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## 3."))
-    nb.cells.insert(at, nbformat.v4.new_code_cell(ATTEND))
-    nbformat.write(nb, source / "vectors.ipynb")
-    (source / "tests" / "test_attend.py").write_text(DIRECT_TESTS)
+    source = course_with_attend(tmp_path_factory, DIRECT_TESTS)
     return load_release(build_and_record(source).release)
 
 
