@@ -61,11 +61,11 @@ class RememberedHang:
     check: str
     message: str  # why the earlier check stopped it (a timeout's "did not finish within 10 s", a limit's message)
     label: str = ""
-    timed_out: bool = True
+    how: str = "did not finish in"  # ... an earlier check: or "was stopped in", "ended its process in"
 
     def later(self, owner: str) -> str:
         """What a later check that would call it says: it was not run, and why (never that this check timed out)."""
-        what = "did not finish in" if self.timed_out else "was stopped in"
+        what = self.how
         return (f"not run: {owner} {self.label} {what} an earlier check, {self.check!r} ({self.message}): it is not "
                 "run again, so this check fails too")
 
@@ -138,17 +138,18 @@ class Program:
                 hang.label = label if isinstance(label, str) else hang.label
         return report
 
-    def remember_hang(self, hang: Hang, check: str, message: str, timed_out: bool = True) -> None:
-        """A request of `check` timed out (or was stopped, `timed_out` False): the definition it hung in (where its
-        stack was, else the function the check called) raises at once in every later check, saying so with
-        `message`, why it was stopped."""
+    def remember_hang(self, hang: Hang, check: str, message: str) -> None:
+        """A request of `check` timed out (or its worker was stopped, or ended by itself: `hang.why`): the
+        definition it hung in (where its stack was, else the function the check called) raises at once in every
+        later check, saying so with `message`, why it was stopped."""
         if hang.sampled:
             candidates = [[name, function, line, file] for file, line, function in hang.frames
                           for name in self._defining(file, line)]
         else:
             candidates = [[hang.target, hang.target]] if hang.target else []
         if candidates:
-            self.hangs.append(RememberedHang(candidates, check, message, timed_out=timed_out))
+            how = "ended its process in" if hang.ended else "was stopped in" if hang.why else "did not finish in"
+            self.hangs.append(RememberedHang(candidates, check, message, how=how))
 
     def _defining(self, file: str, line: int) -> list[str]:
         """The names bound by the statement of the notebook that holds line `line` of `file` ("<cell N>")."""
@@ -532,8 +533,7 @@ class Judge:
             stub = self._after_check(submission)
             self._after_check(self.reference)
             for hang in submission.worker.take_hangs():
-                submission.remember_hang(hang, spec.name, hang.why or f"timed out after {timeout:.0f} s there",
-                                         timed_out=not hang.why)
+                submission.remember_hang(hang, spec.name, hang.why or f"timed out after {timeout:.0f} s there")
             self.reference.worker.take_hangs()  # the reference's own: nothing to remember
         return fraction, message, stub
 

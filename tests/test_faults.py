@@ -518,8 +518,25 @@ def test_a_remembered_hang_says_the_later_check_was_not_run_and_why():
     hang = RememberedHang([], "q2 test 1", "timed out after 10 s there", "letter_grade")
     assert hang.later("your") == ("not run: your letter_grade did not finish in an earlier check, 'q2 test 1' (timed "
                                   "out after 10 s there): it is not run again, so this check fails too")
-    stopped = RememberedHang([], "q2 test 1", "it went past its memory limit", "f", timed_out=False)
+    stopped = RememberedHang([], "q2 test 1", "it went past its memory limit", "f", how="was stopped in")
     assert stopped.later("your").startswith("not run: your f was stopped in an earlier check, 'q2 test 1' (it went")
+
+
+def test_a_function_that_ends_its_process_is_not_run_again(attention_release, tmp_path):
+    # an exit in the student's softmax ends the worker in the first check that calls it; the later ones would end
+    # a fresh worker each (a second and more each): they say it was not run again, at once, and why
+    path = attention_submission(attention_release, tmp_path, "exits.ipynb",
+                                {SOFTMAX_LINE: "import os; os._exit(4)\n    " + SOFTMAX_LINE})
+    (result,) = grade(attention_release, [path], GradeOptions(tmp_path / "out", quiet=True))
+    softmax = [c for c in result.checks if "softmax" in c.name and c.name != "q_softmax"]
+    first, *later = softmax
+    assert all(c.status == FAILED for c in softmax)
+    assert "ended (exit code 4) while your softmax" in first.message, first.message
+    assert later and all(c.message.startswith(f"not run: your softmax ended its process in an earlier check, "
+                                              f"{first.name!r} (the process running") for c in later), \
+        [c.message for c in later]
+    assert all("exit code 4" in c.message and c.seconds < 1 for c in later), [c.seconds for c in later]
+    assert {c.name: c.status for c in result.checks}["attend: weights the values"] == PASSED  # the reference's softmax
 
 
 def test_where_a_worker_hangs_is_read_from_its_stack():

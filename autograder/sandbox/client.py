@@ -80,6 +80,7 @@ class Hang:
     sampled: bool
     target: str | None
     why: str = ""
+    ended: bool = False  # the worker ended by itself (an exit, a crash) rather than being stopped
 
 
 def parse_stacks(text: str) -> list[tuple[str, int, str]] | None:
@@ -515,8 +516,9 @@ class WorkerProcess:
         elif code == -signal.SIGXCPU:
             how += ": past a CPU-time limit (RLIMIT_CPU) that the notebook's code set itself"
         died = WorkerDied(f"the process running {self.spec.label} ended ({how}) while {doing}")
-        if self._stopped_because:  # its own memory limit: what it called is not run again
-            self._not_run_again(doing, died)
+        # its own memory limit, its own exit or crash (the faults of the machine returned above): what it called
+        # would do the same again, so it is not run again
+        self._not_run_again(doing, died, ended=not self._stopped_because)
         self.kill()
         return died
 
@@ -555,11 +557,11 @@ class WorkerProcess:
             raise WorkerDied(f"the process running {self.spec.label} sent a malformed reply while {doing}: {item}")
         return item
 
-    def _not_run_again(self, doing: str, error: WorkerDied) -> None:
+    def _not_run_again(self, doing: str, error: WorkerDied, ended: bool = False) -> None:
         """Like a hang: the notebook's function the request called (if it called one) is not run again in later
         checks, which fail with `error`'s message (the worker is gone: no stack to read)."""
         if self._target:
-            self.hangs.append(Hang(doing, [], False, self._target, why=str(error)))
+            self.hangs.append(Hang(doing, [], False, self._target, why=str(error), ended=ended))
 
     def _hang(self, doing: str) -> Hang:
         stacks = [s for s in map(parse_stacks, self._sample_stacks()) if s is not None]
