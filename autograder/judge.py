@@ -544,9 +544,12 @@ class Judge:
         a message that says only what is true. Better with the reference's (full marks included): graded so, and
         only this part counts, which the message says.
         A tie: the second run's message (it is about this part, with the reference's parts), saying so and that
-        the student's own parts gave the same score; it claims nothing about where the points were lost."""
+        the student's own parts gave the same score; it claims nothing about where the points were lost. A tie
+        with the same message: the first run's, with no word of the second."""
         names = ", ".join(stood_in)
         if not stood_in:  # nothing could stand in (a class that is no nn.Module): the second run was the first
+            return own
+        if again[:2] == own[:2]:  # both runs say the same: the student's own parts are not what it is about
             return own
         if again[0] > own[0]:
             return again[0], _noted(again[1], f"(graded with the reference's {names} in place of yours, so that only "

@@ -1,6 +1,7 @@
 """A check run again with the reference's parts in place of the student's (depends_on) says only what is true:
 graded with the reference's parts when that run is better; on a tie, which run the message is about and that the
-student's own parts gave the same score, never that the points were lost in this part alone."""
+student's own parts gave the same score (nothing where both runs say the same), never that the points were lost in
+this part alone."""
 from autograder.judge import Judge
 from autograder.testing import CheckSpec
 
@@ -37,3 +38,10 @@ def test_full_marks_with_the_references_parts_say_how_they_were_graded():
 def test_nothing_stood_in_for_the_students_parts_keeps_the_first_run_and_claims_nothing():
     own, again = (0.0, "your MomentumSGD raised ValueError", False), (0.0, "your MomentumSGD raised ValueError", False)
     assert Judge._better([], own, again) == own  # (a plain class cannot stand in: the second run was the first)
+
+
+def test_a_tie_with_the_same_message_says_nothing_of_the_second_run():
+    # the student's scaled_dot_product is right and their MHA wrong: both runs fail alike, and a note about the
+    # reference's scaled_dot_product would send them looking at a part that is fine
+    own = again = (0.0, "your MultiHeadAttention's output differs", False)
+    assert Judge._better(list(SPEC.depends_on), own, again) == own
