@@ -375,6 +375,11 @@ BUGS: list[Bug] = [
         {"            hidden = layer(hidden, bias)  # (B, T, E)\n        return hidden":
          "            out = layer(hidden, bias)  # (B, T, E)\n        return out"},
         {ENC: "the encoder's input"}, "every layer reads the embeddings", confined_to=P4),
+    Bug("one_layer_shared",
+        {"nn.ModuleList([EncoderLayer(config) for _ in range(config.num_hidden_layers)])":
+         "nn.ModuleList([EncoderLayer(config)] * config.num_hidden_layers)"},
+        {ENC: "holds the same EncoderLayer more than once"}, "one layer repeated: its weights shared by every layer",
+        confined_to=P4),
     Bug("encoder_ignores_mask",
         {"bias = attention_bias(attention_mask, hidden.dtype)": "bias = attention_bias(torch.ones_like(attention_mask), hidden.dtype)"},
         {ENC: "additive bias of the mask"}, "the mask never reaches the layers", confined_to=P4),

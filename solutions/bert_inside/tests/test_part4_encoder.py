@@ -578,6 +578,9 @@ def encoder(sub, ref):
         if len(records) != cfg["num_hidden_layers"]:
             raise Fail(f"Encoder must hold config.num_hidden_layers EncoderLayers in `layers`; for a config with 3 it "
                        f"holds {len(records)}")
+        if len({record["index"] for record in records}) < len(records):
+            raise Fail("Encoder.layers holds the same EncoderLayer more than once (as `[EncoderLayer(config)] * n` "
+                       "does: one module, its weights shared): build a new EncoderLayer(config) for each layer")
         effective = torch.ones_like(mask) if given is None else mask
         try:
             own = sub.attention_bias(effective, torch.float32)
