@@ -163,9 +163,13 @@ BUGS: list[Bug] = [
     Bug("mha_scales_q_twice",
         {"q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)":
          "q = q.view(B, T, H, D).transpose(1, 2) / math.sqrt(D)  # (B, H, T, D)"},
-        {P2_OUTPUT: "divided by D instead of sqrt(D)", P2_MASK: "divided by D instead of sqrt(D)"},
+        {P2_OUTPUT: "divided by D instead of sqrt(D)"},
         "q divided by sqrt(D) before scaled_dot_product, which divides again (with D = sqrt(E) this once read as "
-        "'divided by sqrt(E)')", only=True),
+        "'divided by sqrt(E)'); its mask still hides the padding, which the mask check grades alone", only=True),
+    Bug("mha_without_o_proj",
+        {"return self.o_proj(values)": "return values"},
+        {P2_OUTPUT: ""}, "the heads' merged values returned without o_proj: the mask still hides the padding, "
+        "which the mask check grades alone", only=True, others={P2_GRADS}),
     Bug("mha_mask_inverted",
         {"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)":
          "values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=None if mask is None else 1 - mask.float())"},
