@@ -170,6 +170,13 @@ BUGS: list[Bug] = [
         {"return self.o_proj(values)": "return values"},
         {P2_OUTPUT: ""}, "the heads' merged values returned without o_proj: the mask still hides the padding, "
         "which the mask check grades alone", only=True, others={P2_GRADS}),
+    Bug("mha_heads_strided",
+        {"q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)": "q = q.view(B, T, D, H).permute(0, 3, 1, 2)",
+         "k = k.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)": "k = k.view(B, T, D, H).permute(0, 3, 1, 2)",
+         "v = v.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)": "v = v.view(B, T, D, H).permute(0, 3, 1, 2)",
+         "values = values.transpose(1, 2).reshape(B, T, E)": "values = values.permute(0, 2, 3, 1).reshape(B, T, E)"},
+        {P2_OUTPUT: ""}, "every H-th feature to a head (view(B, T, D, H)), merged the same way: its attention "
+        "dropout and its mask are right, which their checks grade alone", only=True),
     Bug("mha_mask_inverted",
         {"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)":
          "values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=None if mask is None else 1 - mask.float())"},
