@@ -53,16 +53,25 @@ def in_layout(state, layout, E, H):
 
 # -- substance: consistency checks only pay on top of a real computation -----------------------------------
 
+def sums_alike(sums):
+    """Every sum the same positive number: 1 for a softmax, another for a softmax scaled once more (the weights
+    check grades that mistake; the checks of masking, dropout and values judge weights consistent with it)."""
+    sums = sums.double()
+    return bool(torch.isfinite(sums).all()) and sums.numel() > 0 and float(sums.flatten()[0]) > 1e-6 and \
+        torch.allclose(sums, sums.flatten()[0].expand_as(sums), rtol=1e-4, atol=1e-6)
+
+
 def attention_problem(values, attention, v):
     """Why (values, attention) from scaled_dot_product is not attention at all, or None: NaN, weights that are
-    not a softmax (rows over the keys, or columns, summing to 1), or values that are not attention @ v."""
+    not a softmax (rows over the keys, or columns, summing to 1, or all to one other positive number: a softmax
+    scaled again), or values that are not attention @ v."""
     if not all(isinstance(t, torch.Tensor) for t in (values, attention)):
         return "it does not return a tuple of tensors (values, attention)"
     if not (bool(torch.isfinite(values).all()) and bool(torch.isfinite(attention).all())):
         return "the values or attention weights contain NaN or inf"
     attention, values = attention.double(), values.double()
-    ones = lambda t: torch.allclose(t, torch.ones_like(t), atol=1e-4)  # noqa: E731
-    if attention.dim() != 4 or bool((attention < 0).any()) or not (ones(attention.sum(-1)) or ones(attention.sum(-2))):
+    if attention.dim() != 4 or bool((attention < 0).any()) or not (sums_alike(attention.sum(-1))
+                                                                   or sums_alike(attention.sum(-2))):
         return "the attention weights are not softmax weights (non-negative, each row summing to 1 over the keys)"
     if values.shape != (*attention.shape[:-1], v.shape[-1]) or not close(values, attention @ v.double()):
         return "the values are not the attention weights applied to v (attention @ v)"

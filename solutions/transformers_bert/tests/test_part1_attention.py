@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from _common import attention_problem
+from _common import attention_problem, sums_alike
 from autograder.testing import Fail, StudentError, check, close, expect_shape, gen, worker_helpers
 
 PART = "1. Scaled dot-product attention"
@@ -109,6 +109,12 @@ def _diagnose_weights(attention, q, k):
     for scale, dim, message in variants:
         if close(attention, _softmax_weights(q, k, scale, dim)):
             return message
+    sums = attention.sum(-1)
+    if sums_alike(sums) and not close(sums, torch.ones_like(sums)):
+        factor = float(sums.flatten()[0])
+        if any(close(attention / factor, _softmax_weights(q, k, scale)) for scale in (1.0, math.sqrt(D))):
+            return (f"the weights are a softmax multiplied by {factor:.3g} afterwards (each row sums to {factor:.3g}): "
+                    "scale the logits q k^T by 1 / sqrt(D) before the softmax, and leave its output as it is")
     if not torch.allclose(attention.sum(-1), torch.ones_like(attention.sum(-1)), atol=1e-4):
         return "the rows of the attention matrix do not sum to 1: apply the softmax over the last (key) axis"
     return "the attention weights differ from softmax(q k^T / sqrt(D)) over the keys"
@@ -159,12 +165,13 @@ def attention_values(sub, ref):
 def _masked_from_unmasked(attention, mask):
     """What masking must do to a row of attention weights: zero the padded keys, renormalise the rest. Weights
     that are a softmax over the queries (each column sums to 1: the softmax check's mistake) are masked as that
-    softmax does: a padded key's column, all large negative logits, becomes uniform over the queries."""
+    softmax does: a padded key's column, all large negative logits, becomes uniform over the queries. Rows that
+    sum to another number than 1 (a softmax scaled again, the weights check's mistake) keep their sum."""
     pad = mask.bool()[:, None, None, :]
     if _columns_sum_to_one(attention) and not _columns_sum_to_one(attention.transpose(-1, -2)):
         return torch.where(pad, torch.full_like(attention, 1 / attention.shape[-2]), attention)
     kept = attention * ~pad
-    return kept / kept.sum(-1, keepdim=True)
+    return kept / kept.sum(-1, keepdim=True) * attention.sum(-1, keepdim=True)
 
 
 def _columns_sum_to_one(attention):
@@ -241,9 +248,10 @@ def attention_dropout(sub, ref):
     q, k, v = _qkv(41, 4, 4, 16, 8)
     _, exact = _sdp(sub, q, k, v)
     _, exact0 = _sdp(sub, q, k, v, attn_drop_rate=0.0)
-    # a softmax over the wrong axis (columns summing to 1) is the softmax check's mistake, not graded again here
+    # a softmax over the wrong axis (columns summing to 1) or scaled again is the softmax check's mistake, not
+    # graded again here
     if (exact.shape != (4, 4, 16, 16) or not torch.equal(exact, exact0)
-            or not (close(exact.sum(-1), torch.ones(4, 4, 16)) or _columns_sum_to_one(exact))):
+            or not (sums_alike(exact.sum(-1)) or _columns_sum_to_one(exact))):
         raise Fail("with attn_drop_rate=0 (the default) the attention must be exact: no dropout, rows summing to 1")
     if _ignores_queries(sub, q, k, v, exact):  # dropout on weights that are not attention earns nothing
         raise Fail("with attn_drop_rate=0 the attention weights do not depend on the queries q: they must be "
