@@ -476,10 +476,11 @@ def shared_with(source: str, earlier: list[tuple[str, str]]) -> list[tuple[str, 
 
 
 def run_test_cell(source: str, filename: str, namespace: KernelNamespace,
-                  earlier: Sequence[tuple[str, str]] = ()):
-    """Run a test cell after the earlier cells of its part it shares variables with; the student's module is
-    whole again afterwards, whatever the cell deleted. The value of its last expression (or None)."""
-    cells = shared_with(source, list(earlier))
+                  earlier: Sequence[tuple[str, str]] = (), replay_all: bool = False):
+    """Run a test cell after the earlier cells of its part it shares variables with (`replay_all`: after every
+    one of them, as their random draws move the generators it draws from); the student's module is whole again
+    afterwards, whatever the cell deleted. The value of its last expression (or None)."""
+    cells = list(earlier) if replay_all else shared_with(source, list(earlier))
     with modules_kept(any(patches_modules(s) for s in [source, *(c for _, c in cells)])):
         try:
             run_earlier(cells, namespace)

@@ -149,8 +149,7 @@ def test_seeding_lines_run_before_each_test_in_both_programs(tmp_path):
     source = _otter_notebook(tmp_path / "src" / "seeded.ipynb", seeded)
     (report,) = import_assignment(source, "seeded", tmp_path / "solutions")
     assert "cell 1: otter's seeding line(s) np.random.seed(42) -> kept in both notebooks (where they stand), run " \
-           "there by the grader in the submission and in the reference, and again before each test compared with " \
-           "the reference" in report.converted
+           "there by the grader in the submission and in the reference" in report.converted
     paths = build(report.target)
     student = (paths.assignment / "seeded.ipynb").read_text()
     assert "_seed = np.random.seed(42)" in student and "# SEED" not in student
@@ -183,8 +182,8 @@ def test_public_cases_that_draw_random_numbers_are_named_and_still_graded_the_ot
     cases = [code("round(draw(), 4)", "0.3745"), code("assert np.random.rand() < 1"), code("assert callable(draw)")]
     source = _otter_notebook(tmp_path / "src" / "v.ipynb", *cases)
     (report,) = import_assignment(source, "v", tmp_path / "solutions")
-    rest = ("), and the grader runs the notebook's seeding lines before it (as otter seeds each cell), which a test "
-            "cell cannot do; students see its code, but `autograder check` does not run it (it is graded as a check "
+    rest = ("), and the grader seeds the question's cases before it (as otter seeds the cell that checks them), "
+            "which a test cell cannot do; students see its code, but `autograder check` does not run it (it is graded as a check "
             "compared with the reference)")
     assert report.not_converted == [
         f"cell 7: public test 'q1 test 1': it draws random numbers (`draw()`{rest}",
@@ -418,11 +417,10 @@ def test_seeded_draws_all_or_nothing_and_a_list_of_points_grade_as_otter_grades(
     assert ("q9: all_or_nothing: 2 test case(s) -> one check 'q9' worth 4 points when every case passes, 0 otherwise; "
             "1 public test cell(s) worth 0 in the notebook (students run them)") in report.converted
     assert ("cell 13: otter's seeding line(s) np.random.seed(42) -> kept in both notebooks (in a cell of their own "
-            "before the solution), run there by the grader in the submission and in the reference, and again before "
-            "each test compared with the reference") in report.converted
+            "before the solution), run there by the grader in the submission and in the reference") in report.converted
     paths = build(report.target)
     student = paths.assignment / "hw.ipynb"
-    assert "# the grader runs this seeding line here, and before each test: keep it\n_seed = np.random.seed(42)" in [
+    assert "# the grader runs this seeding line here: keep it\n_seed = np.random.seed(42)" in [
         c.source for c in nbformat.read(student, as_version=4).cells]  # a student's answer does not replace it
     right = _answered(student, ["x = 2", "z = np.random.normal(4, 2, 10)", "return 2 * v"], tmp_path / "right.ipynb")
     partly = _answered(student, ["x = 2", "z = 4 + 2 * np.random.randn(10)", "return 2 * abs(v)"],
@@ -696,3 +694,101 @@ def test_seed_cells_in_assignment_toml_is_an_integer(table, error):
     else:
         with pytest.raises(ConfigError, match=error):
             seed_options(table)
+
+
+# -- a seeded question's cases run as otter runs its test file: one seeding, then the cases in order -------------
+
+def _otter_student(tmp_path: Path, name: str, *cells: str) -> Path:
+    """A submission written in otter's own student notebook: otter's first cell, the answers, a check cell."""
+    head = ['# Initialize Otter\nimport otter\ngrader = otter.Notebook("lab.ipynb")']
+    return notebook(tmp_path / "subs" / f"{name}.ipynb", *(code(c) for c in [*head, *cells, 'grader.check("q1")']))
+
+
+@pytest.mark.slow
+def test_a_seeded_questions_cases_draw_one_stream_in_order_as_otter_grades(tmp_path):
+    """otter's grader seeds the cell that checks a question once (`generate: {seed: 42}`), then runs its test file's
+    cases one after another: the k-th case draws the k-th value of the stream, whether it draws through the
+    notebook's code (q1) or in its own code (q2). otter 7.0.0 (`otter assign`, `otter run`) gives this notebook's
+    correct answers 5/5 and 5/5, and the wrong ones (`< 0.75` for `< 0.5`) 3/5 and 3/5: cases 3 and 4 draw 0.732 and
+    0.599. Seeded again before each case, every case drew 0.375 and the wrong q1 got 5/5."""
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    drawn = ["True", "False", "False", "False", "True"]  # 0.3745, 0.9507, 0.7320, 0.5987, 0.1560 < 0.5
+    source = notebook(
+        tmp_path / "src" / "lab.ipynb", raw("# ASSIGNMENT CONFIG\ngenerate:\n    seed: 42"),
+        code("import numpy as np\nnp.random.seed(42) # SEED"),
+        *question("q1", "points: 5", [code("def coin():\n    return bool(np.random.rand() < 0.5) # SOLUTION")],
+                  *(code("# HIDDEN\ncoin()", value) for value in drawn)),
+        *question("q2", "points: 5", [code("def is_small(x):\n    return bool(x < 0.5) # SOLUTION")],
+                  *(code("# HIDDEN\nis_small(np.random.rand())", value) for value in drawn)))
+    (report,) = import_assignment(source, "lab", tmp_path / "solutions")
+    assert ("each question's test cases -> run after otter's seeding of the cell that checks them (`[seed] cells = "
+            "42`), once, then in otter's order (a case after those before it), in the submission and in the "
+            "reference, as otter's grader runs a question's test file") in report.converted
+    paths = build(report.target)
+    seeded = "import numpy as np\nnp.random.seed(42) # SEED"
+    subs = [_otter_student(tmp_path, "correct", seeded, "def coin():\n    return bool(np.random.rand() < 0.5)",
+                           "def is_small(x):\n    return bool(x < 0.5)"),
+            _otter_student(tmp_path, "wrong", seeded, "def coin():\n    return bool(np.random.rand() < 0.75)",
+                           "def is_small(x):\n    return bool(x < 0.75)")]
+    results = grade(load_release(paths.release), subs, GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    scores = {sub.stem: {q: sum(c.score for c in r.checks if c.part == q) for q in ("q1", "q2")}
+              for sub, r in zip(subs, results)}
+    assert scores == {"correct": {"q1": 5, "q2": 5}, "wrong": {"q1": 3, "q2": 3}}, [
+        (c.name, c.message) for r in results for c in r.checks]
+    assert [c.score for c in results[1].checks] == [1, 1, 0, 0, 1] * 2  # otter's verdicts, case by case
+
+
+def test_an_unseeded_notebooks_cases_run_alone_and_unseeded(tmp_path):
+    """Without `generate`'s seed or `# SEED` lines otter seeds nothing when grading: each case runs alone, as
+    before (only the grader's own seeding of every check)."""
+    source = notebook(tmp_path / "src" / "u.ipynb", code("import numpy as np"),
+                      *question("q1", "points: 2", [code("def f():\n    return np.random.rand() # SOLUTION")],
+                                code("# HIDDEN\nf() < 1", "True"), code("# HIDDEN\nf() >= 0", "True")))
+    (report,) = import_assignment(source, "u", tmp_path / "solutions")
+    tests = (report.target / "tests" / "otter_tests.py").read_text()
+    assert "SEED" not in tests and "earlier=" not in tests and "_q1_cases" not in tests
+    assert not any("seeding" in line for line in report.converted)
+
+
+def test_a_seeded_case_runs_after_the_seeding_and_the_cases_before_it_in_each_program():
+    """cells.evaluate: the seeding runs in the program's module and in the judge, then the earlier cases (a failing
+    one ignored, as otter's doctest runner goes on), then the case; the judge's generators are as they were."""
+    import random as judge_random
+
+    import numpy as np
+
+    from autograder.importers.cells import evaluate
+
+    class Program:  # a worker stand-in: its module is this namespace, SEEDING_HELPERS' run_seed_lines included
+        def __init__(self):
+            self.module: dict = {}
+            self.helpers = self
+
+        def run_seed_lines(self, source):
+            exec(source, self.module)
+
+        def defines(self, name):
+            return name in self.module
+
+        def __getattr__(self, name):
+            try:
+                return self.__dict__["module"][name]
+            except KeyError:
+                raise AttributeError(name) from None
+
+    from autograder.notebook.seedvar import cell_seeding
+
+    seed = cell_seeding({"cells": 42})
+    earlier = [("q hidden test 1", "np.random.rand()"), ("q hidden test 2", "1 / 0"),
+               ("q hidden test 3", "random.random()")]
+    before = (judge_random.getstate(), np.random.get_state()[1].tolist())
+    value = evaluate(Program(), ["import numpy as np", "import random"], "(np.random.rand(), random.random())",
+                     "<test q hidden test 4>", seed, earlier=earlier)
+    assert (judge_random.getstate(), np.random.get_state()[1].tolist()) == before
+    np.random.seed(42)
+    judge_random.seed(42)
+    assert value == (np.random.rand(2)[1], [judge_random.random() for _ in range(2)][1])
+    judge_random.setstate(before[0])
+

@@ -11,20 +11,31 @@ autograder/kernel.py's, as for a notebook's own test cells. This module adds wha
   one check over its cases, full points when every one passes; a case's `failure` message (otter's
   failure_message) comes first in what a student reads when it fails, its `success` message is what they read when
   it passes;
-- the notebook's seeding lines (otter's `# SEED`) run in the student's module before each test, as they ran in the
-  notebook before the tests (SEEDING_HELPERS, shipped into both workers).
+- a seeded question's cases run as otter runs the cases of a test file after seeding the cell that checks them
+  (`seed`: otter's seeding of that cell, `np.random.seed(N)` and `random.seed(N)` for `generate: {seed: N}`, or
+  the notebook's `# SEED` lines): each check runs the seeding in the program's module (SEEDING_HELPERS, shipped
+  into both workers) and in the judge (where a case's own `np.random...` runs), then the question's cases before
+  its own (`earlier`, otter's order, their failures ignored) in the same namespace, then its own; so case k draws
+  what otter's k-th case draws, in the submission and in the reference alike. The judge's generators are as they
+  were afterwards. Without `seed` a case runs alone, unseeded but for the grader's own seeding of every check.
+  A case that draws both in the judge and through the notebook's code draws from two generators (two processes)
+  where otter's kernel has one: sub and reference still draw alike, but the values may differ from otter's.
 Not reproduced: nbgrader's zero for a cell that writes to stderr.
 """
 from __future__ import annotations
 
 import ast
+import contextlib
+import random
+import sys
+from collections.abc import Sequence
 
 from autograder.kernel import KernelNamespace, assertion_text, run_test_cell
 from autograder.sandbox.client import StudentError
 from autograder.testing import check
 
-# Shipped into both workers (autograder.testing.worker_helpers) by an assignment whose notebook marks seeding
-# lines (otter's `# SEED`): they run in the student's module before each test, as they ran in the notebook.
+# Shipped into both workers (autograder.testing.worker_helpers) by an assignment whose questions are seeded: the
+# seeding runs in the student's module, where the notebook's functions draw.
 SEEDING_HELPERS = '''
 def run_seed_lines(source):
     exec(source, vars(submission))
@@ -76,7 +87,7 @@ def failed_assertion(exc: AssertionError, source: str, filename: str) -> Asserti
 
 
 def seeded(program, seed: str) -> None:
-    """Run the notebook's seeding lines in `program`'s module (the workers have SEEDING_HELPERS)."""
+    """Run the question's seeding in `program`'s module (the workers have SEEDING_HELPERS)."""
     if seed:
         program.helpers.run_seed_lines(seed)
 
@@ -101,11 +112,32 @@ def notebook_cell(name: str, points: float, part: str, imports: list[str], sourc
     return check(name, points, part)(run)
 
 
-def evaluate(program, imports: list[str], source: str, filename: str, seed: str = "", interface=None):
-    """The value of the cell's last expression (None if none), run in a kernel namespace of `program`;
+@contextlib.contextmanager
+def judge_generators_kept():
+    """random's and numpy's generators in the judge as they were before: a question's seeding reaches no other
+    check (torch's needs nothing: the judge seeds it before every check)."""
+    numpy = sys.modules.get("numpy")
+    state, numpy_state = random.getstate(), numpy.random.get_state() if numpy is not None else None
+    try:
+        yield
+    finally:
+        random.setstate(state)
+        if numpy_state is not None:
+            numpy.random.set_state(numpy_state)
+
+
+def evaluate(program, imports: list[str], source: str, filename: str, seed: str = "", interface=None,
+             earlier: Sequence[tuple[str, str]] = ()):
+    """The value of the cell's last expression (None if none), run in a kernel namespace of `program`; with `seed`,
+    after the question's seeding and its cases before this one, `earlier` (name, source) (see above);
     `interface`: the reference, whose definitions of built-ins' names are the notebook's."""
-    seeded(program, seed)
-    return run_test_cell(source, filename, KernelNamespace(program, JudgeImports(imports), interface=interface))
+    namespace = KernelNamespace(program, JudgeImports(imports), interface=interface)
+    if not seed:
+        return run_test_cell(source, filename, namespace)
+    with judge_generators_kept():
+        seeded(program, seed)
+        # in the judge as an earlier cell of the namespace: the case's own draws come from the judge's generators
+        return run_test_cell(source, filename, namespace, [("seeding", seed), *earlier], replay_all=True)
 
 
 def same(actual, expected) -> bool:
@@ -120,11 +152,13 @@ def same(actual, expected) -> bool:
         return False
 
 
-def compared(name: str, imports: list[str], source: str, hidden: bool, seed: str, failure: str = ""):
-    """Run a test case on the submission and on the reference; AssertionError unless neither fails and the values
-    of their last expressions are equal ("a hidden test failed", and nothing more, for a hidden case), after the
-    case's own `failure` message when it has one."""
-    compare = _compared(name, imports, source, hidden, seed)
+def compared(name: str, imports: list[str], source: str, hidden: bool, seed: str, failure: str = "",
+             earlier: Sequence[tuple[str, str]] = ()):
+    """Run a test case on the submission and on the reference (with `seed`, after the question's seeding and
+    `earlier` cases, in each); AssertionError unless neither fails and the values of their last expressions are
+    equal ("a hidden test failed", and nothing more, for a hidden case), after the case's own `failure` message
+    when it has one."""
+    compare = _compared(name, imports, source, hidden, seed, earlier)
     if not failure:
         return compare
 
@@ -136,15 +170,16 @@ def compared(name: str, imports: list[str], source: str, hidden: bool, seed: str
     return run
 
 
-def _compared(name: str, imports: list[str], source: str, hidden: bool, seed: str):
+def _compared(name: str, imports: list[str], source: str, hidden: bool, seed: str,
+              earlier: Sequence[tuple[str, str]]):
     filename = f"<test {name}>"
 
     def run(sub, ref):
         try:
-            actual = evaluate(sub, imports, source, filename, seed, interface=ref)
+            actual = evaluate(sub, imports, source, filename, seed, interface=ref, earlier=earlier)
         except AssertionError as exc:
             raise (AssertionError("a hidden test failed") if hidden else failed_assertion(exc, source, filename)) from None
-        expected = evaluate(ref, imports, source, filename, seed, interface=ref)
+        expected = evaluate(ref, imports, source, filename, seed, interface=ref, earlier=earlier)
         if not same(actual, expected):
             raise AssertionError("a hidden test failed" if hidden else
                                  f"this test gives {actual!r} where a correct notebook gives {expected!r}")
@@ -152,23 +187,26 @@ def _compared(name: str, imports: list[str], source: str, hidden: bool, seed: st
 
 
 def reference_cell(name: str, points: float, part: str, imports: list[str], source: str, hidden: bool = False,
-                   seed: str = "", success: str = "", failure: str = ""):
+                   seed: str = "", success: str = "", failure: str = "", earlier: Sequence[tuple[str, str]] = ()):
     """A check that runs a test cell on the submission and on the reference and compares the values; `seed`: the
-    notebook's seeding lines, run in each program's module first; `success` / `failure`: what a student reads when
-    it passes / before why it failed (otter's success_message and failure_message)."""
-    run = compared(name, imports, source, hidden, seed, failure)
+    question's seeding, run first, then `earlier`, the question's cases before this one (name, source), as otter
+    runs them (see above); `success` / `failure`: what a student reads when it passes / before why it failed
+    (otter's success_message and failure_message)."""
+    run = compared(name, imports, source, hidden, seed, failure, earlier)
     run.__name__ = f"test_{name}"
     return check(name, points, part, "after_published" if hidden else "visible", passed_message=success)(run)
 
 
 def all_cases(name: str, points: float, part: str, imports: list[str], cases: list[tuple], seed: str = ""):
     """otter's all_or_nothing question as one check: each case (name, source, hidden[, success, failure]) runs as in
-    reference_cell, in order; full points when every case passes, none otherwise (the first failing case says why,
-    after its failure message). Its passing message: the cases' success messages. Visible after publication when a
-    case is hidden (the score tells how the hidden cases went)."""
+    reference_cell, in order, each after the seeding and the cases before it with `seed`; full points when every case
+    passes, none otherwise (the first failing case says why, after its failure message). Its passing message: the
+    cases' success messages. Visible after publication when a case is hidden (the score tells how the hidden cases
+    went)."""
     cases = [(*case, "", "")[:5] for case in cases]
-    runs = [(case, compared(case, imports, source, hidden, seed, failure))
-            for case, source, hidden, _, failure in cases]
+    sources = [(case, source) for case, source, *_ in cases]
+    runs = [(case, compared(case, imports, source, hidden, seed, failure, sources[:number]))
+            for number, (case, source, hidden, _, failure) in enumerate(cases)]
     code = "\n\n".join(source for _, source, *_ in cases)  # the cases' code (mutation analysis reads the closure)
     passed = "\n".join(success for *_, success, _ in cases if success)
 

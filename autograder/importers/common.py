@@ -167,8 +167,10 @@ def literal(text: str) -> str:
 
 
 def tests_header(docstring: str, runner: str, imports: list[str], seed: str = "") -> list[str]:
-    """The start of a tests file; `seed`: the notebook's seeding lines, shipped to run before each test."""
-    seeding = ["worker_helpers(SEEDING_HELPERS)", f"SEED = {seed!r}  # the notebook's seeding lines", ""] if seed else []
+    """The start of a tests file; `seed`: what runs before a question's cases (importers/cells.py), shipped into the
+    workers."""
+    seeding = ["worker_helpers(SEEDING_HELPERS)", f"SEED = {seed!r}  # run before a question's cases, as otter seeds "
+               "the cell that checks it", ""] if seed else []
     return [f'"""{docstring}"""',
             f"from autograder.importers.cells import {'SEEDING_HELPERS, ' if seed else ''}{runner}",
             f"from autograder.testing import manual{', worker_helpers' if seed else ''}", "", *seeding,

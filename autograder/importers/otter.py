@@ -16,9 +16,10 @@ Converted to:
   the value equals the one the source notebook recorded for it (what otter compares with); a hidden case, or a
   public one that cannot be such a cell (a value without a recorded output, random draws the grader seeds first),
   is a check in tests/otter_tests.py run on the submission and on the reference in the grader, passing when
-  their values are equal (autograder/importers/cells.py `reference_cell`); such a public case stays in the
-  notebook as plain code and is named in IMPORT.md. A case's success_message is what a student reads when it
-  passes, its failure_message comes first when it fails. An `all_or_nothing` question is one check over all its cases
+  their values are equal (autograder/importers/cells.py `reference_cell`), a seeded question's cases each after
+  the question's seeding and the cases before it, as otter runs a test file in one seeded cell (question_seeding);
+  such a public case stays in the notebook as plain code and is named in IMPORT.md. A case's success_message is
+  what a student reads when it passes, its failure_message comes first when it fails. An `all_or_nothing` question is one check over all its cases
   (cells.py `all_cases`), its public cases test cells worth 0 that students run;
 - manual questions: `manual` checks, pending in every total with their points (0 when not given, as otter
   counts them); a question with neither tests nor `manual` gets no check, as otter grades nothing for it; otter's
@@ -51,6 +52,7 @@ from autograder.importers.report import ImportReport
 from autograder.notebook.extract import dotted
 from autograder.notebook.foreign import find_foreign
 from autograder.notebook.markers import cell_source
+from autograder.notebook.seedvar import cell_seeding as grading_cell_seeding
 
 TESTS_FILE = "otter_tests.py"
 _BLOCK = re.compile(r"^\s*#\s+(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)\s*$", re.I)
@@ -96,6 +98,7 @@ class State:
     solutions: int = 0  # solution cells and written answers converted
     generate_seed: int | None = None  # ASSIGNMENT CONFIG `generate: {seed: N}`: otter seeds every cell with it
     generate_loc: str = ""  # the cell of that ASSIGNMENT CONFIG
+    cells_seed: int | None = None  # [seed] cells: otter's seed of every cell when grading, the check cells' too
     seed_variable: bool = False  # ASSIGNMENT CONFIG `seed: {variable, ...}`: otter sets the variable instead
     export: str = ""  # where an open `<!-- BEGIN QUESTION -->` is ("" when none)
     all_solutions: bool = False  # solution markers count in every cell (v0; strip_solutions_from_all_cells)
@@ -466,8 +469,8 @@ def without_export_markers(cell, state: State, loc: str, report: ImportReport):
 
 def seed_cells(cell, loc: str, report: ImportReport, state: State) -> tuple[list, dict | None]:
     """otter's `# SEED` lines (otter_lines.seeding): (a cell of its own for those a solution cell begins with, else
-    none; the cell, None when nothing else was in it). Each top-level one joins the seeding lines the tests file
-    runs again before each test."""
+    none; the cell, None when nothing else was in it). Each top-level one joins the notebook's seeding lines
+    (question_seeding)."""
     source = cell_source(cell)
     if cell.get("cell_type") != "code" or "# SEED" not in source:
         return [], cell
@@ -478,8 +481,7 @@ def seed_cells(cell, loc: str, report: ImportReport, state: State) -> tuple[list
     if found.lines:
         report.convert(f"{loc}: otter's seeding line(s) {'; '.join(found.lines)} -> kept in both notebooks "
                        f"({'in a cell of their own before the solution' if before else 'where they stand'}), run "
-                       "there by the grader in the submission and in the reference, and again before each test "
-                       "compared with the reference")
+                       "there by the grader in the submission and in the reference")
     if found.indented:
         report.convert(f"{loc}: otter's seeding line(s) inside a block ({'; '.join(found.indented)}) -> left as "
                        "code, without the marker")
@@ -512,10 +514,12 @@ def cell_seeding(state: State, report: ImportReport) -> list[str]:
         value, said = int(found[0].group(1) or found[0].group(2)), f"the seeding line `{found[0].group(0)}`"
         report.note("otter assign requires `generate: {seed: N}` with `# SEED` lines (it refuses this notebook "
                     f"without one): the grader seeds each cell with {value}, taken from the first seeding line")
+    state.cells_seed = value
     report.convert(f"{said} -> [seed] cells = {value} in assignment.toml: grading "
                    f"runs `random.seed({value})` and `np.random.seed({value})` at the top of every code cell of each "
                    "submission and of the reference, as otter's grader does, whatever seeding lines the submission "
-                   "keeps")
+                   "keeps; and once before each question's test cases, which then run in otter's order, as otter "
+                   "seeds the cell that checks a question")
     return ["", "[seed]  # otter's seeding of every cell when grading (docs/writing-assignments.md, Seed variables)",
             f"cells = {value}"]
 
@@ -524,7 +528,7 @@ def seed_cell(statements: list[str], ids: bool):
     """A cell of seeding statements (an id when the notebook's format has them)."""
     from nbformat import v4
 
-    cell = v4.new_code_cell("\n".join(["# the grader runs this seeding line here, and before each test: keep it",
+    cell = v4.new_code_cell("\n".join(["# the grader runs this seeding line here: keep it",
                                        *statements]))
     if not ids:
         cell.pop("id", None)
@@ -568,9 +572,21 @@ def _draws(tree, roots: set[str], drawing: set[str]) -> str | None:
     return None
 
 
-def seeded(seed: str, code: list[str]) -> Seeded:
-    out = Seeded(seed)
-    for node in statements([seed] if seed else []):
+# what otter's seeding of a cell seeds, as seeding lines (the generators public cases must not draw from)
+_CELL_SEEDED = "np.random.seed(0)\nnumpy.random.seed(0)\nrandom.seed(0)"
+
+
+def question_seeding(lines: str, cells: int | None) -> str:
+    """What runs before a question's cases (cells.py): otter's seeding of the cell that checks the question ([seed]
+    cells, `generate: {seed: N}`), else the notebook's seeding lines (without that seed otter seeds nothing there and
+    refuses `# SEED` lines: they stand for the state the notebook left), else nothing, as otter."""
+    return grading_cell_seeding({"cells": cells}) if cells is not None else lines
+
+
+def seeded(seed: str, code: list[str], cells: int | None = None) -> Seeded:
+    """The question seeding (question_seeding) and what it seeds."""
+    out = Seeded(question_seeding(seed, cells))
+    for node in statements([s for s in (seed, _CELL_SEEDED if cells is not None else "") if s]):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             name = dotted(node.value.func) or ""
             out.roots.add(name.rpartition(".")[0] or name)
@@ -586,15 +602,21 @@ def seeded(seed: str, code: list[str]) -> Seeded:
 
 # -- writing ------------------------------------------------------------------------------------------------
 
-def checks_source(questions: list[Question], nb, report: ImportReport, seed: str = "") -> str:
+def checks_source(questions: list[Question], nb, report: ImportReport, seed: str = "", cells: int | None = None) -> str:
+    """The tests file; `seed`: the notebook's seeding lines; `cells`: [seed] cells (question_seeding)."""
     cases = {id(c.cell) for q in questions for c in q.cases}  # their code runs in the grader, not in the notebook
     code = [cell_source(c) for c in nb.cells if c.get("cell_type") == "code" and id(c) not in cases]
     runners = "all_cases, reference_cell" if any(q.all_or_nothing for q in questions) else "reference_cell"
+    context = seeded(seed, code, cells)
+    if context.lines:
+        report.convert("each question's test cases -> run after " + ("otter's seeding of the cell that checks them "
+                       f"(`[seed] cells = {cells}`)" if cells is not None else "the notebook's seeding lines") +
+                       ", once, then in otter's order (a case after those before it), in the submission and in the "
+                       "reference, as otter's grader runs a question's test file")
     lines = tests_header("Checks imported from otter-grader (autograder import otter): each test case runs on the "
                          "submission\nand on the reference in the grader, and passes when their values are equal\n"
                          "(autograder/importers/cells.py); a manual question is a manual check (pending).",
-                         runners, notebook_imports(code), seed)
-    context = seeded(seed, code)
+                         runners, notebook_imports(code), context.lines)
     for q in questions:
         lines += question_checks(q, report, context)
     reads = names_read([c.source for q in questions for c in q.cases], notebook_names(code))
@@ -616,20 +638,31 @@ def question_checks(q: Question, report: ImportReport, context: Seeded) -> list[
     points, seed = case_points(q), ", seed=SEED" if context.lines else ""
     if q.all_or_nothing:
         return all_or_nothing_checks(q, variable, points, report, context)
-    out, public = [], 0
+    out, public, replayed = [], 0, 0
     for number, (case, share) in enumerate(zip(q.cases, points), 1):
         name = case_name(q, case, number)
         if public_cell(case, name, share, q.name, context, report):
             public += 1
             continue
+        replayed = number - 1 if seed else 0  # a seeded case runs after those before it (earlier_cases)
         said = "".join(f", {key}={value!r}" for key, value in (("success", case.success), ("failure", case.failure))
-                       if value)
+                       if value) + (f", earlier=_{variable}_cases[:{replayed}]" if replayed else "")
         messages(case, name, report)
         out += ["", f"{variable}_{number} = reference_cell({name!r}, {share!r}, {q.name!r}, IMPORTS, "
                     f"{literal(case.source)}, hidden={case.hidden}{seed}{said})"]
+    out = earlier_cases(q, variable, replayed) + out
     report.convert(f"{q.name}: {len(q.cases)} test case(s) ({points_text(sum(points))}) -> {public} public "
                    f"test cell(s) in the notebook, {len(q.cases) - public} check(s) compared with the reference")
     return out
+
+
+def earlier_cases(q: Question, variable: str, count: int) -> list[str]:
+    """The question's first `count` cases (name, source) in otter's order: a seeded check runs those before its own
+    after the seeding, as otter runs a test file's cases one after another in one seeded cell (cells.py)."""
+    if not count:
+        return []
+    return ["", f"_{variable}_cases = [  # {q.name}'s cases in otter's order, replayed before a seeded case", *(
+        f"    ({case_name(q, case, n)!r}, {literal(case.source)})," for n, case in enumerate(q.cases[:count], 1)), "]"]
 
 
 def all_or_nothing_checks(q: Question, variable: str, points: list[float], report: ImportReport,
@@ -679,8 +712,8 @@ def public_cell(case: Case, name: str, points: float, part: str, context: Seeded
     source, why = public_test_source(case)
     drawn = context.draw(case.source)
     if source is not None and drawn:
-        source, why = None, (f"it draws random numbers (`{drawn}`), and the grader runs the notebook's seeding lines "
-                             "before it (as otter seeds each cell), which a test cell cannot do")
+        source, why = None, (f"it draws random numbers (`{drawn}`), and the grader seeds the question's cases before it "
+                             "(as otter seeds the cell that checks them), which a test cell cannot do")
     cell = case.cell
     cell["outputs"], cell["execution_count"] = [], None
     if source is None:
@@ -728,7 +761,7 @@ def import_assignment(source: Path, name: str, solutions: Path, force: bool = Fa
     try:
         nb = nbformat.read(source, as_version=4)
         notebook, questions, seed, state = convert(nb, str(source), report)
-        tests = checks_source(questions, notebook, report, seed)
+        tests = checks_source(questions, notebook, report, seed, state.cells_seed)
     except ImportFailed as exc:
         raise ImportFailed(f"{source}: {exc}") from None
     if not questions and not state.solutions:

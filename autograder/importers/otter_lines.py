@@ -10,7 +10,8 @@
   contains). Here the line stays in both notebooks, as a statement the grader runs where it stands, in the submission and in the
   reference (`_seed = np.random.seed(42)`: the grader runs an assignment a check reads, never a bare call): in a
   cell of its own before a solution cell it began (a student's answer replaces the solution cell, not it), else
-  where it stood (before the `# BEGIN SOLUTION` block it stood in); the tests file runs it again before each test.
+  where it stood (before the `# BEGIN SOLUTION` block it stood in). The tests file seeds each question's cases as
+  otter seeds the cell that checks them (otter.question_seeding: [seed] cells, else these lines).
 - Solutions: a line ending in `# SOLUTION [NO PROMPT]` and each `# BEGIN SOLUTION [NO PROMPT]` block go between
   this project's markers, with otter's prompt (`x = ...`, `...`, a BEGIN PROMPT block's lines) as `### PROMPT` lines
   where students get it (solution_code); a written answer's `**SOLUTION:**` label stays in the
