@@ -30,7 +30,7 @@ from autograder.notebook.markers import (
     HIDDEN, MarkerError, check_cell, hand_graded, is_test_cell, locked_code, nbgrader_meta, notebook_language, public_lines, secret_lines,
     solution_source, student_source,
 )
-from autograder.notebook.seedvar import cell_seeding, for_grading, with_value
+from autograder.notebook.seedvar import cell_seeding, for_grading, record_cells, with_value
 from autograder.files import write_atomic
 from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
 from autograder.testing import CheckSpec, hand_graded_check, hidden_test_files, load_test_file, test_cell_check
@@ -169,6 +169,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
     out = transform(_read_source_notebook(nb_path), str(nb_path))
     if "student" in config.seed:  # the seed variable as students get it (otter's student_value)
         out.student = with_value(out.student, config.seed["variable"], config.seed["student"])
+    record_cells(out.student, config.seed)  # `autograder check` seeds each cell as grading does
     if config.student:  # in-notebook checks and the install cell (autograder.student); tagged skip-grading
         from autograder.student import add_student_cells
         add_student_cells(out.student, config.student, config.title)

@@ -6,7 +6,9 @@ and loaded in a worker process, and each test cell runs in the judge against the
 here exactly when its public code passes in grading. The worker is confined as strongly as the machine
 allows, down to resource limits only (it is the student's own code on the student's own machine), and the
 output says so once when that is less than full. Hidden checks are not run (a student's copy
-does not have them), so passing every public check does not mean full marks.
+does not have them), so passing every public check does not mean full marks. An assignment's `[seed] cells`
+(otter's seeding of every cell) applies here as in grading: the build records it in the student notebook
+(autograder/notebook/seedvar.py), and the extraction runs the same seeding statement before each cell's statements.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from autograder.judge import CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
 from autograder.notebook.markers import MarkerError, is_test_cell
+from autograder.notebook.seedvar import cell_seeding, notebook_seed
 from autograder.release import names_read
 from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement
@@ -103,7 +106,8 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
         except ValueError as exc:
             return CheckRun(str(path), [], notes, f"no public checks to run: {exc}")
     specs = [s for s in every if part is None or s.part == part]
-    extraction = extract(nb, names_read([s.source for s in specs], []))
+    # each cell seeded as grading seeds it ([seed] cells, recorded in the student notebook by the build)
+    extraction = extract(nb, names_read([s.source for s in specs], []), each_cell=cell_seeding(notebook_seed(nb)))
     notes += [f"cell {s.cell} was not run: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
     confinement, said = student_confinement(limits)
     confinement = replace(confinement, inputs=files_beside(path, nb))

@@ -792,3 +792,42 @@ def test_a_seeded_case_runs_after_the_seeding_and_the_cases_before_it_in_each_pr
     assert value == (np.random.rand(2)[1], [judge_random.random() for _ in range(2)][1])
     judge_random.setstate(before[0])
 
+
+@pytest.mark.slow
+def test_autograder_check_seeds_each_cell_as_grading_does(tmp_path):
+    """`[seed] cells = 42` (otter's `generate: {seed: 42}`): the build records it in the student notebook, and
+    `autograder check` runs the same seeding before each cell's statements as grading, so a student who draws in
+    a cell before the answer's sees the public test pass, as grading passes it."""
+    from autograder.check import run_checks
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    source = notebook(
+        tmp_path / "src" / "lab.ipynb", raw("# ASSIGNMENT CONFIG\ngenerate:\n    seed: 42"), code("import numpy as np"),
+        *question("q1", "points: 1", [code("u = np.random.rand(50) # SOLUTION\nu_mean = u.mean() # SOLUTION")],
+                  code("round(float(u_mean), 6)", "0.445924")))
+    (report,) = import_assignment(source, "lab", tmp_path / "solutions")
+    paths = build(report.target)
+    student = nbformat.read(paths.assignment / "lab.ipynb", as_version=4)
+    assert student.metadata["autograder"] == {"seed": {"cells": 42}}
+    student.cells.insert(1, code("peek = np.random.rand(5)"))  # exploring moves the stream; each cell is seeded
+    nbformat.write(student, tmp_path / "explored.ipynb")
+    answered = _answered(tmp_path / "explored.ipynb", ["u = np.random.rand(50)", "u_mean = u.mean()"],
+                         tmp_path / "answered.ipynb")
+    run = run_checks(answered)
+    assert [(r.name, r.status) for r in run.results] == [("q1 test 1", "passed")], run.results
+    (graded,) = grade(load_release(paths.release), [answered], GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    assert [(c.name, c.score) for c in graded.checks] == [("q1 test 1", 1)]
+
+
+def test_a_notebook_records_only_a_well_formed_cell_seed():
+    from autograder.notebook.seedvar import notebook_seed, record_cells
+
+    nb = nbformat.v4.new_notebook()
+    record_cells(nb, {"variable": "rng_seed", "grading": 1})
+    assert "autograder" not in nb.metadata and notebook_seed(nb) == {}
+    record_cells(nb, {"cells": 7})
+    assert notebook_seed(nb) == {"cells": 7}
+    for bad in ({"seed": {"cells": "7"}}, {"seed": {"cells": True}}, {"seed": 7}, "x", {"seed": {"cells": -1}}):
+        nb.metadata["autograder"] = bad
+        assert notebook_seed(nb) == {}

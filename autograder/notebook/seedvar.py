@@ -14,6 +14,11 @@ code cell, in the submission and in the reference, whatever the submission conta
 puts `np.random.seed(N)` and `random.seed(N)` at the top of every code cell of the notebook it grades (but cells
 starting with a `%%` magic, which the grader never runs as Python anyway). It binds no name, and runs as the
 grader's own statement (cell 0), so no message of the student's cells ever cites it.
+
+`record_cells(nb, seed)` writes `[seed] cells` into the student notebook's metadata (`autograder.seed.cells`), and
+`notebook_seed(nb)` reads it back as the `[seed]` table cell_seeding takes: `autograder check`, which has the
+student's notebook but not assignment.toml, then extracts it as grading does (a missing or malformed entry: no
+cell seeding, as grading without `[seed] cells`).
 """
 from __future__ import annotations
 
@@ -87,3 +92,20 @@ def cell_seeding(seed: dict) -> str:
     return (f"try:  # otter's seeding of each cell: [seed] cells = {value}\n"
             f"    __import__('random').seed({value})\n    __import__('numpy').random.seed({value})\n"
             "except ImportError:\n    pass")
+
+
+NOTEBOOK_KEY = "autograder"  # the student notebook's metadata entry for what `autograder check` needs of the config
+
+
+def record_cells(nb, seed: dict) -> None:
+    """Record `[seed] cells` in `nb`'s metadata (in place), for `autograder check`; nothing without it."""
+    if seed and "cells" in seed:
+        nb.setdefault("metadata", {}).setdefault(NOTEBOOK_KEY, {})["seed"] = {"cells": int(seed["cells"])}
+
+
+def notebook_seed(nb) -> dict:
+    """The `[seed]` table record_cells left in `nb` ({"cells": N}), or {} when none is there as it wrote it."""
+    entry = nb.get("metadata", {}).get(NOTEBOOK_KEY, {})
+    seed = entry.get("seed", {}) if isinstance(entry, dict) else {}
+    cells = seed.get("cells") if isinstance(seed, dict) else None
+    return {"cells": cells} if isinstance(cells, int) and not isinstance(cells, bool) and cells >= 0 else {}
