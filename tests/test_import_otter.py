@@ -710,7 +710,8 @@ def test_a_seeded_questions_cases_draw_one_stream_in_order_as_otter_grades(tmp_p
     cases one after another: the k-th case draws the k-th value of the stream, whether it draws through the
     notebook's code (q1) or in its own code (q2). otter 7.0.0 (`otter assign`, `otter run`) gives this notebook's
     correct answers 5/5 and 5/5, and the wrong ones (`< 0.75` for `< 0.5`) 3/5 and 3/5: cases 3 and 4 draw 0.732 and
-    0.599. Seeded again before each case, every case drew 0.375 and the wrong q1 got 5/5."""
+    0.599; an all_or_nothing question (q3) the same way, 0/3 for the wrong answer. Seeded again before each case,
+    every case drew 0.375 and the wrong q1 and q3 got full points."""
     from autograder.grading import GradeOptions, grade
     from autograder.release import load_release
 
@@ -721,7 +722,10 @@ def test_a_seeded_questions_cases_draw_one_stream_in_order_as_otter_grades(tmp_p
         *question("q1", "points: 5", [code("def coin():\n    return bool(np.random.rand() < 0.5) # SOLUTION")],
                   *(code("# HIDDEN\ncoin()", value) for value in drawn)),
         *question("q2", "points: 5", [code("def is_small(x):\n    return bool(x < 0.5) # SOLUTION")],
-                  *(code("# HIDDEN\nis_small(np.random.rand())", value) for value in drawn)))
+                  *(code("# HIDDEN\nis_small(np.random.rand())", value) for value in drawn)),
+        *question("q3", "points: 3\nall_or_nothing: true",
+                  [code("def flip():\n    return bool(np.random.rand() < 0.5) # SOLUTION")],
+                  *(code("# HIDDEN\nflip()", value) for value in drawn[:3])))
     (report,) = import_assignment(source, "lab", tmp_path / "solutions")
     assert ("each question's test cases -> run after otter's seeding of the cell that checks them (`[seed] cells = "
             "42`), once, then in otter's order (a case after those before it), in the submission and in the "
@@ -729,15 +733,18 @@ def test_a_seeded_questions_cases_draw_one_stream_in_order_as_otter_grades(tmp_p
     paths = build(report.target)
     seeded = "import numpy as np\nnp.random.seed(42) # SEED"
     subs = [_otter_student(tmp_path, "correct", seeded, "def coin():\n    return bool(np.random.rand() < 0.5)",
-                           "def is_small(x):\n    return bool(x < 0.5)"),
+                           "def is_small(x):\n    return bool(x < 0.5)",
+                           "def flip():\n    return bool(np.random.rand() < 0.5)"),
             _otter_student(tmp_path, "wrong", seeded, "def coin():\n    return bool(np.random.rand() < 0.75)",
-                           "def is_small(x):\n    return bool(x < 0.75)")]
+                           "def is_small(x):\n    return bool(x < 0.75)",
+                           "def flip():\n    return bool(np.random.rand() < 0.75)")]
     results = grade(load_release(paths.release), subs, GradeOptions(tmp_path / "out", quiet=True, summary=False))
-    scores = {sub.stem: {q: sum(c.score for c in r.checks if c.part == q) for q in ("q1", "q2")}
+    scores = {sub.stem: {q: sum(c.score for c in r.checks if c.part == q) for q in ("q1", "q2", "q3")}
               for sub, r in zip(subs, results)}
-    assert scores == {"correct": {"q1": 5, "q2": 5}, "wrong": {"q1": 3, "q2": 3}}, [
+    assert scores == {"correct": {"q1": 5, "q2": 5, "q3": 3}, "wrong": {"q1": 3, "q2": 3, "q3": 0}}, [
         (c.name, c.message) for r in results for c in r.checks]
-    assert [c.score for c in results[1].checks] == [1, 1, 0, 0, 1] * 2  # otter's verdicts, case by case
+    wrong = {c.name: c.score for c in results[1].checks}
+    assert [wrong[f"q{q} hidden test {n}"] for q in (1, 2) for n in range(1, 6)] == [1, 1, 0, 0, 1] * 2  # otter's
 
 
 def test_an_unseeded_notebooks_cases_run_alone_and_unseeded(tmp_path):
