@@ -104,6 +104,12 @@ BUGS: list[Bug] = [
         {"attention = torch.softmax(logits, dim=-1)": "attention = torch.softmax(logits, dim=-2)"},
         {P1_WEIGHTS: "wrong axis"}, "softmax over the query axis: graded by the weights check alone (the mask and "
         "dropout checks mask and drop its own weights)", others={"part1_public"}, only=True),
+    Bug("softmax_scaled_after",
+        {"logits = q @ k.transpose(-2, -1) / math.sqrt(d)": "logits = q @ k.transpose(-2, -1)",
+         "attention = torch.softmax(logits, dim=-1)": "attention = torch.softmax(logits, dim=-1) / math.sqrt(d)"},
+        {P1_WEIGHTS: "multiplied by"}, "the softmax's output divided by sqrt(D) instead of its input: graded by the "
+        "weights check alone (masking, values and dropout are right for its own weights)",
+        others={"part1_public"}, only=True),
     Bug("mask_inverted",
         {"logits.masked_fill(mask[:, None, None, :].bool(), -1e9)":
          "logits.masked_fill(mask[:, None, None, :] == 0, -1e9)"},
