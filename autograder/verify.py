@@ -36,7 +36,7 @@ from autograder.build import _read_source_notebook, transform
 from autograder.config import load_config
 from autograder.grading import GradeOptions, build_and_record, grade
 from autograder.notebook.assertions import label_assertions, read_label
-from autograder.notebook.markers import STUB_LINES, cell_source, find_regions, is_test_cell, nbgrader_meta
+from autograder.notebook.markers import HIDDEN, STUB_LINES, cell_source, find_regions, is_test_cell, nbgrader_meta
 from autograder.notebook.opened import unshipped
 from autograder.release import Release, load_release
 from autograder.reports.results import pending_points_text
@@ -275,12 +275,13 @@ def locate_failures(release: Release, key: Path, notebook: Path, ref_result, out
 
 def _test_cells(notebook: Path) -> dict[str, tuple[int, list[str], list[int]]]:
     """{grade_id: (cell number, the cell's lines, the cell's line number of each line of the check's source)}
-    for the notebook's test cells: the check runs the cell with its HIDDEN TESTS marker lines taken out."""
+    for the notebook's test cells: the check runs the cell with its SOLUTION marker lines taken out (its HIDDEN
+    TESTS markers stay)."""
     cells = {}
     for index, cell in enumerate(_read_source_notebook(notebook).cells):
         if cell.get("cell_type") == "code" and is_test_cell(cell):
             lines = cell_source(cell).split("\n")
-            markers = {i for r in find_regions(lines, str(notebook)) for i in (r.begin, r.end)}
+            markers = {i for r in find_regions(lines, str(notebook)) if r.kind != HIDDEN for i in (r.begin, r.end)}
             kept = [i + 1 for i in range(len(lines)) if i not in markers]
             cells[str(nbgrader_meta(cell).get("grade_id"))] = (index + 1, lines, kept)
     return cells
@@ -290,11 +291,22 @@ def _labelled(spec, cells: dict) -> tuple | None:
     """(the check with its assertions labelled, its _Place), or None for a check that is not a test cell."""
     if spec.fn is None and spec.name in cells:  # the notebook's own test cell
         number, lines, kept = cells[spec.name]
-        source = label_assertions(spec.source)
+        source = label_assertions(_unhidden(spec.source))
         if source is None:
             return None
         return dataclasses.replace(spec, source=source), _Place(f"cell {number}", lines, kept)
     return None  # a hidden test file's check, or an imported cell: its own message says what failed
+
+
+def _unhidden(source: str) -> str:
+    """A test cell's source with its HIDDEN TESTS marker lines turned into plain comments: every line keeps its
+    number, and a labelled assertion's message reaches the instructor (on a hidden line a student reads only that
+    a hidden test failed)."""
+    lines = source.split("\n")
+    for region in find_regions(lines, "test cell"):
+        if region.kind == HIDDEN:
+            lines[region.begin] = lines[region.end] = "# (hidden tests)"
+    return "\n".join(lines)
 
 
 @dataclass

@@ -331,3 +331,23 @@ def test_the_shipped_assignments_declare_every_call_into_another_part(name, tmp_
     source = Path(__file__).parent.parent / "solutions" / name
     notes = build(source, tmp_path / "assignments", tmp_path / "release").notes
     assert not [n for n in notes if "so that a broken" in n], notes
+
+
+def test_a_failure_on_a_hidden_line_of_a_built_test_cell_says_only_that_a_hidden_test_failed():
+    # the built check keeps its hidden region's markers (comments): np.testing's message, which would show the
+    # hidden expected values, never reaches the student
+    from autograder.build import transform
+    from autograder.judge import _assertion_message
+
+    test = nbformat.v4.new_code_cell(
+        "assert f(1) == 1, 'f(1) should be 1'\n### BEGIN HIDDEN TESTS\nimport numpy as np\n"
+        "np.testing.assert_allclose(f(7), 49.0)\n### END HIDDEN TESTS",
+        metadata={"nbgrader": {"grade": True, "grade_id": "t", "points": 1, "solution": False, "locked": True}})
+    (spec,) = transform(nbformat.v4.new_notebook(cells=[test]), "nb").cell_checks
+    for f, said in ((lambda x: x * x + 1, "f(1) should be 1"), (lambda x: x if x < 2 else 0, "a hidden test failed")):
+        try:
+            exec(compile(spec.source, f"<test cell {spec.name}>", "exec"), {"f": f})
+        except AssertionError as exc:
+            assert _assertion_message(spec, exc) == said
+        else:
+            raise AssertionError("the test cell passed")

@@ -114,7 +114,7 @@ def test_a_corpus_item_with_the_wrong_arguments_says_how_to_write_it(make, says)
 
 @pytest.mark.slow
 def test_verify_names_the_cell_and_line_of_a_hidden_assertion_the_reference_fails(source):
-    """A hidden assertion tells the result only that a hidden check failed; verify names the cell, the line
+    """A hidden assertion tells the result only that a hidden test failed; verify names the cell, the line
     and its message for the instructor."""
     import nbformat
 
@@ -125,7 +125,7 @@ def test_verify_names_the_cell_and_line_of_a_hidden_assertion_the_reference_fail
     nbformat.write(nb, source / "vectors.ipynb")
     report = verify(source, with_corpus=False)
     problem = next(p for p in report.problems if p.startswith("normalize_test:"))
-    assert "a hidden check failed (failing assertion: " in problem
+    assert "a hidden test failed (failing assertion: " in problem
     assert problem.endswith(f"(failing assertion: cell {index + 1}, line 6: assert torch.allclose(normalize(x), 2 * x))")
 
 

@@ -196,12 +196,14 @@ def student_source(cell, regions: list[Region], language: str = "python", where:
 
 
 def solution_source(cell, regions: list[Region], keep_hidden: bool) -> str:
-    """The cell with markers removed: solutions kept, hidden tests kept or dropped."""
+    """The cell with solutions kept, their markers removed; hidden tests dropped, or kept with their markers (the
+    judge runs them, and hidden_lines reads which lines they are: a failure there says only that a hidden test
+    failed; the markers are comments, and every line keeps its number in the instructor's cell)."""
     lines = cell_source(cell).split("\n")
     def kept(region, body):
         if region.kind == SOLUTION:
             return [line for line in body if not _PROMPT.match(line)]
-        return body if keep_hidden else []
+        return [lines[region.begin], *body, lines[region.end]] if keep_hidden else []
 
     return _strip_trailing_blank("\n".join(replace_regions(lines, regions, kept)))
 
