@@ -493,7 +493,7 @@ class Judge:
             result.message = (f"not run: the submission used up its {self.limits.submission_seconds:.0f} s "
                               "time budget in earlier checks")
             return result
-        start = time.monotonic()
+        start, hangs_before = time.monotonic(), len(submission.hangs)
         try:
             fraction, message, stub = self._attempt(spec, submission, budget_end)
             if fraction < 1 and spec.depends_on and time.monotonic() < budget_end and \
@@ -501,7 +501,10 @@ class Judge:
                 # the student's other parts may be what failed it: again, the reference answering for them
                 self._stood_in = []
                 again = self._attempt(spec, submission, budget_end, substitute=True)
-                fraction, message, stub = self._better(self._stood_in, (fraction, message, stub), again)
+                if again[0] > fraction or len(submission.hangs) == hangs_before:
+                    fraction, message, stub = self._better(self._stood_in, (fraction, message, stub), again)
+                # else: the first run hung (or was stopped) here, and the second only met that remembered hang
+                # ("not run: ... an earlier check", naming this one): the first run's message is what happened
         except Pending as exc:
             result.status, result.message = PENDING, str(exc) or PENDING_GPU
             return result

@@ -522,6 +522,19 @@ def test_a_remembered_hang_says_the_later_check_was_not_run_and_why():
     assert stopped.later("your").startswith("not run: your f was stopped in an earlier check, 'q2 test 1' (it went")
 
 
+def test_a_check_whose_own_function_hangs_says_it_timed_out_not_that_an_earlier_check_did(attention_release,
+                                                                                           tmp_path):
+    # attend hangs in its own code: the run with the reference's softmax in its place meets the hang remembered by
+    # the first run of this same check; the student reads the timeout, not "did not finish in an earlier check"
+    path = attention_submission(attention_release, tmp_path, "attend_hangs.ipynb",
+                                {"return softmax(q @ k.transpose(-2, -1), dim=-1) @ v": "while True:\n        pass"})
+    (result,) = grade(attention_release, [path], GradeOptions(tmp_path / "out", quiet=True))
+    attend = {c.name: c for c in result.checks}["attend: weights the values"]
+    assert attend.status == FAILED
+    assert attend.message.startswith(f"timed out after {CHECK_SECONDS} s: your attend did not finish"), attend.message
+    assert "earlier check" not in attend.message
+
+
 def test_a_function_that_ends_its_process_is_not_run_again(attention_release, tmp_path):
     # an exit in the student's softmax ends the worker in the first check that calls it; the later ones would end
     # a fresh worker each (a second and more each): they say it was not run again, at once, and why
