@@ -25,5 +25,7 @@ def by_hand(status: str, message: str) -> bool:
 
 
 def status_of(score: float, points: float) -> str:
-    """The status of a scored check: PASSED with every point, PARTIAL with some, FAILED with none."""
-    return PASSED if score >= points else PARTIAL if score > 0 else FAILED
+    """The status of a scored check: PASSED with every point, PARTIAL with some, FAILED with none. Within a
+    billionth of a point is the same (a fraction computed as 1 - 1/3 - 2/3 is 1e-16, no partial credit)."""
+    slack = 1e-9 * max(1.0, abs(points))
+    return PASSED if score >= points - slack else PARTIAL if score > slack else FAILED

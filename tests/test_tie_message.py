@@ -45,3 +45,4 @@ def test_a_tie_with_the_same_message_says_nothing_of_the_second_run():
     # reference's scaled_dot_product would send them looking at a part that is fine
     own = again = (0.0, "your MultiHeadAttention's output differs", False)
     assert Judge._better(list(SPEC.depends_on), own, again) == own
+
