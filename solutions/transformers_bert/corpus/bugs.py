@@ -95,6 +95,10 @@ SDP_IDENTITY = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None)
     return v, torch.eye(T).expand(B, H, T, T)
 '''
 
+BLOCKS_BUILT = """        self.blocks = nn.Sequential(
+            *[TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate) for _ in range(n_layers)]
+        )"""
+
 BUGS: list[Bug] = [
     # -- part 1 ---------------------------------------------------------------------------------
     Bug("no_scaling",
@@ -295,6 +299,21 @@ BUGS: list[Bug] = [
         {"self.pos_encoding = PositionalEncoding(embed_dim, layer_drop_rate)":
          "self.pos_encoding = PositionalEncoding(embed_dim, 0.0)"},
         {P5_POSITIONAL: "dropped 0% of the embeddings"}, "no dropout after the positional encoding", only=True),
+    Bug("blocks_one_module_repeated",
+        {BLOCKS_BUILT: "        self.blocks = nn.Sequential(*([TransformerBlock(embed_dim, n_heads, attn_drop_rate, "
+                       "layer_drop_rate)] * n_layers))"},
+        {P5_BLOCKS: "are the same module: the n_layers blocks must be separate modules (no parameters shared)",
+         P5_LOGITS: "the n_layers blocks must be separate modules"},
+        "a list of ONE block repeated n_layers times: every layer is the same module with the same weights (this "
+        "once got full marks: the logits were excused as right given the student's own blocks)", only=True),
+    Bug("blocks_shallow_copies_share_parameters",
+        {BLOCKS_BUILT: "        import copy\n"
+                       "        block = TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate)\n"
+                       "        self.blocks = nn.Sequential(*[copy.copy(block) for _ in range(n_layers)])"},
+        {P5_BLOCKS: "share parameters: the n_layers blocks must be separate modules",
+         P5_LOGITS: "the n_layers blocks must be separate modules"},
+        "copy.copy of one block: separate module objects that share its parameters (a deep copy was meant)",
+        only=True),
     Bug("bert_mask_not_passed",
         {"x, _ = self.blocks((x, mask))": "x, _ = self.blocks((x, None))"},
         {P5_CHAIN: "did not get the padding mask", P5_LOGITS: "mask does not reach the blocks"}, "drops the mask"),

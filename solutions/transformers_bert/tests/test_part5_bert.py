@@ -1,9 +1,10 @@
 """Hidden checks of part 5: SmallBERT(n_layers, vocab_size, embed_dim, n_heads, attn_drop_rate, layer_drop_rate).
 
-Structure (embedding with V + 1 rows, an nn.Sequential of n_layers TransformerBlocks, a Linear(E, V)
-head), logits against the reference with identical weights, and the data flow through the model with
-the student's blocks swapped for fixed stand-ins inside the worker (so parts 1 to 3 are not graded
-again here): positional encoding added, blocks chained in order, the mask handed to every block.
+Structure (embedding with V + 1 rows, an nn.Sequential of n_layers separate TransformerBlocks, no
+parameter shared between them, a Linear(E, V) head), logits against the reference with identical
+weights, and the data flow through the model with the student's blocks swapped for fixed stand-ins
+inside the worker (so parts 1 to 3 are not graded again here): positional encoding added, blocks
+chained in order, the mask handed to every block.
 """
 import math
 
@@ -77,6 +78,29 @@ class TbRecordingBlock(nn.Module):
         return x + torch.tanh(x @ self.weight), mask
 
 
+def tb_shared_blocks(model):
+    """How the model's blocks share state: None when they are separate modules with parameters of their own,
+    else (i, j, 'module') for blocks[i] and blocks[j] being one module object, or (i, j, 'parameters') for
+    separate modules holding a parameter in common (the same tensor, or views of one storage)."""
+    blocks = list(model.blocks)
+    for j, block in enumerate(blocks):
+        for i in range(j):
+            if blocks[i] is block:
+                return i, j, "module"
+    owner = {}
+    for j, block in enumerate(blocks):
+        for p in block.parameters():
+            keys = {("id", id(p))}
+            if p.numel() > 0:
+                keys.add(("storage", p.untyped_storage().data_ptr()))
+            for key in keys:
+                if owner.get(key, j) != j:
+                    return owner[key], j, "parameters"
+            for key in keys:
+                owner.setdefault(key, j)
+    return None
+
+
 def tb_probe_bert(model, weights):
     """Replace the model's blocks by recording stand-ins (none: an empty nn.Sequential)."""
     model.blocks = nn.Sequential(*[TbRecordingBlock(w) for w in weights])
@@ -104,6 +128,21 @@ def positional_encoding(T, E):
     pe[:, 0::2] = torch.sin(position * div_term)
     pe[:, 1::2] = torch.cos(position * div_term[: E // 2])
     return pe
+
+
+SEPARATE_BLOCKS = ("the n_layers blocks must be separate modules (no parameters shared): build a new TransformerBlock "
+                   "for each layer, e.g. nn.Sequential(*[TransformerBlock(...) for _ in range(n_layers)]); "
+                   "[TransformerBlock(...)] * n_layers repeats one block")
+
+
+def _sharing(sub, model, n_layers):
+    """What the blocks of SmallBERT(n_layers, ...) share, said for the student; None when nothing."""
+    shared = sub.helpers.tb_shared_blocks(model)
+    if shared is None:
+        return None
+    i, j, how = shared
+    said = "are the same module" if how == "module" else "share parameters"
+    return f"SmallBERT(n_layers={n_layers}, ...).blocks[{i}] and blocks[{j}] {said}: {SEPARATE_BLOCKS}"
 
 
 def _model(sub, n_layers, V, E, H, p):
@@ -171,6 +210,9 @@ def bert_blocks(sub, ref):
     for i in range(3):
         if not remote_isinstance(blocks[i], "submission.TransformerBlock"):
             raise Fail(f"blocks[{i}] is not a TransformerBlock")
+    shared = _sharing(sub, model, 3)
+    if shared:
+        raise Fail(shared)
     if not remote_isinstance(model.pos_encoding, "submission.PositionalEncoding"):
         raise Fail("pos_encoding must be PositionalEncoding(embed_dim, layer_drop_rate)")
     _computed_logits(model, 20)  # the right structure counts when it computes logits
@@ -237,6 +279,9 @@ def bert_logits(sub, ref):
     expected = reference(ids, mask)
     model = _model(sub, n_layers, V, E, H, 0.2)
     model.eval()
+    # one block repeated (or blocks sharing parameters) cannot hold the n_layers blocks' own weights: loading
+    # blocks.1.* overwrites blocks.0.*, and "right given your own blocks" must not excuse it
+    shared = _sharing(sub, model, n_layers)
     message = None
     for layout in (0, 1):
         st = in_layout(state, layout, E, H)
@@ -244,6 +289,8 @@ def bert_logits(sub, ref):
         got = _logits(model, ids, mask, V)
         if close(got, expected):
             return
+        if shared:
+            raise Fail(f"SmallBERT in eval() with identical weights: the logits differ from the reference's; {shared}")
         diagnosis = _diagnose(sub, model, got, ids, mask, st, V, E)
         if diagnosis is None:
             return  # right given the student's own blocks: parts 1 to 3 grade those
