@@ -8,6 +8,7 @@ solutions/transformers_bert), so a change of the notebook that makes a bug stale
 from __future__ import annotations
 
 from autograder.corpus import Bug
+from student_habits import MASK_HF_COLLATOR
 
 # check names, as the hidden test files and the notebook's test cells define them
 P1_WEIGHTS = "attention: weights are softmax(q k^T / sqrt(D)) over the keys"
@@ -95,9 +96,30 @@ SDP_IDENTITY = '''def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None)
     return v, torch.eye(T).expand(B, H, T, T)
 '''
 
+# -- MLM corruption that ignores the generator argument: not reproducible ---------------------------------
+MASK_GLOBAL_RNG = '''def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False, generator=None):
+    # draws from the global random generator (the generator argument is not used)
+    is_real = token_ids != pad_id
+    selected = (torch.rand(token_ids.shape) < mask_rate) & is_real
+    labels = torch.where(selected, token_ids, -100)
+    u = torch.rand(token_ids.shape)
+    if only_mask:
+        u = torch.zeros(token_ids.shape)
+    masked_ids = torch.where(selected & (u < 0.8), torch.full_like(token_ids, mask_id), token_ids)
+    random_tokens = torch.randint(vocab_size, token_ids.shape)
+    masked_ids = torch.where(selected & (u >= 0.8) & (u < 0.9), random_tokens, masked_ids)
+    return masked_ids, labels
+'''
+
+# Hugging Face's collator code as adapted in student_habits.py, its generator left out
+MASK_HF_COLLATOR_GLOBAL_RNG = MASK_HF_COLLATOR.replace(", generator=generator)", ")").replace(
+    "(its generator passed on)", "(global RNG)")
+
 BLOCKS_BUILT = """        self.blocks = nn.Sequential(
             *[TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate) for _ in range(n_layers)]
         )"""
+STEP_MASKING = ("    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, "
+                "generator=generator)")
 
 BUGS: list[Bug] = [
     # -- part 1 ---------------------------------------------------------------------------------
@@ -360,6 +382,38 @@ BUGS: list[Bug] = [
     Bug("only_mask_ignored",
         {"    if only_mask:\n        masked_ids[selected] = mask_id\n        return masked_ids, labels\n": ""},
         {P6_ONLY_MASK: "with only_mask=True every selected token must become the mask id"}, "only_mask unused"),
+    Bug("mask_inputs_global_rng", definitions={"mask_inputs": MASK_GLOBAL_RNG},
+        expect={P6_LABELS: "generators seeded the same (torch.Generator().manual_seed(5)) gave different results"},
+        why="every draw from the global random state, the generator argument ignored (this once got full marks)",
+        only=True),
+    Bug("mask_inputs_hf_collator_global_rng", definitions={"mask_inputs": MASK_HF_COLLATOR_GLOBAL_RNG},
+        expect={P6_LABELS: "draw every random number from the generator passed in"},
+        why="Hugging Face's torch_mask_tokens copied as it was in older releases: torch.bernoulli and torch.randint "
+            "without the generator", only=True),
+    Bug("mask_inputs_own_seeded_generator",
+        {"    shape, device = token_ids.shape, token_ids.device\n":
+         "    generator = torch.Generator().manual_seed(0)  # for reproducibility\n"
+         "    shape, device = token_ids.shape, token_ids.device\n"},
+        {P6_LABELS: "selected the same positions with generators seeded differently"},
+        "a generator of its own seeded with 0 replaces the one passed in: reproducible, the same masks every call",
+        only=True),
+    Bug("mlm_step_generator_not_passed",
+        {STEP_MASKING: "    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id)"},
+        {P6_STEP: "pass the step's generator on to mask_inputs"},
+        "mlm_train_step calls mask_inputs without its generator (this once got full marks)", only=True),
+    Bug("mlm_step_own_generator",
+        {STEP_MASKING: "    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, "
+                       "generator=torch.Generator().manual_seed(0))"},
+        {P6_STEP: "the same loss with generators seeded differently"},
+        "mlm_train_step hands mask_inputs a generator of its own, seeded with 0: the same masks every step",
+        only=True),
+    Bug("mlm_step_zero_grad_between_backward_and_step",
+        {"    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()":
+         "    loss.backward()\n    optimizer.zero_grad()\n    optimizer.step()"},
+        {P6_STEP: "zero_grad before backward, never between backward and step",
+         P6_FIRST_LOSS: "zero_grad before backward"},
+        "zero_grad between backward and step wipes the gradients before the step (this once was told to call "
+        "loss.backward() and optimizer.step(), which it does)", only=True),
     Bug("no_zero_grad",
         {"    optimizer.zero_grad()\n    loss.backward()": "    loss.backward()"},
         {P6_STEP: "optimizer.zero_grad()"}, "gradients accumulate across steps"),

@@ -16,14 +16,14 @@ RANDOM_REPLACE_PROB = 0.1
 
 
 def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False, generator=None):
-    """Adapted from transformers' DataCollatorForLanguageModeling.torch_mask_tokens (global RNG)."""
+    """Adapted from transformers' DataCollatorForLanguageModeling.torch_mask_tokens (its generator passed on)."""
     labels = token_ids.clone()
     inputs = token_ids.clone()
     # We sample a few tokens in each sequence for MLM training (with probability `mask_rate`)
     probability_matrix = torch.full(labels.shape, mask_rate)
     special_tokens_mask = labels == pad_id
     probability_matrix.masked_fill_(special_tokens_mask, value=0.0)
-    masked_indices = torch.bernoulli(probability_matrix).bool()
+    masked_indices = torch.bernoulli(probability_matrix, generator=generator).bool()
     labels[~masked_indices] = -100  # We only compute loss on masked tokens
 
     if only_mask:
@@ -31,15 +31,16 @@ def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=Fal
         return inputs, labels
 
     # mask_replace_prob of the time, we replace masked input tokens with [MASK]
-    indices_replaced = torch.bernoulli(torch.full(labels.shape, MASK_REPLACE_PROB)).bool() & masked_indices
+    indices_replaced = (torch.bernoulli(torch.full(labels.shape, MASK_REPLACE_PROB), generator=generator).bool()
+                        & masked_indices)
     inputs[indices_replaced] = mask_id
 
     # random_replace_prob of the time, we replace masked input tokens with a random word
     remaining_prob = 1 - MASK_REPLACE_PROB
     random_replace_prob_scaled = RANDOM_REPLACE_PROB / remaining_prob
-    indices_random = (torch.bernoulli(torch.full(labels.shape, random_replace_prob_scaled)).bool()
+    indices_random = (torch.bernoulli(torch.full(labels.shape, random_replace_prob_scaled), generator=generator).bool()
                       & masked_indices & ~indices_replaced)
-    random_words = torch.randint(vocab_size, labels.shape, dtype=torch.long)
+    random_words = torch.randint(vocab_size, labels.shape, dtype=torch.long, generator=generator)
     inputs[indices_random] = random_words[indices_random]
 
     # The rest of the time we keep the masked input tokens unchanged
@@ -399,7 +400,8 @@ VARIANTS: list[Variant] = [
             why="SmallBERT's blocks added with add_module(f'block{i}', ...): the documented names blocks.0... differ, "
                 "the structure is the same"),
     Variant("habit_hf_collator_masking", {"mask_inputs": MASK_HF_COLLATOR},
-            "mask_inputs adapted from DataCollatorForLanguageModeling: torch.bernoulli on the global generator, "
+            "mask_inputs adapted from DataCollatorForLanguageModeling: torch.bernoulli and torch.randint with "
+            "generator=generator, "
             "mask_replace_prob / random_replace_prob module constants"),
     Variant("habit_sdpa_in_mha", {"MultiHeadAttention": MHA_SDPA},
             "F.scaled_dot_product_attention inside the module (its mask: True = attend; dropout_p only in train())"),

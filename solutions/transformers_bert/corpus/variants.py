@@ -3,7 +3,7 @@
 Each variant rewrites definitions of the answer key with another valid implementation of what the
 notebook asks; together they cover the choices the notebook leaves open: the qkv layout, masks used
 as bool or float, -1e9 or -inf fill, einsum or matmul, how the random numbers of the MLM corruption
-are drawn (and whether the generator is used), how the GRU's final states are selected.
+are drawn (always with the generator passed in), how the GRU's final states are selected.
 """
 from __future__ import annotations
 
@@ -190,17 +190,35 @@ MASK_MULTINOMIAL = '''def mask_inputs(token_ids, mask_rate, mask_id, vocab_size,
     return masked_ids, labels
 '''
 
-MASK_GLOBAL_RNG = '''def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False, generator=None):
-    # draws from the global random generator (the generator argument is not used)
+MASK_WHERE = '''def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False, generator=None):
     is_real = token_ids != pad_id
-    selected = (torch.rand(token_ids.shape) < mask_rate) & is_real
+    selected = (torch.rand(token_ids.shape, generator=generator) < mask_rate) & is_real
     labels = torch.where(selected, token_ids, -100)
-    u = torch.rand(token_ids.shape)
+    u = torch.rand(token_ids.shape, generator=generator)
     if only_mask:
         u = torch.zeros(token_ids.shape)
     masked_ids = torch.where(selected & (u < 0.8), torch.full_like(token_ids, mask_id), token_ids)
-    random_tokens = torch.randint(vocab_size, token_ids.shape)
+    random_tokens = torch.randint(vocab_size, token_ids.shape, generator=generator)
     masked_ids = torch.where(selected & (u >= 0.8) & (u < 0.9), random_tokens, masked_ids)
+    return masked_ids, labels
+'''
+
+# selection by an in-place uniform_ draw, the 80/10/10 split by a random permutation of the selected positions
+MASK_RANDPERM_SPLIT = '''def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, pad_id, only_mask=False, generator=None):
+    u = torch.empty(token_ids.shape).uniform_(0, 1, generator=generator)
+    selected = (u < mask_rate) & (token_ids != pad_id)
+    labels = token_ids.clone()
+    labels[~selected] = -100
+    masked_ids = token_ids.clone()
+    positions = selected.nonzero()  # (n, 2)
+    if only_mask:
+        masked_ids[selected] = mask_id
+        return masked_ids, labels
+    order = positions[torch.randperm(len(positions), generator=generator)]
+    n_mask, n_random = int(0.8 * len(order)), int(0.1 * len(order))
+    to_mask, to_random = order[:n_mask], order[n_mask:n_mask + n_random]
+    masked_ids[to_mask[:, 0], to_mask[:, 1]] = mask_id
+    masked_ids[to_random[:, 0], to_random[:, 1]] = torch.randint(0, vocab_size, (n_random,), generator=generator)
     return masked_ids, labels
 '''
 
@@ -384,15 +402,17 @@ VARIANTS: list[Variant] = [
             "mask passed by keyword; blocks run in a loop with a bool mask; bernoulli selection and a multinomial "
             "80/10/10 choice; F.cross_entropy with a float padding mask and zero_grad after the step; h_n viewed "
             "as (n_layers, 2, B, H)[-1]; rounded sigmoid accuracy"),
-    Variant("additive_reshape3_global_rng",
+    Variant("additive_reshape3_where_masking",
             {"scaled_dot_product": SDP_ADDITIVE, "MultiHeadAttention": MHA_RESHAPE_3,
-             "TransformerBlock": BLOCK_INDEXED, "SmallBERT": BERT_INDEX0, "mask_inputs": MASK_GLOBAL_RNG,
+             "TransformerBlock": BLOCK_INDEXED, "SmallBERT": BERT_INDEX0, "mask_inputs": MASK_WHERE,
              "mlm_train_step": STEP_PERMUTED, "BERTGRUSentiment": GRU_OUTPUT, "binary_accuracy": ACC_SIGMOID,
              "train_epoch": TRAIN_BATCH_MEANS, "evaluate": EVALUATE_BATCH_MEANS},
             "additive -1e9 float mask and a fresh nn.Dropout; qkv reshaped to (B, T, 3, H, D); torch.rand "
-            "thresholds on the global generator (the generator argument ignored); cross-entropy on (B, V, T) "
-            "logits; final states read from the GRU output (output[:, -1, :H], output[:, 0, H:]); sigmoid > 0.5; "
-            "loops averaging batch means"),
+            "thresholds with the generator and torch.where; cross-entropy on (B, V, T) logits; final states read "
+            "from the GRU output (output[:, -1, :H], output[:, 0, H:]); sigmoid > 0.5; loops averaging batch means"),
+    Variant("mask_inputs_uniform_randperm_split", {"mask_inputs": MASK_RANDPERM_SPLIT},
+            "selection by an in-place uniform_(generator=generator) draw, the 80/10/10 split by torch.randperm of "
+            "the selected positions (exact counts), replacements by torch.randint, all with the generator"),
     Variant("manual_softmax_hf_masking",
             {"scaled_dot_product": SDP_BAIDU, "mask_inputs": MASK_HF_STYLE, "mlm_train_step": STEP_CLIPPED,
              "BERTGRUSentiment": GRU_SWAPPED},

@@ -2,9 +2,11 @@
 generator=None) and mlm_train_step(model, token_ids, optimizer, mask_rate, mask_id, vocab_size, pad_id,
 generator=None).
 
-The corruption is random and the student may draw from the global generator instead of the one passed
-in, so nothing is compared position by position with the reference: the checks test invariants that
-hold for every draw (labels, padding, only_mask) and proportions on large samples. Each statistical
+The corruption is random and a correct mask_inputs may draw its numbers in any order and any way, so
+nothing is compared position by position with the reference: the checks test invariants that hold for
+every draw (labels, padding, only_mask) and proportions on large samples. Every draw must come from the
+generator passed in (the notebook asks for reproducible results): the same seed must give the same result,
+another seed another selection, for mask_inputs and for mlm_train_step, which passes its generator on. Each statistical
 bound states its false-failure probability (normal approximation of a binomial proportion; all are
 below 1e-9, the sum over the part below 1e-8). The training step runs the student's mlm_train_step on a
 small stand-in model built in the worker, so the judge can recompute the loss and the parameter update.
@@ -39,6 +41,27 @@ def tb_mask_inputs_leaves_input(token_ids, *args, **kwargs):
     before = token_ids.clone()
     submission.mask_inputs(token_ids, *args, generator=torch.Generator().manual_seed(2), **kwargs)
     return bool(torch.equal(before, token_ids))
+
+
+def tb_mask_inputs_with_seeds(token_ids, seeds, *args, **kwargs):
+    """mask_inputs' (masked_ids, labels) for each seed, each call with a fresh torch.Generator seeded so."""
+    outs = []
+    for seed in seeds:
+        out = submission.mask_inputs(token_ids.clone(), *args, generator=torch.Generator().manual_seed(seed), **kwargs)
+        outs.append([t.detach().clone() if isinstance(t, torch.Tensor) else t for t in out])
+    return outs
+
+
+def tb_count_steps(optimizer):
+    """Count the optimizer's step() calls: returns a list whose one item is the count so far."""
+    count, step = [0], optimizer.step
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return step(*args, **kwargs)
+
+    optimizer.step = counting
+    return count
 
 
 class TbToyMLM(nn.Module):
@@ -94,21 +117,37 @@ def tb_mlm_steps(emb, weight, bias, token_ids, lr, modes, mask_rate, mask_id, vo
 
     submission.mask_inputs = recording_mask_inputs
     steps = []
+    count = tb_count_steps(optimizer)
     try:
         for i, mode in enumerate(modes):
             model.train(mode)
-            n_calls, n_recorded = len(model.calls), len(recorded)
+            n_calls, n_recorded, n_steps = len(model.calls), len(recorded), count[0]
             loss = submission.mlm_train_step(model, token_ids.clone(), optimizer, mask_rate, mask_id, vocab_size,
                                              pad_id, generator=torch.Generator().manual_seed(100 + i))
             if isinstance(loss, torch.Tensor):
                 loss = loss.detach()
             steps.append({"loss": loss, "calls": model.calls[n_calls:], "mask_inputs": recorded[n_recorded:],
                           "mask_inputs_arguments": arguments[n_recorded:],
-                          "training_after": model.training,
+                          "training_after": model.training, "optimizer_steps": count[0] - n_steps,
                           "params": {n: p.detach().clone() for n, p in model.named_parameters()}})
     finally:
         submission.mask_inputs = original
     return steps
+
+
+def tb_mlm_step_seeds(emb, weight, bias, token_ids, lr, seeds, mask_rate, mask_id, vocab_size, pad_id):
+    """One step of the student's mlm_train_step per seed, each on a fresh TbToyMLM (the same weights) with a
+    fresh SGD(lr) and a fresh torch.Generator seeded so: [(loss, parameters after the step)]."""
+    out = []
+    for seed in seeds:
+        model = TbToyMLM(emb, weight, bias)
+        model.train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        loss = submission.mlm_train_step(model, token_ids.clone(), optimizer, mask_rate, mask_id, vocab_size, pad_id,
+                                         generator=torch.Generator().manual_seed(seed))
+        out.append((float(loss) if isinstance(loss, (torch.Tensor, int, float)) else loss,
+                    {n: p.detach().clone() for n, p in model.named_parameters()}))
+    return out
 
 
 def tb_first_mlm_loss(n_layers, vocab_size, embed_dim, n_heads, token_ids, seed):
@@ -117,11 +156,13 @@ def tb_first_mlm_loss(n_layers, vocab_size, embed_dim, n_heads, token_ids, seed)
     model = submission.SmallBERT(n_layers, vocab_size, embed_dim, n_heads, 0.1, 0.1)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    count = tb_count_steps(optimizer)
     before = [p.detach().clone() for p in model.parameters()]
     loss = submission.mlm_train_step(model, token_ids, optimizer, 0.15, vocab_size, vocab_size, 0,
                                      generator=torch.Generator().manual_seed(seed))
     changed = any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
-    return {"loss": loss.detach() if isinstance(loss, torch.Tensor) else loss, "changed": changed}
+    return {"loss": loss.detach() if isinstance(loss, torch.Tensor) else loss, "changed": changed,
+            "steps": count[0]}
 ''')
 
 
@@ -198,6 +239,28 @@ def mlm_labels(sub, ref):
                    "probability mask_rate, and label only those")
     if not sub.helpers.tb_mask_inputs_leaves_input(ids, 0.15, V, V, 0):
         raise Fail("mask_inputs modified the token_ids tensor it was given: corrupt a copy (token_ids.clone())")
+    problem = _reproducibility_problem(sub)
+    if problem:
+        raise Fail(problem, 0.5)
+
+
+def _reproducibility_problem(sub):
+    """Why mask_inputs is not reproducible with its generator argument, or None. Two fresh generators seeded the
+    same must give the same (masked_ids, labels); two seeded differently, other selections: 1,280 tokens, about
+    1,000 of them real, selected at rate 0.5: the same selection twice by chance has probability 2^-1000."""
+    ids, _ = padded_batch(602, 32, 40, 50, min_len=20)
+    first, second, other = sub.helpers.tb_mask_inputs_with_seeds(ids, [5, 5, 6], 0.5, 50, 50, 0)
+    same = lambda a, b: all(isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape  # noqa: E731
+                            and torch.equal(x, y) for x, y in zip(a, b))
+    if not same(first, second):
+        return ("mask_inputs called twice with generators seeded the same (torch.Generator().manual_seed(5)) gave "
+                "different results: draw every random number from the generator passed in (torch.rand(..., "
+                "generator=generator), torch.randint(..., generator=generator), torch.bernoulli(..., "
+                "generator=generator)), never from the global random state, so that results are reproducible")
+    if torch.equal(first[1] != -100, other[1] != -100):
+        return ("mask_inputs selected the same positions with generators seeded differently: draw the random "
+                "numbers from the generator passed in (generator=generator), not from a generator or seed of your own")
+    return None
 
 
 @check("MLM masking: padding is never selected", points=1, part=PART)
@@ -337,6 +400,37 @@ def mlm_step(sub, ref):
     ids, real = padded_batch(643, 16, 10, V, pad_id=5, min_len=4, low=0)
     ids[real & (torch.rand(ids.shape, generator=gen(644)) < 0.5)] = 0
     _check_steps(sub, params, ids, 5, V)
+    problem = _step_reproducibility_problem(sub, params, ids, 5, V)
+    if problem:
+        raise Fail(problem, 2 / 3)  # 1 of the 1.5 points: the step itself is right
+
+
+# optimizer.step() called and nothing changed: the gradients were not there (zero_grad between backward and step,
+# or step before backward); part 7's loops say the same of train_epoch
+STEP_WITHOUT_GRADIENT = ("optimizer.step() was called but the parameters did not change: each step must follow that "
+                         "batch's loss.backward() with its gradients still there (optimizer.zero_grad(), "
+                         "loss.backward(), then optimizer.step(): zero_grad before backward, never between backward "
+                         "and step)")
+
+
+def _step_reproducibility_problem(sub, params, ids, pad_id, V, lr=0.5):
+    """Why mlm_train_step is not reproducible with its generator argument, or None: two fresh stand-in models with
+    the same weights stepped with generators seeded the same must get the same loss and the same weights; seeded
+    differently, another loss (the positions selected differ: the same loss by chance is out of reach)."""
+    try:
+        (loss_a, after_a), (loss_b, after_b), (loss_c, _) = sub.helpers.tb_mlm_step_seeds(
+            params["emb"], params["weight"], params["bias"], ids, lr, [7, 7, 8], 0.3, V, V, pad_id)
+    except StudentError as exc:
+        return exc.describe("your mlm_train_step (called three times on fresh copies of the grader's small test "
+                            "model, each with a new generator)")
+    if loss_a != loss_b or not all(torch.equal(after_a[k], after_b[k]) for k in after_a):
+        return ("mlm_train_step on two identical models with generators seeded the same gave different losses or "
+                "weights: pass the step's generator on to mask_inputs (mask_inputs(..., generator=generator)) so "
+                "that training is reproducible")
+    if loss_a == loss_c:
+        return ("mlm_train_step gave the same loss with generators seeded differently: pass the step's own generator "
+                "on to mask_inputs (generator=generator), not one of your own")
+    return None
 
 
 def _check_steps(sub, params, ids, pad_id, V, lr=0.5):
@@ -392,6 +486,8 @@ def _check_steps(sub, params, ids, pad_id, V, lr=0.5):
         expected.backward()
         after = {k: v.double() for k, v in step["params"].items()}
         if all(torch.allclose(after[k], before[k]) for k in before):
+            if step["optimizer_steps"]:
+                raise Fail(f"{what}: {STEP_WITHOUT_GRADIENT}")
             raise Fail(f"{what}: the parameters did not change: call loss.backward() and optimizer.step()")
         # SGD(lr) on this batch's gradient moves the parameters by -lr * grad; gradient clipping would
         # shorten that step (a factor c in (0, 1]) without turning it, so any such c is accepted
@@ -418,6 +514,8 @@ def mlm_first_loss(sub, ref):
             raise Fail(f"{what} failed: not implemented yet (it raised NotImplementedError){where}") from None
         raise Fail(f"{what} failed: {exc.type}: {exc.message}") from None
     loss = _as_float(run["loss"], "mlm_train_step")
+    if not run["changed"] and run["steps"]:
+        raise Fail(f"a first mlm_train_step on SmallBERT(2, 100, 32, 4, 0.1, 0.1) with AdamW: {STEP_WITHOUT_GRADIENT}")
     if not run["changed"]:  # a loss that comes with no step is not a training step (e.g. a constant returned)
         raise Fail("a first mlm_train_step on SmallBERT(2, 100, 32, 4, 0.1, 0.1) with AdamW did not change the "
                    "model's parameters: call loss.backward() and optimizer.step()")
