@@ -115,6 +115,33 @@ MASK_GLOBAL_RNG = '''def mask_inputs(token_ids, mask_rate, mask_id, vocab_size, 
 MASK_HF_COLLATOR_GLOBAL_RNG = MASK_HF_COLLATOR.replace(", generator=generator)", ")").replace(
     "(its generator passed on)", "(global RNG)")
 
+# -- loops averaging the batch means: the last, smaller batch counts as much as a full one --------------
+TRAIN_BATCH_MEANS = '''def train_epoch(model, loader, optimizer, criterion, device):
+    epoch_loss, epoch_acc = 0, 0
+    model.train()
+    for token_ids, labels in tqdm(loader):
+        optimizer.zero_grad()
+        predictions = model(token_ids.to(device)).squeeze(1)
+        loss = criterion(predictions, labels.to(device))
+        acc = binary_accuracy(predictions, labels.to(device))
+        loss.backward()
+        optimizer.step()
+        epoch_loss += loss.item()
+        epoch_acc += acc.item()
+    return epoch_loss / len(loader), epoch_acc / len(loader)
+'''
+
+EVALUATE_BATCH_MEANS = '''def evaluate(model, loader, criterion, device):
+    epoch_loss, epoch_acc = 0, 0
+    model.eval()
+    with torch.no_grad():
+        for token_ids, labels in loader:
+            predictions = model(token_ids.to(device)).squeeze(1)
+            epoch_loss += criterion(predictions, labels.to(device)).item()
+            epoch_acc += binary_accuracy(predictions, labels.to(device)).item()
+    return epoch_loss / len(loader), epoch_acc / len(loader)
+'''
+
 BLOCKS_BUILT = """        self.blocks = nn.Sequential(
             *[TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate) for _ in range(n_layers)]
         )"""
@@ -528,6 +555,23 @@ BUGS: list[Bug] = [
         {"labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))":
          "labels = torch.where(selected, token_ids, torch.zeros_like(token_ids))"},
         {"part6_public": "must have the label -100", P6_LABELS: "-100"}, "label 0 instead of -100 where not selected"),
+    Bug("loops_average_batch_means", definitions={"train_epoch": TRAIN_BATCH_MEANS, "evaluate": EVALUATE_BATCH_MEANS},
+        expect={P7_LOOPS: "evaluate and train_epoch average the batch means for the mean loss and accuracy"},
+        why="sums of batch means divided by len(loader): the last, smaller batch weighs as much as a full one "
+            "(this was once accepted)", only=True),
+    Bug("evaluate_averages_batch_means", definitions={"evaluate": EVALUATE_BATCH_MEANS},
+        expect={P7_LOOPS: "evaluate averages the batch means"},
+        why="evaluate alone divides its sums of batch means by len(loader)", only=True),
+    Bug("train_epoch_sigmoid_before_bce_with_logits",
+        {"        loss = criterion(logits, labels)\n        optimizer.zero_grad()\n":
+         "        loss = criterion(torch.sigmoid(logits), labels)\n        optimizer.zero_grad()\n"},
+        {P7_LOOPS: "train_epoch: criterion gets the logits: BCEWithLogitsLoss applies the sigmoid itself"},
+        "a sigmoid before BCEWithLogitsLoss in train_epoch (this once got advice about zero_grad)", only=True),
+    Bug("evaluate_sigmoid_before_bce_with_logits",
+        {"total_loss += criterion(logits, labels).item() * n":
+         "total_loss += criterion(torch.sigmoid(logits), labels).item() * n"},
+        {P7_LOOPS: "evaluate: criterion gets the logits: BCEWithLogitsLoss applies the sigmoid itself"},
+        "a sigmoid before BCEWithLogitsLoss in evaluate", only=True),
     Bug("train_epoch_no_zero_grad",
         {"        loss = criterion(logits, labels)\n        optimizer.zero_grad()\n":
          "        loss = criterion(logits, labels)\n"},

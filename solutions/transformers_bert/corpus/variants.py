@@ -3,7 +3,8 @@
 Each variant rewrites definitions of the answer key with another valid implementation of what the
 notebook asks; together they cover the choices the notebook leaves open: the qkv layout, masks used
 as bool or float, -1e9 or -inf fill, einsum or matmul, how the random numbers of the MLM corruption
-are drawn (always with the generator passed in), how the GRU's final states are selected.
+are drawn (always with the generator passed in), how the GRU's final states are selected, how the loops
+weight their batches.
 """
 from __future__ import annotations
 
@@ -367,30 +368,32 @@ ACC_SIGMOID = '''def binary_accuracy(logits, labels):
     return (predicted == labels.view(-1).bool()).float().mean()
 '''
 
-TRAIN_BATCH_MEANS = '''def train_epoch(model, loader, optimizer, criterion, device):
-    epoch_loss, epoch_acc = 0, 0
+# the loss summed per example as a tensor, divided by the dataset's size
+TRAIN_DATASET_SIZE = '''def train_epoch(model, loader, optimizer, criterion, device):
     model.train()
+    loss_sum, correct = torch.zeros(()), torch.zeros(())
     for token_ids, labels in tqdm(loader):
         optimizer.zero_grad()
         predictions = model(token_ids.to(device)).squeeze(1)
-        loss = criterion(predictions, labels.to(device))
-        acc = binary_accuracy(predictions, labels.to(device))
+        labels = labels.to(device)
+        loss = criterion(predictions, labels)
         loss.backward()
         optimizer.step()
-        epoch_loss += loss.item()
-        epoch_acc += acc.item()
-    return epoch_loss / len(loader), epoch_acc / len(loader)
+        loss_sum += loss.detach() * len(labels)
+        correct += binary_accuracy(predictions.detach(), labels) * len(labels)
+    return (loss_sum / len(loader.dataset)).item(), (correct / len(loader.dataset)).item()
 '''
 
-EVALUATE_BATCH_MEANS = '''def evaluate(model, loader, criterion, device):
-    epoch_loss, epoch_acc = 0, 0
+# every batch's logits kept, the loss and accuracy computed once over the whole set
+EVALUATE_CONCATENATED = '''def evaluate(model, loader, criterion, device):
     model.eval()
+    all_logits, all_labels = [], []
     with torch.no_grad():
         for token_ids, labels in loader:
-            predictions = model(token_ids.to(device)).squeeze(1)
-            epoch_loss += criterion(predictions, labels.to(device)).item()
-            epoch_acc += binary_accuracy(predictions, labels.to(device)).item()
-    return epoch_loss / len(loader), epoch_acc / len(loader)
+            all_logits.append(model(token_ids.to(device)).squeeze(1))
+            all_labels.append(labels.to(device))
+    logits, labels = torch.cat(all_logits), torch.cat(all_labels)
+    return criterion(logits, labels).item(), binary_accuracy(logits, labels).item()
 '''
 
 VARIANTS: list[Variant] = [
@@ -406,10 +409,11 @@ VARIANTS: list[Variant] = [
             {"scaled_dot_product": SDP_ADDITIVE, "MultiHeadAttention": MHA_RESHAPE_3,
              "TransformerBlock": BLOCK_INDEXED, "SmallBERT": BERT_INDEX0, "mask_inputs": MASK_WHERE,
              "mlm_train_step": STEP_PERMUTED, "BERTGRUSentiment": GRU_OUTPUT, "binary_accuracy": ACC_SIGMOID,
-             "train_epoch": TRAIN_BATCH_MEANS, "evaluate": EVALUATE_BATCH_MEANS},
+             "train_epoch": TRAIN_DATASET_SIZE, "evaluate": EVALUATE_CONCATENATED},
             "additive -1e9 float mask and a fresh nn.Dropout; qkv reshaped to (B, T, 3, H, D); torch.rand "
             "thresholds with the generator and torch.where; cross-entropy on (B, V, T) logits; final states read "
-            "from the GRU output (output[:, -1, :H], output[:, 0, H:]); sigmoid > 0.5; loops averaging batch means"),
+            "from the GRU output (output[:, -1, :H], output[:, 0, H:]); sigmoid > 0.5; train_epoch summing "
+            "loss * batch size in tensors over len(loader.dataset), evaluate scoring the concatenated logits"),
     Variant("mask_inputs_uniform_randperm_split", {"mask_inputs": MASK_RANDPERM_SPLIT},
             "selection by an in-place uniform_(generator=generator) draw, the 80/10/10 split by torch.randperm of "
             "the selected positions (exact counts), replacements by torch.randint, all with the generator"),

@@ -379,15 +379,16 @@ def accuracy(sub, ref):
         raise Fail("binary_accuracy is not the fraction of examples with (logit > 0) == label")
 
 
-def _expected_means(sub, calls, labels, weighted=True):
+def _expected_means(sub, calls, labels, weighted=True, sigmoid_first=False):
     """The loop's expected results from the logits the model produced; the accuracy by the student's own
-    binary_accuracy (graded by its own check)."""
+    binary_accuracy (graded by its own check). With `sigmoid_first`, the loss of a loop that hands the criterion
+    sigmoid(logits) instead of the logits."""
     losses, accs, sizes = [], [], []
     start = 0
     for call in calls:
         n = call["n"]
         z, y = call["logits"].double(), labels[start:start + n].double()
-        losses.append(F.binary_cross_entropy_with_logits(z, y).item())
+        losses.append(F.binary_cross_entropy_with_logits(torch.sigmoid(z) if sigmoid_first else z, y).item())
         try:
             accs.append(float(sub.binary_accuracy(call["logits"], labels[start:start + n])))
         except (StudentError, TypeError, ValueError):
@@ -400,12 +401,15 @@ def _expected_means(sub, calls, labels, weighted=True):
     return sum(losses) / len(losses), sum(accs) / len(accs)
 
 
-def _sgd_replay(emb, w, b, ids, labels, batch, lr=0.1):
-    """The bag model's parameters after train_epoch's SGD steps, one per batch on that batch's mean loss."""
+def _sgd_replay(emb, w, b, ids, labels, batch, lr=0.1, sigmoid_first=False):
+    """The bag model's parameters after train_epoch's SGD steps, one per batch on that batch's mean loss (with
+    `sigmoid_first`, the loss of sigmoid(logits) given to BCEWithLogitsLoss, which applies a sigmoid again)."""
     p = {"emb": emb.double().clone(), "w": w.double().clone(), "b": b.double().clone()}
     for start in range(0, len(ids), batch):
         leaves = {k: v.clone().requires_grad_(True) for k, v in p.items()}
         z = leaves["emb"][ids[start:start + batch]].mean(1) @ leaves["w"] + leaves["b"]
+        if sigmoid_first:
+            z = torch.sigmoid(z)
         F.binary_cross_entropy_with_logits(z, labels[start:start + batch].double()).backward()
         p = {k: (leaves[k] - lr * leaves[k].grad).detach() for k in p}
     return p
@@ -421,6 +425,7 @@ def loops(sub, ref):
     # The model's logits get 8 of these 10 labels right (0.75, 1 and 0.5 by batch) in both loops; predicting every
     # example positive would score 0.6 (by batch 0.5, 0.75, 0.5), every one negative 0.4: none of these coincide.
     labels = torch.tensor([1.0, 1, 0, 0, 1, 1, 1, 0, 1, 0])
+    unweighted = []  # (loop, ["loss", "accuracy"]) averaging batch means: half the points, once both loops run
     for which in ("evaluate", "train_epoch"):
         try:
             run = sub.helpers.tb_run_loops(emb, w, b, ids, labels, batch, which)
@@ -457,18 +462,41 @@ def loops(sub, ref):
             # three steps are not enough: each must follow that batch's gradient alone
             expected = _sgd_replay(emb, w, b, ids, labels, batch)
             if not all(close(run["params"][k], expected[k], atol=1e-5) for k in expected):
+                squashed = _sgd_replay(emb, w, b, ids, labels, batch, sigmoid_first=True)
+                if all(close(run["params"][k], squashed[k], atol=1e-5) for k in squashed):
+                    raise Fail(f"train_epoch: {SIGMOID_FIRST}")
                 raise Fail("train_epoch's optimizer steps do not follow each batch's own gradient: call "
                            "optimizer.zero_grad() in every batch, before loss.backward() (or right after step())")
-        # the notebook asks for means over the examples; a mean of batch means is accepted too
-        means = (_expected_means(sub, calls, labels), _expected_means(sub, calls, labels, False))
-        if any(abs(result[0] - loss) < 1e-5 and abs(result[1] - acc) < 1e-5 for loss, acc in means):
+        # the notebook asks for means over the examples, each batch weighted by its size
+        by_example, batch_means = _expected_means(sub, calls, labels), _expected_means(sub, calls, labels, False)
+        loss_by = [abs(result[0] - m[0]) < 1e-5 for m in (by_example, batch_means)]
+        acc_by = [abs(result[1] - m[1]) < 1e-5 for m in (by_example, batch_means)]
+        if loss_by[0] and acc_by[0]:
             continue
+        if any(loss_by) and any(acc_by):  # a mean of batch means for the loss, the accuracy or both
+            unweighted.append((which, [what for what, by in (("loss", loss_by), ("accuracy", acc_by)) if not by[0]]))
+            continue
+        if any(abs(result[0] - m[0]) < 1e-5 for m in (_expected_means(sub, calls, labels, each, sigmoid_first=True)
+                                                      for each in (True, False))):
+            raise Fail(f"{which}: {SIGMOID_FIRST}")
         if any(abs(result[1] - _constant_accuracy(labels, calls, label, weighted)) < 1e-5
                for label in (0.0, 1.0) for weighted in (True, False)):
             raise Fail(f"{which} reports the accuracy of predicting the same class for every example: pass the "
                        "model's logits themselves to binary_accuracy (a sigmoid's output is always > 0, so every "
                        "prediction on it is positive)")
         raise Fail(f"{which} must return the mean loss and the mean accuracy (binary_accuracy) over the examples")
+    if unweighted:
+        names = [which for which, _ in unweighted]
+        what = " and ".join(x for x in ("loss", "accuracy") if any(x in whats for _, whats in unweighted))
+        raise Fail(f"{' and '.join(names)} {'averages' if len(names) == 1 else 'average'} the batch means for the "
+                   f"mean {what} (a sum over the batches divided by len(loader)), not the mean over the examples: "
+                   "the last batch is smaller (10 examples in batches of 4, 4 and 2), so weight each batch's loss "
+                   "and accuracy by its size (loss.item() * len(labels)), or sum per example, and divide by the "
+                   "number of examples", 0.5)
+
+
+SIGMOID_FIRST = ("criterion gets the logits: BCEWithLogitsLoss applies the sigmoid itself, so a sigmoid before it "
+                 "squashes the logits twice (loss = criterion(logits, labels), without torch.sigmoid)")
 
 
 def _constant_accuracy(labels, calls, label, weighted=True):
