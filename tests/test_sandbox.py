@@ -357,6 +357,26 @@ def test_a_stub_reached_through_another_function_is_named():
         p.close()
 
 
+def test_a_notimplementederror_raised_by_a_library_is_no_stub():
+    # nn.Module raises NotImplementedError for a forward that is missing (here misspelt): the student's code is
+    # written, and the message must say what torch said, not that a part is "not implemented yet"
+    p = program("import torch\nfrom torch import nn\n\nclass Net(nn.Module):\n    def foward(self, x):\n"
+                "        return x\n\ndef run():\n    return Net()(torch.zeros(1))\n\n"
+                "def todo():\n    raise NotImplementedError(\n        'replace this line')\n")
+    try:
+        sub = p.proxy()
+        p.start()
+        with pytest.raises(StudentError) as caught:
+            sub.run()
+        assert not caught.value.stub and "not implemented yet" not in caught.value.describe()
+        assert "forward" in caught.value.describe(), caught.value.describe()
+        with pytest.raises(StudentError) as caught:
+            sub.todo()
+        assert caught.value.stub  # a raise spread over two lines is still the notebook's stub
+    finally:
+        p.close()
+
+
 OBJECTS = '''
 import math
 class Value:

@@ -72,6 +72,17 @@ def student_traceback(exc: BaseException) -> list[str]:
     return lines[-8:]
 
 
+def _raised_as_a_stub(exc: NotImplementedError) -> bool:
+    """A NotImplementedError of the notebook's own `raise NotImplementedError...` (a stub left as handed out), not
+    one a library raised under the student's code (torch's for an operation it lacks, nn.Module's for a missing
+    forward): the innermost frame is a cell's, on a line that names it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return True
+    last = frames[-1]
+    return last.filename.startswith("<cell ") and "NotImplementedError" in (last.line or "")
+
+
 # the operators a judge's proxy forwards (remote.Remote): the names its requests may carry
 BINARY_OPERATORS = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift", "rshift",
@@ -219,7 +230,7 @@ class Worker:
 
     def reply_error(self, exc: BaseException, unsent: bool = False) -> None:
         """`unsent`: the call returned, but its value cannot be sent (the judge says so, not "raised")."""
-        stub = isinstance(exc, NotImplementedError)
+        stub = isinstance(exc, NotImplementedError) and _raised_as_a_stub(exc)
         self.stub_hit = self.stub_hit or stub
         write_message(self.out, {"error": {
             "type": safe_str(type(exc).__name__, 100),
