@@ -366,7 +366,17 @@ BUGS: list[Bug] = [
     Bug("bert_mask_not_passed",
         {"x, _ = self.blocks((x, mask))": "x, _ = self.blocks((x, None))"},
         {P5_CHAIN: "did not get the padding mask", P5_LOGITS: "mask does not reach the blocks"}, "drops the mask"),
+    Bug("positional_encoding_added_twice",
+        {"x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)":
+         "x = self.pos_encoding(self.pos_encoding(self.embedding(token_ids)))  # (B, T, E)"},
+        {P5_LOGITS: "", P5_POSITIONAL: ""}, "the positional encoding added twice: the blocks are still chained, each "
+        "with the mask, which their check grades alone", only=True),
  # -- part 6 ---------------------------------------------------------------------------------
+    Bug("labels_as_floats",
+        {"labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))  # (B, T)":
+         "labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100)).float()  # (B, T)"},
+        {P6_LABELS: "integer (long) tensor"}, "labels returned as floats: the labels check grades the dtype, the "
+        "others what was selected and how", only=True),
     Bug("loss_defined_in_the_demo_cell",
         {"    loss = nn.CrossEntropyLoss(ignore_index=-100)(logits.reshape(-1, vocab_size), labels.reshape(-1))":
          "    loss = loss_fn(logits.reshape(-1, vocab_size), labels.reshape(-1))",

@@ -179,7 +179,9 @@ def padded_batch(seed, B, T, V, pad_id=0, min_len=None, low=1):
     return ids, real
 
 
-def corrupt(sub, ids, mask_rate, mask_id, V, pad_id, only_mask=False, seed=1):
+def corrupt(sub, ids, mask_rate, mask_id, V, pad_id, only_mask=False, seed=1, strict=False):
+    """The student's (masked_ids, labels) as long tensors. Whole numbers in a float tensor fail only with `strict`
+    (the labels check grades the dtype; the other checks judge what was selected and how)."""
     generator = keep(sub.helpers.tb_generator, seed)
     out = sub.mask_inputs(ids, mask_rate, mask_id, V, pad_id, only_mask=only_mask, generator=generator)
     if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -190,7 +192,8 @@ def corrupt(sub, ids, mask_rate, mask_id, V, pad_id, only_mask=False, seed=1):
             raise Fail(f"mask_inputs must return tensors; {name} is a {type(t).__name__}")
         if tuple(t.shape) != tuple(ids.shape):
             raise Fail(f"{name} must have the input's shape {tuple(ids.shape)}, got {tuple(t.shape)}")
-        if t.dtype.is_floating_point or t.dtype == torch.bool:
+        whole = t.dtype.is_floating_point and bool(torch.isfinite(t).all()) and torch.equal(t, t.round())
+        if t.dtype == torch.bool or t.dtype.is_floating_point and (strict or not whole):
             raise Fail(f"{name} must be an integer (long) tensor like token_ids, got {t.dtype}")
     return masked.long(), labels.long()
 
@@ -228,7 +231,7 @@ def _invariants(ids, masked, labels, what, real=None):
 def mlm_labels(sub, ref):
     V = 100
     ids, _ = padded_batch(601, 200, 50, V)
-    masked, labels = corrupt(sub, ids, 0.15, V, V, 0)
+    masked, labels = corrupt(sub, ids, 0.15, V, V, 0, strict=True)
     _invariants(ids, masked, labels, "mask_inputs(ids, 0.15, ...)")
     if (labels != -100).sum() == 0:
         raise Fail("mask_inputs(ids, 0.15, ...) selected no token at all (every label is -100)")
