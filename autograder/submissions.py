@@ -23,6 +23,7 @@ import re
 import shutil
 import unicodedata
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -222,16 +223,18 @@ def _gradescope(folder: Path, wanted: str | None, released: frozenset[str] = fro
     return subs
 
 
-def extract_zip(archive: Path, into: Path) -> Path:
+def extract_zip(archive: Path, into: Path) -> tuple[Path, dict[Path, str]]:
     """The notebooks and metadata of a Gradescope export zip, extracted safely (no paths outside
     `into`, no member over MAX_EXTRACTED_BYTES, at most MAX_ZIP_BYTES in all, nothing but .ipynb files and the
     metadata), into a folder named by the zip's name and the digest of its bytes: two exports of the same name
-    (two `export.zip` from two folders) each keep their own, and the same zip given again is extracted again."""
+    (two `export.zip` from two folders) each keep their own, and the same zip given again is extracted again.
+    Also: each member not to be graded (its extracted path) -> why: cut at MAX_EXTRACTED_BYTES (said with its own
+    size), or its data not what its header declares."""
     target = into / safe_id(f"{archive.stem}-{file_digest(archive)[:12]}")
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    total = MAX_ZIP_BYTES
+    total, refused = MAX_ZIP_BYTES, {}
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             name = info.filename
@@ -242,11 +245,42 @@ def extract_zip(archive: Path, into: Path) -> Path:
                 continue  # (past MAX_ZIP_BYTES: the member is not extracted, its submission gets a row without it)
             dest = target.joinpath(*parts)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(dest, "wb") as dst:
-                total -= _copy_at_most(src, dst, min(MAX_EXTRACTED_BYTES + 1, total))
+            copied, why = _extract_member(zf, info, dest, min(MAX_EXTRACTED_BYTES + 1, total))
+            total -= copied
+            if why:
+                refused[dest] = f"{parts[-1]} {why}"
     # an export zipped with its top folder: use the folder holding the metadata
     meta = sorted(target.rglob(GRADESCOPE_METADATA), key=lambda p: len(p.parts))
-    return meta[0].parent if meta else target
+    return (meta[0].parent if meta else target), refused
+
+
+def _extract_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, limit: int) -> tuple[int, str]:
+    """Copy one member to `dest`, at most `limit` bytes: (bytes copied, why it is not to be graded or "")."""
+    with open(dest, "wb") as dst:
+        try:
+            with zf.open(info) as src:
+                copied = _copy_at_most(src, dst, limit)
+        # its data not what its header says, or a method or encryption zipfile cannot read
+        except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError, RuntimeError) as exc:
+            return dst.tell(), f"could not be read from the zip ({exc}): not graded"
+    if copied > MAX_EXTRACTED_BYTES:  # the copy stops there: its size on the disk is not the member's
+        return copied, f"is {_member_size(info)}, over the {MAX_EXTRACTED_BYTES >> 20} MB limit"
+    return copied, ""
+
+
+# deflate's largest expansion is about 1032:1: a header declaring more than that for its data is not to be believed
+_MAX_EXPANSION = {zipfile.ZIP_STORED: 1, zipfile.ZIP_DEFLATED: 1032}
+
+
+def _member_size(info: zipfile.ZipInfo) -> str:
+    """The size of a member over MAX_EXTRACTED_BYTES, for its message: the size its header declares (zipfile never
+    reads more than that) where its compressed data can hold that much, else only what the copy showed."""
+    declared, expansion = info.file_size, _MAX_EXPANSION.get(info.compress_type)
+    if declared <= MAX_EXTRACTED_BYTES or (expansion and declared > expansion * info.compress_size):
+        return f"more than {MAX_EXTRACTED_BYTES >> 20} MB"  # a lying header: the real size is known by reading it all
+    megabytes = declared / 2**20
+    # just over the limit: in bytes, not rounded down to the limit's own number
+    return f"{megabytes:.0f} MB" if round(megabytes) > MAX_EXTRACTED_BYTES >> 20 else f"{declared:,} bytes"
 
 
 def _copy_at_most(src, dst, limit: int) -> int:
@@ -333,6 +367,14 @@ def refuse_links_out(subs: list[Submission], root: Path) -> None:
                          f"({s.path.resolve()}): not graded")
 
 
+def refuse_unreadable(subs: list[Submission], refused: dict[Path, str]) -> None:
+    """A notebook extract_zip could not take whole (`refused`: its path -> why) is not graded; its row says why,
+    with the member's own size where it was cut at the limit (the cut copy's would read as the limit itself)."""
+    why = {resolved(path): text for path, text in refused.items()}
+    for s in subs:
+        s.refused = s.refused or why.get(resolved(s.path), "")
+
+
 # -- all together --------------------------------------------------------------------------------------
 
 def discover(args: list[str | Path], notebook: str | None = None, assignment: str | None = None,
@@ -367,10 +409,11 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
         elif arg.suffix == ".zip" and arg.is_file():
             if unpack_dir is None:
                 raise ValueError(f"{arg}: zip files need a folder to extract into")
-            folder = extract_zip(arg, unpack_dir)
+            folder, refused = extract_zip(arg, unpack_dir)
             found = _gradescope(folder, notebook, released) if (folder / GRADESCOPE_METADATA).is_file() else \
                 [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(sorted(folder.rglob("*.ipynb"))),
                                                                       sorted(folder.rglob("*.ipynb")))]
+            refuse_unreadable(found, refused)
             inputs.roots.append(folder.resolve())
             inputs.layouts.append(f"{arg}: zip export, {len(found)} submission(s)")
             inputs.submissions += found

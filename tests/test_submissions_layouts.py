@@ -3,7 +3,9 @@ nbgrader submitted/ trees; then one end-to-end run that resumes and re-grades.""
 from __future__ import annotations
 
 import csv
+import os
 import shutil
+import struct
 import sys
 import zipfile
 from pathlib import Path
@@ -163,7 +165,7 @@ def test_gradescope_zip_is_extracted_safely(tmp_path):
         zf.writestr("../escape.ipynb", "{}")
         zf.writestr("/abs/escape.ipynb", "{}")
         zf.writestr("assignment_export/submission_111/run.sh", "rm -rf /")
-    folder = extract_zip(archive, tmp_path / "unpacked")
+    folder, _ = extract_zip(archive, tmp_path / "unpacked")
     assert (folder / "submission_metadata.yml").is_file()
     assert not (tmp_path / "escape.ipynb").exists() and not list((tmp_path / "unpacked").rglob("run.sh"))
     inputs = discover([archive], notebook="vectors.ipynb", unpack_dir=tmp_path / "unpacked2")
@@ -190,8 +192,63 @@ def test_a_zip_bomb_stops_at_the_total_limit(tmp_path, monkeypatch):
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for i in range(4):
             zf.writestr(f"s{i}/hw.ipynb", "x" * 1000)
-    folder = extract_zip(archive, tmp_path / "unpacked")
+    folder, _ = extract_zip(archive, tmp_path / "unpacked")
     assert sum(p.stat().st_size for p in folder.rglob("*.ipynb")) == 2500
+
+
+def _zip_of(archive: Path, members: dict[str, bytes], compression=zipfile.ZIP_STORED) -> Path:
+    with zipfile.ZipFile(archive, "w", compression=compression) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return archive
+
+
+def _declare_size(archive: Path, name: str, size: int) -> None:
+    """Rewrite the size a member's headers (local and central) declare, leaving its data as it is."""
+    data = bytearray(archive.read_bytes())
+    # (signature, offset of the uncompressed size, offset of the file name) of a local and a central header
+    for signature, size_at, name_at in ((b"PK\x03\x04", 22, 30), (b"PK\x01\x02", 24, 46)):
+        at = data.find(signature)
+        while data[at + name_at:at + name_at + len(name)] != name.encode():
+            at = data.find(signature, at + 4)
+        struct.pack_into("<I", data, at + size_at, size)
+    archive.write_bytes(bytes(data))
+
+
+def _refusals(archive: Path, tmp_path: Path) -> dict[str, str]:
+    inputs = discover([archive], unpack_dir=tmp_path / "unpacked")
+    return {s.student: s.refused for s in inputs.submissions}
+
+
+def test_a_zip_member_over_the_size_limit_is_refused_with_its_own_size(tmp_path, monkeypatch):
+    """The copy stops at the limit; the row gives the member's size, not the cut copy's (which reads as the limit
+    itself), in bytes where megabytes would round to the limit's number."""
+    import autograder.submissions as subs
+
+    monkeypatch.setattr(subs, "MAX_EXTRACTED_BYTES", 1 << 20)
+    members = {"big.ipynb": os.urandom(3 << 20), "near.ipynb": os.urandom((1 << 20) + 100), "fine.ipynb": b"{}"}
+    for compression in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        archive = _zip_of(tmp_path / f"export{compression}.zip", members, compression)
+        assert _refusals(archive, tmp_path) == {"big": "big.ipynb is 3 MB, over the 1 MB limit",
+                                                "near": "near.ipynb is 1,048,676 bytes, over the 1 MB limit",
+                                                "fine": ""}
+
+
+def test_a_zip_header_that_lies_about_a_members_size_is_not_believed(tmp_path, monkeypatch):
+    """Declared far larger than its compressed data can hold: 'more than' the limit, what the copy showed. Declared
+    smaller than its data: the member cannot be read as declared, and its row says so; the zip's other notebooks
+    are graded all the same."""
+    import autograder.submissions as subs
+
+    monkeypatch.setattr(subs, "MAX_EXTRACTED_BYTES", 1 << 20)
+    archive = _zip_of(tmp_path / "export.zip", {"inflated.ipynb": os.urandom(2 << 20), "shrunk.ipynb": b"x" * 5000,
+                                                "fine.ipynb": b"{}"}, zipfile.ZIP_DEFLATED)
+    _declare_size(archive, "inflated.ipynb", 2**32 - 1)
+    _declare_size(archive, "shrunk.ipynb", 1000)
+    refused = _refusals(archive, tmp_path)
+    assert refused["inflated"] == "inflated.ipynb is more than 1 MB, over the 1 MB limit"
+    assert refused["shrunk"].startswith("shrunk.ipynb could not be read from the zip (") and "not graded" in refused["shrunk"]
+    assert refused["fine"] == ""
 
 
 def test_nbgrader_tree(tmp_path):
