@@ -163,6 +163,16 @@ def test_messages_show_no_tensors(graded):
             assert "tensor(" not in c.message, f"{sub_id}: {c.name}: {c.message[:200]}"
 
 
+def test_messages_never_name_the_workers_module(graded):
+    """A definition deleted or renamed (bug-encoder_layer_renamed) is named as the notebook's missing definition, never as
+    Python's AttributeError on the module the grader loads the notebook into, whatever a check wraps it in."""
+    for sub_id, result in graded[0].items():
+        for c in result.checks:
+            assert "module 'submission'" not in c.message, f"{sub_id}: {c.name}: {c.message[:200]}"
+    renamed = graded[0]["bug-encoder_layer_renamed"]
+    assert any("does not define" in c.message for c in renamed.checks)
+
+
 def test_grading_one_submission_takes_well_under_a_minute(graded):
     results, wall = graded
     times = [r.execution_time for r in results.values()]

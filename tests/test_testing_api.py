@@ -179,3 +179,41 @@ def test_a_name_the_helper_code_misses_is_said_as_a_test_cell_says_it_without_in
     deep = {**unbound, "traceback": ["cell 26, line 3, in train_step: m = MLP(2, 4)"]}
     text = StudentError(what, deep, explain_name=lambda n: skipped).describe()
     assert text.startswith(f"{what} raised NameError: name 'MLP' is not defined ({skipped})") and "cell 26" in text
+
+
+def _reply_error(info: dict, explain_name=None):
+    """What a check meets when the worker answers a request with `info` as its error."""
+    from autograder.sandbox.client import WorkerProcess, WorkerSpec
+
+    worker = WorkerProcess(WorkerSpec(units=[]))
+    worker.explain_name = explain_name
+    with pytest.raises(Exception) as raised:
+        worker.decode_reply({"error": info}, {}, "the grader's helper tb_sdp_grads (run on your code)")
+    return raised.value
+
+
+def test_a_name_the_helper_code_misses_ends_the_check_as_a_missing_definition():
+    """The grader's helper code calls a function the notebook lacks (deleted, renamed): the check meets
+    MissingName, as `sub.NAME` would raise, not a StudentError it would quote ("failed (AttributeError: module
+    'submission' has no attribute ...)"), so no check's own wording can show the worker's module."""
+    from autograder.sandbox.client import MissingName
+
+    missing = {"type": "AttributeError", "message": "module 'submission' has no attribute 'scaled_dot_product'"}
+    error = _reply_error(missing)
+    assert isinstance(error, MissingName) and not isinstance(error, StudentError)
+    assert str(error) == "your notebook does not define `scaled_dot_product`"
+    skipped = "`scaled_dot_product` is defined in cell 8, which the grader skipped: line 1: SyntaxError"
+    assert str(_reply_error(missing, explain_name=lambda n: skipped)) == skipped
+    other = _reply_error({"type": "AttributeError", "message": "'Tensor' object has no attribute 'foo'"})
+    assert isinstance(other, StudentError) and other.message == "'Tensor' object has no attribute 'foo'"
+
+
+def test_the_students_own_code_meeting_a_missing_name_is_quoted_without_the_workers_module():
+    """The notebook's own frame is on the stack (its code looked the name up): still a StudentError, with its
+    trace, and what checks quote of it (exc.message) names the missing definition, not the worker's module."""
+    deep = {"type": "AttributeError", "message": "module 'submission' has no attribute 'helper'",
+            "traceback": ["cell 5, line 3, in forward: return helper(x)"]}
+    error = _reply_error(deep)
+    assert isinstance(error, StudentError)
+    assert error.message == "the notebook does not define `helper`"
+    assert "module 'submission'" not in error.describe() and "cell 5, line 3" in error.describe()

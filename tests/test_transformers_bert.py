@@ -148,6 +148,16 @@ def test_messages_show_no_tensors(graded):
             assert "tensor(" not in c.message, f"{sub_id}: {c.name}: {c.message[:200]}"
 
 
+def test_messages_never_name_the_workers_module(graded):
+    """A definition deleted or renamed (bug-sdp_renamed) is named as the notebook's missing definition, never as
+    Python's AttributeError on the module the grader loads the notebook into, whatever a check wraps it in."""
+    for sub_id, result in graded[0].items():
+        for c in result.checks:
+            assert "module 'submission'" not in c.message, f"{sub_id}: {c.name}: {c.message[:200]}"
+    renamed = graded[0]["bug-sdp_renamed"]
+    assert any("does not define" in c.message for c in renamed.checks)
+
+
 @pytest.mark.parametrize("sub_id", ["answer_key", "bug-residual_adds_embed_dim", "bug-accuracy_threshold_at_half"])
 def test_graded_alone_as_in_the_batch(graded, release, tmp_path, sub_id):
     """A run that grades a single submission (Gradescope's case) warms up less; the result is the same."""

@@ -148,8 +148,10 @@ class StudentError(Exception):
         if missing:
             name = missing.group(1)
             explained = explain_name(name) if explain_name else None
-            self.hint = explained or f"the notebook does not define `{name}`"
             self.absent = "" if self.trace else explained or f"{owner} notebook does not define `{name}`"
+            # what checks quote of the error ("... failed (AttributeError: ...)"): the worker's module name is no
+            # name the student wrote
+            self.message, self.hint = explained or f"the notebook does not define `{name}`", ""
         # a definition that made an earlier check time out, called again: that check's message
         self.hung = (explain_hang(self.message) or "") if self.type == TRIPPED and explain_hang else ""
         self.message = self.hung or self.message  # what checks quote of an error
@@ -722,9 +724,12 @@ class WorkerProcess:
     def decode_reply(self, reply: dict, tensors: dict, what: str, child_label: str | None = None):
         if "error" in reply:
             defined = self.report.defined if self.report else {}
-            raise StudentError(what, reply["error"] if isinstance(reply["error"], dict) else {}, self.explain_name,
-                               self.explain_hang, frozenset(n for n, kind in defined.items() if kind == "callable"),
-                               self.spec.owner)
+            error = StudentError(what, reply["error"] if isinstance(reply["error"], dict) else {}, self.explain_name,
+                                 self.explain_hang, frozenset(n for n, kind in defined.items() if kind == "callable"),
+                                 self.spec.owner)
+            if error.absent:  # the grader's own code met a name the notebook lacks: the check ends as `sub.NAME` would
+                raise MissingName(error.absent) from None
+            raise error
         if "ok" not in reply:
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected reply")
         try:

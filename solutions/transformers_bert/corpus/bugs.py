@@ -196,6 +196,15 @@ BUGS: list[Bug] = [
          "def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None)"},
         {P1_WEIGHTS: "SyntaxError"}, "a missing colon: the cell is skipped, the name never defined; the parts "
         "that call it are graded with the reference's in its place", confined_to="1."),
+    Bug("sdp_renamed",
+        {"def scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=None):":
+         "def scaled_attention(q, k, v, attn_drop_rate=0.0, mask=None):",
+         "values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)":
+         "values, _ = scaled_attention(q, k, v, attn_drop_rate=drop, mask=mask)"},
+        {P1_WEIGHTS: "your notebook does not define `scaled_dot_product`",
+         P1_GRADS: "your notebook does not define `scaled_dot_product`"},
+        "the function renamed (its callers follow): every check of part 1 says the name is missing, in the "
+        "student's words", confined_to="1."),
     # -- part 2 ---------------------------------------------------------------------------------
     Bug("mha_scaled_by_sqrt_E",
         {"        values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)\n":
