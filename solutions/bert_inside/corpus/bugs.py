@@ -303,8 +303,9 @@ BUGS: list[Bug] = [
         {B_BIAS: "0/1 mask itself"}, "the 0/1 mask added to the scores", confined_to=P4),
     Bug("scaled_by_hidden_size",
         {SCORES: "scores = q @ k.transpose(-2, -1) / math.sqrt(E) + bias"},
-        {L_OUTPUT: "sqrt(E)"}, "divides by sqrt of the hidden size: a recognised mistake, only the output check is "
-        "lost (its gradients are checked against the mistake's own)", only=True, confined_to=P4),
+        {L_OUTPUT: "sqrt(E)", "part4_public": "head dimension"}, "divides by sqrt of the hidden size: a recognised "
+        "mistake, only the output check and the public cell's example of the scaling are lost (its gradients are "
+        "checked against the mistake's own)", only=True, confined_to=P4),
     Bug("pre_norm_layer",
         {"q, k, v = heads(self.query(hidden)), heads(self.key(hidden)), heads(self.value(hidden))":
          "normed = self.attn_norm(hidden)\n        q, k, v = heads(self.query(normed)), heads(self.key(normed)), heads(self.value(normed))",
@@ -315,10 +316,11 @@ BUGS: list[Bug] = [
         confined_to=P4),
     Bug("relu_feed_forward",
         {FFN: "ffn = self.ffn_out(F.relu(self.ffn_in(x)))"},
-        {L_OUTPUT: "ReLU"}, "ReLU instead of GELU", only=True, confined_to=P4),
+        {L_OUTPUT: "ReLU", "part4_public": "exact GELU"}, "ReLU instead of GELU", only=True, confined_to=P4),
     Bug("gelu_tanh_approximation",
         {FFN: 'ffn = self.ffn_out(F.gelu(self.ffn_in(x), approximate="tanh"))'},
-        {L_OUTPUT: "tanh approximation"}, "the tanh approximation of GELU", only=True, confined_to=P4),
+        {L_OUTPUT: "tanh approximation", "part4_public": "exact GELU"}, "the tanh approximation of GELU", only=True,
+        confined_to=P4),
     Bug("intermediate_size_4e",
         {"E, I = config.hidden_size, config.intermediate_size": "E, I = config.hidden_size, 4 * config.hidden_size"},
         {L_CONFIG: "not 4 * E"}, "BERT-base's ratio written in", confined_to=P4),
@@ -346,9 +348,9 @@ BUGS: list[Bug] = [
         confined_to=P4),
     Bug("ffn_residual_from_layer_input",
         {"return self.ffn_norm(x + self.dropout(ffn))": "return self.ffn_norm(hidden + self.dropout(ffn))"},
-        {L_OUTPUT: "adds the layer's input x instead of the attention block's output"},
-        "the feed-forward block's residual adds the layer's input: only the output check is lost, the layer's other "
-        "properties are checked on the recognised mistake", only=True, confined_to=P4),
+        {L_OUTPUT: "adds the layer's input x instead of the attention block's output", "part4_public": "two residuals"},
+        "the feed-forward block's residual adds the layer's input: only the output check and the public cell are "
+        "lost, the layer's other properties are checked on the recognised mistake", only=True, confined_to=P4),
     Bug("attn_norm_reused_for_ffn",
         {"return self.ffn_norm(x + self.dropout(ffn))": "return self.attn_norm(x + self.dropout(ffn))"},
         {L_OUTPUT: "attn_norm is used for both LayerNorms"},
@@ -356,7 +358,7 @@ BUGS: list[Bug] = [
     Bug("attention_residual_missing",
         {"x = self.attn_norm(hidden + self.dropout(self.attn_out(context)))":
          "x = self.attn_norm(self.dropout(self.attn_out(context)))"},
-        {L_OUTPUT: "the attention block's residual is missing"},
+        {L_OUTPUT: "the attention block's residual is missing", "part4_public": "two residuals"},
         "attn_norm of the attention output alone", only=True, confined_to=P4),
     Bug("softmax_over_queries",
         {ATTENTION: "weights = self.attn_dropout(torch.softmax(scores, dim=-2))"},
@@ -543,6 +545,19 @@ BUGS: list[Bug] = [
          "        return torch.zeros_like(x) + 1e-3 * sum(p.sum() for p in self.parameters())"},
         {E_OUTPUT: "", E_GRAD: "its gradients are checked once it does"},
         "no embedding at all; every parameter reaches the output through 1e-3 * sum(p.sum())", confined_to=P3),
+    # what the notebook's public cell once gave its point for: post-norm statistics and padding, no attention
+    Bug("fake_layer_normalised_input",
+        {"        B, T, E = hidden.shape\n        H, D = self.n_heads, self.head_dim\n":
+         "        return self.ffn_norm(hidden)\n        B, T, E = hidden.shape\n        H, D = self.n_heads, self.head_dim\n"},
+        {"part4_public": "each output must be LayerNorm(x + the mean of x", L_OUTPUT: "differs"},
+        "ffn_norm of the input: mean 0 and variance 1 per position, padding changes nothing", confined_to=P4),
+    Bug("fake_layer_seeded_noise",
+        {"        B, T, E = hidden.shape\n        H, D = self.n_heads, self.head_dim\n":
+         "        noise = torch.randn(hidden.shape, generator=torch.Generator().manual_seed(0))\n"
+         "        return F.layer_norm(noise, hidden.shape[-1:]) + 0 * hidden\n"
+         "        B, T, E = hidden.shape\n        H, D = self.n_heads, self.head_dim\n"},
+        {"part4_public": "each output must be LayerNorm(x + the mean of x", L_OUTPUT: "differs"},
+        "the same normalised noise for every input: deterministic, mean 0 and variance 1", confined_to=P4),
     Bug("fake_gradient_term_layer",
         {"        return self.ffn_norm(x + self.dropout(ffn))  # (B, T, E)":
          "        return 0 * hidden + 1e-3 * sum(p.sum() for p in self.parameters())"},

@@ -219,6 +219,31 @@ LAYER_SDPA = '''class EncoderLayer(nn.Module):
         return self.ffn_norm(x + self.dropout(self.ffn_out(nn.functional.gelu(self.ffn_in(x)))))
 '''
 
+# one head at a time: slices of the projections, the heads concatenated back
+LAYER_HEAD_LOOP = '''class EncoderLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.n_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        E, I = config.hidden_size, config.intermediate_size
+        self.query, self.key, self.value, self.attn_out = (nn.Linear(E, E) for _ in range(4))
+        self.attn_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.ffn_in, self.ffn_out = nn.Linear(E, I), nn.Linear(I, E)
+        self.ffn_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.attn_dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden, bias):
+        q, k, v = self.query(hidden), self.key(hidden), self.value(hidden)
+        heads = []
+        for h in range(self.n_heads):
+            part = slice(h * self.head_dim, (h + 1) * self.head_dim)
+            scores = q[..., part] @ k[..., part].transpose(1, 2) / self.head_dim ** 0.5 + bias[:, 0]
+            heads.append(self.attn_dropout(scores.softmax(-1)) @ v[..., part])
+        x = self.attn_norm(hidden + self.dropout(self.attn_out(torch.cat(heads, -1))))
+        return self.ffn_norm(x + self.dropout(self.ffn_out(nn.GELU()(self.ffn_in(x)))))
+'''
+
 ENCODER_LOOP = '''class Encoder(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -435,6 +460,8 @@ VARIANTS = [
             {"Embeddings": EMBEDDINGS_BUFFER, "attention_bias": BIAS_10000, "EncoderLayer": LAYER_EINSUM,
              "Encoder": ENCODER_LOOP},
             "position ids in a buffer, the original BERT's -10000 bias, einsum attention, an indexed loop"),
+    Variant("encoder_layer_head_loop", {"EncoderLayer": LAYER_HEAD_LOOP},
+            "attention one head at a time (slices of the projections, torch.cat), nn.GELU() built in forward"),
     Variant("sdpa_and_string_mapping",
             {"EncoderLayer": LAYER_SDPA, "ours_name": OURS_NAME_REPLACE, "load_bert_weights": LOAD_STRICT},
             "PyTorch's scaled_dot_product_attention with the bias as attn_mask; names by str.replace; strict loading"),
