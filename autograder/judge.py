@@ -24,7 +24,7 @@ from autograder.kernel import KernelNamespace, assertion_text, definitions_at_to
 from autograder.kernel import earlier_cells as shared_cells
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
-    Hang, MissingName, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
+    Hang, MissingName, NotRunAgain, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
 )
 from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
@@ -597,7 +597,7 @@ class Judge:
             raise
         except Fail as exc:
             return min(1.0, max(0.0, exc.partial)), str(exc)
-        except MissingName as exc:
+        except (MissingName, NotRunAgain) as exc:
             return 0.0, str(exc)
         except StudentError as exc:
             return 0.0, exc.describe()

@@ -519,3 +519,21 @@ def test_type_questions_are_answered_from_the_real_type_not_what_the_object_or_i
         assert isinstance(box, sub.Sized) and not remote_isinstance(liar, "numbers.Real")
     finally:
         p.close()
+
+
+def test_a_definition_remembered_as_hung_ends_the_check_with_that_message_wherever_it_is_called():
+    # a helper or a check quoting the error in its own words ("... failed (NotRunAgain: ...)") never sees it: the
+    # call raises NotRunAgain, which ends the check with the earlier check's message
+    from autograder.sandbox.client import Hang, NotRunAgain
+
+    p = program("def f(x):\n    return x\n\ndef g(x):\n    return f(x) + 1\n")
+    try:
+        sub = p.proxy()
+        p.start()
+        p.remember_hang(Hang("your f", [], False, "f"), "check 1", "timed out after 10 s there")
+        p.start()  # the tripwires go in
+        for call in (sub.f, sub.g):
+            with pytest.raises(NotRunAgain, match="^not run: your f did not finish in an earlier check, 'check 1'"):
+                call(1)
+    finally:
+        p.close()

@@ -195,6 +195,11 @@ class MissingName(AttributeError):
     """The submission does not define a name a check uses."""
 
 
+class NotRunAgain(Exception):
+    """A definition that hung or ended an earlier check was called again: the check ends with that check's
+    message (never a StudentError a check would quote in its own words, "... failed (NotRunAgain: ...)")."""
+
+
 @dataclass
 class WorkerSpec:
     units: list[dict]  # extracted definitions, see notebook.extract.Unit.to_wire
@@ -729,6 +734,8 @@ class WorkerProcess:
                                  self.spec.owner)
             if error.absent:  # the grader's own code met a name the notebook lacks: the check ends as `sub.NAME` would
                 raise MissingName(error.absent) from None
+            if error.hung:
+                raise NotRunAgain(error.hung) from None
             raise error
         if "ok" not in reply:
             raise WorkerDied(f"the process running {self.spec.label} sent an unexpected reply")
