@@ -625,12 +625,12 @@ BUGS: list[Bug] = [
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
             "        return torch.zeros_like(embedding)\n        B, T, E = embedding.shape\n"
             "        H, D = self.n_heads, self.head_dim\n"},
-        expect={"part2_public": "computed from its input", P2_DROPOUT: "same output for a different input",
+        expect={"part2_public": "a hidden test failed", P2_DROPOUT: "same output for a different input",
                 P2_OUTPUT: "", P2_GRADS: ""}, why="MHA returns zeros"),
     Bug("mha_returns_input", replace={
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
             "        return embedding\n        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n"},
-        expect={"part2_public": "must not return its input", P2_DROPOUT: "returns its input unchanged",
+        expect={"part2_public": "a hidden test failed", P2_DROPOUT: "returns its input unchanged",
                 P2_OUTPUT: ""}, why="MHA returns its input"),
     Bug("block_skips_attention_mha_zeros", replace={
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
@@ -648,7 +648,7 @@ BUGS: list[Bug] = [
     Bug("bert_returns_zeros", replace={
             "        x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)\n":
             "        return torch.zeros(*token_ids.shape, self.vocab_size)\n"},
-        expect={"part5_public": "computed from the token ids", P5_SHAPES: "same logits for other token ids",
+        expect={"part5_public": "a hidden test failed", P5_SHAPES: "same logits for other token ids",
                 P5_BLOCKS: "same logits for other token ids", P5_MODES: "same for other token ids", P5_LOGITS: ""},
         why="SmallBERT returns zero logits of the right shape"),
     Bug("mask_inputs_returns_input_as_labels",
@@ -672,6 +672,6 @@ BUGS: list[Bug] = [
         {"return self.out(self.dropout(hidden))  # (B, output_dim)":
          "return self.out(self.dropout(torch.zeros_like(hidden)))  # (B, output_dim)"},
         {P7_SHAPES: "same logits for other token ids", P7_DROPOUT: "same for other token ids",
-         "part7_public": "computed from the token ids", P7_STATES: ""},
+         "part7_public": "a hidden test failed", P7_STATES: ""},
         "the output layer reads zeros: the logits are its bias"),
 ]
