@@ -27,8 +27,8 @@ from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
-    HIDDEN, MarkerError, check_cell, hand_graded, is_test_cell, locked_code, nbgrader_meta, notebook_language, public_lines, secret_lines,
-    solution_source, student_source,
+    HIDDEN, MarkerError, cell_source, check_cell, hand_graded, is_locked_code, is_test_cell, locked_code, nbgrader_meta,
+    notebook_language, public_lines, secret_lines, solution_source, student_source,
 )
 from autograder.notebook.seedvar import cell_seeding, for_grading, record_cells, with_value
 from autograder.files import write_atomic
@@ -91,8 +91,11 @@ def transform(nb, where: str) -> Transformed:
             seen_ids[grade_id] = index + 1
         secrets += secret_lines(cell, regions)
         public += public_lines(cell, regions)
-        student.cells[index]["source"] = student_source(cell, regions, language, loc)
-        key.cells[index]["source"] = solution_source(cell, regions, keep_hidden=False)
+        if is_locked_code(cell) and not regions:  # read-only: handed out, and put back, exactly as written
+            student.cells[index]["source"] = key.cells[index]["source"] = cell_source(cell)
+        else:
+            student.cells[index]["source"] = student_source(cell, regions, language, loc)
+            key.cells[index]["source"] = solution_source(cell, regions, keep_hidden=False)
         _clean(student.cells[index])
         _clean(key.cells[index])
         if cell.get("cell_type") == "code" and is_test_cell(cell):

@@ -370,6 +370,40 @@ def test_a_read_only_cell_a_student_changed_is_graded_as_handed_out(tmp_path):
     assert any("cell 1 is read-only" in note for note in result.notes)
 
 
+def test_a_read_only_cell_is_handed_out_as_written_and_saving_it_again_is_no_change(tmp_path):
+    """nbgrader's release keeps a read-only cell's final newline, and so does the student notebook built here; a
+    submission whose copy of it differs only in line endings, spaces at the ends of lines or its final newlines (as
+    Jupyter, Colab and editors save it) is told nothing, and every read-only cell is graded as handed out."""
+    from autograder.notebook.markers import restore_locked
+
+    given = nbformat.v4.new_code_cell("LIMIT = 3\nSTEP = 1\n")
+    given.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True, "grade_id": "given",
+                                  "schema_version": 3}
+    answer = nbformat.v4.new_code_cell("def below():\n    ### BEGIN SOLUTION\n    return list(range(LIMIT))\n"
+                                       "    ### END SOLUTION\n")
+    answer.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": "answer",
+                                   "schema_version": 3}
+    source = tmp_path / "nbgrader" / "hw.ipynb"
+    source.parent.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[given, answer]), source)
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    paths = build(report.target)
+    student = nbformat.read(paths.assignment / "hw.ipynb", as_version=4)
+    assert student.cells[0].source == "LIMIT = 3\nSTEP = 1\n"
+    assert json.loads((paths.release / "manifest.json").read_text())["locked"] == {"given": "LIMIT = 3\nSTEP = 1\n"}
+    handed_out = {"given": "LIMIT = 3\nSTEP = 1\n"}
+    for saved in ("LIMIT = 3\nSTEP = 1\n", "LIMIT = 3\nSTEP = 1", "LIMIT = 3\r\nSTEP = 1\r\n",
+                  "LIMIT = 3  \nSTEP = 1\n\n\n", "LIMIT = 3\rSTEP = 1\t"):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(saved, metadata=given.metadata)])
+        assert restore_locked(nb, handed_out) == [], repr(saved)
+        assert nb.cells[0].source == handed_out["given"]  # graded as handed out all the same
+    for changed in ("LIMIT = 2\nSTEP = 1\n", "LIMIT = 3\n  STEP = 1\n", "LIMIT = 3\n\nSTEP = 1\n"):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(changed, metadata=given.metadata)])
+        assert restore_locked(nb, handed_out) == [
+            "cell 1 is read-only: it was graded as it was handed out, without your changes"], repr(changed)
+        assert nb.cells[0].source == handed_out["given"]
+
+
 def test_files_of_other_assignments_are_not_shipped_by_name_and_a_missing_image_is_named(tmp_path):
     """A folder holding several assignments: a file of another one's folder is shipped only when the notebook names
     its path (not its bare name), IMPORT.md lists none of them, and names the image the notebook shows that is not

@@ -239,23 +239,36 @@ def hidden_lines(source: str) -> set[int]:
 def locked_code(nb) -> dict[str, str]:
     """{grade_id: source} of the notebook's read-only code cells (nbgrader `locked`, neither an answer nor a test):
     code handed out that students must not change."""
-    out = {}
-    for cell in nb.get("cells", []):
-        meta = nbgrader_meta(cell)
-        if cell.get("cell_type") == "code" and meta.get("locked") and not meta.get("solution") \
-                and not meta.get("grade") and isinstance(meta.get("grade_id"), str):
-            out[meta["grade_id"]] = cell_source(cell)
-    return out
+    return {nbgrader_meta(cell)["grade_id"]: cell_source(cell) for cell in nb.get("cells", []) if is_locked_code(cell)}
+
+
+def is_locked_code(cell) -> bool:
+    """A read-only code cell: nbgrader `locked`, neither an answer nor a test, with a grade_id to find it by."""
+    meta = nbgrader_meta(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("locked")) and not meta.get("solution") \
+        and not meta.get("grade") and isinstance(meta.get("grade_id"), str)
+
+
+def same_code(mine: str, handed_out: str) -> bool:
+    """Whether two sources of a cell are the same code to a reader: line endings (\\r\\n from Windows, \\r), spaces
+    and tabs at the ends of lines, and blank lines at the end of the cell aside. Jupyter, nbgrader, Colab and
+    editors differ in exactly these on save (a cell's final newline is kept by one and dropped by another)."""
+    def norm(text: str) -> str:
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return "\n".join(line.rstrip(" \t\f\v") for line in lines).rstrip("\n")
+    return norm(mine) == norm(handed_out)
 
 
 def restore_locked(nb, handed_out: dict[str, str]) -> list[str]:
-    """Put back, as nbgrader's autograde does, the code of each read-only cell a submission changed (found by its
-    grade_id); one note per cell put back."""
+    """Put back, as nbgrader's autograde does, the code of each read-only cell of a submission (found by its
+    grade_id): every such cell is graded as handed out; one note per cell whose code the student changed (a
+    difference `same_code` ignores is no change)."""
     notes = []
     for number, cell in enumerate(nb.get("cells", []), 1):
         grade_id = nbgrader_meta(cell).get("grade_id")
-        if cell.get("cell_type") == "code" and isinstance(grade_id, str) and grade_id in handed_out \
-                and cell_source(cell) != handed_out[grade_id]:
+        if cell.get("cell_type") == "code" and isinstance(grade_id, str) and grade_id in handed_out:
+            changed = not same_code(cell_source(cell), handed_out[grade_id])
             cell["source"] = handed_out[grade_id]
-            notes.append(f"cell {number} is read-only: it was graded as it was handed out, without your changes")
+            if changed:
+                notes.append(f"cell {number} is read-only: it was graded as it was handed out, without your changes")
     return notes
