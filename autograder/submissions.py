@@ -15,7 +15,9 @@ Accepted inputs, mixed freely on one command line:
 
 Inside a submission folder one rule picks the notebook (`pick_notebook`, also Gradescope's runner's): the
 notebook named like the assignment's unless it is as handed out (untouched), then the one with the student's
-work; the result's notes say which was graded and why.
+work; the result's notes say which was graded and why. A notebook known to be another one of the same assignment
+or course (`other_notebooks`: part1.ipynb where part2.ipynb is graded) is never graded in its place: a folder
+holding only such notebooks is missing the assignment's, and scores 0, as nbgrader scores a missing notebook.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import shutil
 import unicodedata
 import zipfile
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,7 +130,39 @@ def changed_cells(path: Path, released: frozenset[str] = frozenset()) -> int | N
     return sum(CODE_STUB[-1] not in c.get("source", "") for c in solutions) if solutions else None
 
 
-def pick_notebook(folder: Path, wanted: str | None, released: frozenset[str] = frozenset()) -> tuple[Path | None, str]:
+def named_like(name: str, wanted: str) -> bool:
+    """Whether a notebook's file name is the assignment's notebook's, or starts like it ("vectors (2).ipynb")."""
+    return name == wanted or Path(name).stem.lower().startswith(Path(wanted).stem.lower())
+
+
+def other_notebooks(folders: list[Path], wanted: str | None, known: list[str] | tuple = ()) -> frozenset[str]:
+    """The file names (lower case) of notebooks that are other notebooks of the same assignment or course than
+    `wanted`, never its copies (named like it): those `known` (an nbgrader course's source/ and release/ notebooks
+    of the assignment), and those submitted beside a notebook named `wanted` in at least two of the submission
+    `folders` and in at least half of those that hold `wanted` (part1.ipynb beside part2.ipynb in every student's
+    folder; not one student's scratch notebook)."""
+    if not wanted:
+        return frozenset()
+    holding, beside = 0, Counter[str]()
+    for folder in folders:
+        names = {p.name.lower() for p in candidates(folder)}
+        if wanted.lower() in names:
+            holding += 1
+            beside.update(names)
+    common = {name for name, n in beside.items() if n >= 2 and 2 * n >= holding}
+    return frozenset(name for name in common | {k.lower() for k in known}
+                     if is_notebook_name(Path(name)) and not named_like(name, wanted.lower()))
+
+
+def missing_note(wanted: str, theirs: list[str]) -> str:
+    return (f"{wanted} is missing: it was not submitted ({', '.join(theirs)} "
+            f"{'is another notebook' if len(theirs) == 1 else 'are other notebooks'} of this course, graded with "
+            f"{'its' if len(theirs) == 1 else 'their'} own assignment, not in its place); every check scores 0, as "
+            "nbgrader scores a missing notebook")
+
+
+def pick_notebook(folder: Path, wanted: str | None, released: frozenset[str] = frozenset(),
+                  others: frozenset[str] = frozenset()) -> tuple[Path | None, str]:
     """The notebook to grade among those a submission holds (under `folder`, any depth), and a note saying
     which and why when there was a choice. One rule on every path (Gradescope's runner, `autograder grade` on
     an export or an nbgrader tree):
@@ -137,25 +172,41 @@ def pick_notebook(folder: Path, wanted: str | None, released: frozenset[str] = f
        of the released student notebook; or it cannot be read while another can);
     2. else the notebook with the most of the student's work (code cells changed from the release);
     3. else (every notebook as handed out) the one named like the assignment's, else the first.
+
+    The notebooks named in `others` (`other_notebooks`: lower-case names of other notebooks of the same assignment
+    or course) are never picked: a folder holding only those gives (None, why the assignment's notebook is missing).
     """
     found = candidates(folder)
+    theirs = [p for p in found if p.name.lower() in others and not (wanted and named_like(p.name, wanted))]
+    if found and len(theirs) == len(found) and wanted:
+        unreadable = [p for p in candidates(folder, readable=False) if named_like(p.name, wanted)]
+        if unreadable:  # the assignment's, graded as what it is: its row says why
+            return unreadable[0], ""
+        return None, missing_note(wanted, [p.relative_to(folder).as_posix() for p in theirs])
+    everything, found = found, [p for p in found if p not in theirs]
     if not found:
         unreadable = candidates(folder, readable=False)  # graded as what they are: their row says why
         return (unreadable[0], "") if unreadable else (None, "")
-    if len(found) == 1:
-        return found[0], ""
     rel = lambda p: p.relative_to(folder).as_posix()  # noqa: E731 - the notes name files as the student does
+
+    def also(chosen: Path) -> str:
+        return "; also submitted, not graded: " + ", ".join(
+            rel(p) + (" (another notebook of this course)" if p in theirs else "") for p in everything if p != chosen)
+
+    if len(found) == 1 and len(everything) == 1:
+        return found[0], ""
+    if len(found) == 1:  # beside other notebooks of the course only
+        why = "it is named like the assignment's notebook" if wanted and named_like(found[0].name, wanted) else \
+            f"no notebook is named {wanted}"
+        return found[0], f"graded {rel(found[0])}: {why}" + also(found[0])
     stem = Path(wanted).stem.lower() if wanted else ""
     named = [p for p in found if p.name == wanted] + \
         [p for p in found if stem and p.name != wanted and p.stem.lower().startswith(stem)]
     work = {p: changed_cells(p, released) for p in found}
 
-    def others(chosen: Path) -> str:
-        return "; also submitted, not graded: " + ", ".join(rel(p) for p in found if p != chosen)
-
     with_work = sorted((p for p in found if work[p]), key=lambda p: (-(work[p] or 0), p not in named))
     if named and (work[named[0]] or (work[named[0]] is None and not with_work)):
-        return named[0], f"graded {rel(named[0])}: it is named like the assignment's notebook" + others(named[0])
+        return named[0], f"graded {rel(named[0])}: it is named like the assignment's notebook" + also(named[0])
     if with_work:
         chosen = with_work[0]
         if named:
@@ -164,13 +215,13 @@ def pick_notebook(folder: Path, wanted: str | None, released: frozenset[str] = f
         else:
             why = f"no notebook is named {wanted}" if wanted else "several notebooks were submitted"
         return chosen, (f"graded {rel(chosen)}: {why}, and {rel(chosen)} holds the most of your work "
-                        f"({work[chosen]} code cell(s) changed from the notebook handed out)" + others(chosen))
+                        f"({work[chosen]} code cell(s) changed from the notebook handed out)" + also(chosen))
     chosen = named[0] if named else found[0]
     why = ("every notebook submitted is as handed out, with none of your code in it"
            if all(w == 0 for w in work.values()) else "none of the notebooks submitted shows work of yours")
     return chosen, (f"graded {rel(chosen)}: {why}; "
                     + ("it is named like the assignment's notebook" if named else "it is the first by name")
-                    + others(chosen))
+                    + also(chosen))
 
 
 # -- Gradescope ---------------------------------------------------------------------------------------
@@ -210,16 +261,12 @@ def _gradescope(folder: Path, wanted: str | None, released: frozenset[str] = fro
     subs = []
     names = {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and not is_output_folder(p)} \
         | {k for k in people if k.startswith("submission_")}
+    others = other_notebooks([folder / name for name in names], wanted)
     for sub_dir in sorted(folder / name for name in names):  # a name in the metadata only: nothing uploaded
         submitters = people.get(sub_dir.name, [])
         names = [p.get("sid") or p.get("email") or "" for p in submitters]
         student = "+".join(sorted(n for n in names if n)) or sub_dir.name
-        path, note = pick_notebook(sub_dir, wanted, released)
-        if path is None:
-            subs.append(Submission(student, sub_dir / (wanted or "notebook.ipynb"), NO_NOTEBOOK,
-                                   refused=NO_NOTEBOOK))
-        else:
-            subs.append(Submission(student, path, note))
+        subs.append(_submission(student, sub_dir, wanted, released, others))
     return subs
 
 
@@ -297,24 +344,33 @@ def _copy_at_most(src, dst, limit: int) -> int:
 
 # -- nbgrader -----------------------------------------------------------------------------------------
 
+def _submission(student: str, folder: Path, wanted: str | None, released: frozenset[str],
+                others: frozenset[str]) -> Submission:
+    """The submission of a student's folder: the notebook `pick_notebook` picks, else a row saying why there is
+    none (no notebook at all, or only other notebooks of the course)."""
+    path, note = pick_notebook(folder, wanted, released, others)
+    if path is None:
+        why = note or NO_NOTEBOOK
+        return Submission(student, folder / (wanted or "notebook.ipynb"), why, refused=why)
+    return Submission(student, path, note)
+
+
 def _nbgrader(submitted: Path, assignment: str | None, wanted: str | None,
              released: frozenset[str] = frozenset()) -> list[Submission]:
-    subs = []
     students = sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
     names = {a.name for s in students for a in s.iterdir() if a.is_dir()}
+    if assignment not in names and wanted and assignment:  # imported per notebook: ps1_problem2 is ps1's problem2
+        named = [n for n in names if assignment == f"{n}_{Path(wanted).stem}"]
+        assignment = named[0] if len(named) == 1 else assignment
     if assignment not in names and len(names) == 1:
         assignment = next(iter(names))  # a tree holding one assignment, named otherwise
-    for student in students:
-        folder = student / assignment if assignment else None
-        if folder is None or not folder.is_dir():
-            continue  # this student submitted other assignments only
-        path, note = pick_notebook(folder, wanted, released)
-        if path is None:
-            subs.append(Submission(student.name, folder / (wanted or "notebook.ipynb"), NO_NOTEBOOK,
-                                   refused=NO_NOTEBOOK))
-        else:
-            subs.append(Submission(student.name, path, note))
-    return subs
+    if not assignment:
+        return []
+    folders = [(s, s / assignment) for s in students if (s / assignment).is_dir()]  # else: other assignments only
+    course = submitted.parent  # its source/ and release/ name every notebook of the assignment
+    known = [p.name for d in (course / "source" / assignment, course / "release" / assignment) for p in candidates(d)]
+    others = other_notebooks([f for _, f in folders], wanted, known)
+    return [_submission(s.name, folder, wanted, released, others) for s, folder in folders]
 
 
 def _is_nbgrader(folder: Path) -> Path | None:
@@ -338,16 +394,10 @@ def _folders_of_submissions(folder: Path, wanted: str | None, released: frozense
     """One submission per folder inside `folder` (a student's), the notebook picked by the rule; a folder holding
     none gets a row saying so. Hidden folders and grading output folders (a run's --out put there) are no
     student's."""
-    subs = []
-    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")
-                          and not is_output_folder(p) and p.name != "__pycache__"):
-        path, note = pick_notebook(student, wanted, released)
-        if path is None:
-            subs.append(Submission(student.name, student / (wanted or "notebook.ipynb"), NO_NOTEBOOK,
-                                   refused=NO_NOTEBOOK))
-        else:
-            subs.append(Submission(student.name, path, note))
-    return subs
+    students = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")
+                      and not is_output_folder(p) and p.name != "__pycache__")
+    others = other_notebooks(students, wanted)
+    return [_submission(student.name, student, wanted, released, others) for student in students]
 
 
 OUTPUT_LOCK = ".grading.lock"  # what every grading output folder holds (grading/outdir.py)

@@ -267,6 +267,63 @@ def test_nbgrader_tree(tmp_path):
         assert "nbgrader" in inputs.layouts[0]
 
 
+MISSING_PART2 = ("part2.ipynb is missing: it was not submitted (part1.ipynb is another notebook of this course, "
+                 "graded with its own assignment, not in its place); every check scores 0, as nbgrader scores a "
+                 "missing notebook")
+
+
+@pytest.mark.parametrize("course_folders", [True, False])
+def test_a_student_who_forgot_one_notebook_of_an_nbgrader_assignment_is_missing_it(tmp_path, course_folders):
+    """An nbgrader assignment of two notebooks, imported as one assignment per notebook (ps_part2): a student who
+    submitted part1.ipynb only is missing part2.ipynb (0, as nbgrader scores it), never graded on part1.ipynb; the
+    other notebooks are known from the course's source/ (and release/), else from what the class submitted beside
+    part2.ipynb."""
+    course = tmp_path / "course"
+    if course_folders:
+        for name in ("part1.ipynb", "part2.ipynb"):
+            notebook(course / "source" / "ps" / name)
+    for student in ("alice", "bob") if course_folders else ("alice", "bob", "carol"):
+        for name in ("part1.ipynb", "part2.ipynb", "data.csv"):
+            notebook(course / "submitted" / student / "ps" / name)
+    notebook(course / "submitted" / "erin" / "ps" / "part1.ipynb")
+    notebook(course / "submitted" / "fred" / "ps" / "part1.ipynb")
+    notebook(course / "submitted" / "fred" / "ps" / "Part2-Copy1.ipynb")  # Jupyter's copy: his part2
+    notebook(course / "submitted" / "gina" / "ps" / "part1.ipynb")
+    notebook(course / "submitted" / "gina" / "ps" / "my answers.ipynb")  # not part1: graded, saying so
+    notebook(course / "submitted" / "alice" / "hw0" / "hw0.ipynb")  # another assignment of the course
+    inputs = discover([course], notebook="part2.ipynb", assignment="ps_part2")
+    got = {s.student: (s.path.name, s.note, s.refused) for s in inputs.submissions}
+    assert got["erin"] == ("part2.ipynb", MISSING_PART2, MISSING_PART2)
+    assert got["alice"] == ("part2.ipynb", "graded part2.ipynb: it is named like the assignment's notebook; also "
+                            "submitted, not graded: part1.ipynb (another notebook of this course)", "")
+    assert got["fred"][0] == "Part2-Copy1.ipynb" and not got["fred"][2]
+    assert got["gina"] == ("my answers.ipynb", "graded my answers.ipynb: no notebook is named part2.ipynb; also "
+                           "submitted, not graded: part1.ipynb (another notebook of this course)", "")
+    part1 = {s.student: s for s in discover([course], notebook="part1.ipynb", assignment="ps_part1").submissions}
+    assert all(s.path.name == "part1.ipynb" and not s.refused for s in part1.values())
+
+
+def test_other_notebooks_are_told_by_the_class_not_by_one_student(tmp_path):
+    """Submission folders (Gradescope's or a folder of them): a notebook beside the assignment's in most folders is
+    another notebook of the course (part1.ipynb where part2.ipynb is graded); one student's scratch notebook beside
+    it is not, and a single notebook named otherwise is still graded."""
+    for student in ("alice", "bob", "carol"):
+        notebook(tmp_path / "subs" / student / "part1.ipynb")
+        notebook(tmp_path / "subs" / student / "part2.ipynb")
+    notebook(tmp_path / "subs" / "alice" / "scratch.ipynb")
+    notebook(tmp_path / "subs" / "dave" / "scratch.ipynb")
+    notebook(tmp_path / "subs" / "erin" / "part1.ipynb")
+    notebook(tmp_path / "subs" / "fred" / "Copy of part2.ipynb")
+    got = {s.student: s for s in discover([tmp_path / "subs"], notebook="part2.ipynb").submissions}
+    assert got["erin"].refused == got["erin"].note == MISSING_PART2
+    assert (got["dave"].path.name, got["dave"].note, got["dave"].refused) == ("scratch.ipynb", "", "")
+    assert (got["fred"].path.name, got["fred"].note, got["fred"].refused) == ("Copy of part2.ipynb", "", "")
+    one = tmp_path / "one"  # a lone student: nothing tells part1.ipynb from a renamed part2.ipynb
+    notebook(one / "erin" / "part1.ipynb")
+    [alone] = discover([one], notebook="part2.ipynb").submissions
+    assert alone.path.name == "part1.ipynb" and not alone.refused
+
+
 @pytest.mark.slow
 def test_end_to_end_layouts_resume_and_regrade(example_build, tmp_path, capsys):
     key = example_build.release / "answer_key.ipynb"
