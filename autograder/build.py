@@ -27,7 +27,7 @@ from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
-    HIDDEN, MarkerError, cell_source, check_cell, hand_graded, is_locked_code, is_test_cell, locked_code, nbgrader_meta,
+    HIDDEN, MarkerError, cell_source, check_cell, hand_graded, heading_above, is_locked_code, is_test_cell, locked_code, nbgrader_meta,
     notebook_language, public_lines, secret_lines, solution_source, student_source,
 )
 from autograder.notebook.seedvar import cell_seeding, for_grading, record_cells, with_value
@@ -219,7 +219,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         "format": BUILD_FORMAT, "config": config.to_dict(), "source_hash": source_hash(paths.source, config),
         "helpers": helpers, "student_code": sorted(set(code_digests(out.student))),
         "locked": locked_code(out.answer_key),  # read-only cells as handed out: restored in every submission
-        "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout, **_manual(f, c)}
+        "checks": [{**c.describe(), "file": f, "source": c.source, "timeout": c.timeout, **_manual(f, c, out.student)}
                    for f, c in checks],
     }
     write_atomic(paths.release / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
@@ -451,10 +451,17 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _manual(file: str, spec: CheckSpec) -> dict:
-    """A notebook's hand-graded check has no code to load: the manifest says what is graded by hand."""
+def _manual(file: str, spec: CheckSpec, student) -> dict:
+    """A notebook's hand-graded check has no code to load: the manifest says what is graded by hand, and the
+    heading above its cell in the student notebook (feedback names the cell by it where a submission's cells
+    cannot be told apart by grade_id)."""
     what = getattr(spec.fn, "_ag_manual", None)
-    return {"manual": what} if not file and what else {}
+    if file or not what:
+        return {}
+    cells = student.cells
+    index = next((i for i, c in enumerate(cells) if hand_graded(c) and nbgrader_meta(c).get("grade_id") == spec.name),
+                 None)
+    return {"manual": what, "heading": heading_above(cells, index) if index is not None else ""}
 
 
 def _copy(src: Path, dst: Path) -> None:

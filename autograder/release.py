@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.config import AssignmentConfig
@@ -45,6 +45,8 @@ class Release:
     # {grade_id: source} of the read-only code cells as handed out (notebook.markers.locked_code); None: a release
     # built before the manifest held them (the answer key says)
     locked: dict[str, str] | None = None
+    # {name: heading above its cell} of the notebook's hand-graded checks (notebook.markers.cite_own_cell)
+    hand_graded: dict[str, str] = field(default_factory=dict)
     _recording: object = None
 
     @property
@@ -126,7 +128,8 @@ def _release(release_dir: Path, manifest_bytes: bytes) -> Release:
     units = [Unit(**u) for u in json.loads((release_dir / "reference.json").read_text(encoding="utf-8"))]
     return Release(release_dir, config, checks, Extraction(units, []), manifest.get("helpers", []),
                    hashlib.sha256(manifest_bytes).hexdigest(), frozenset(manifest.get("student_code", ())),
-                   _locked(manifest.get("locked")))
+                   _locked(manifest.get("locked")),
+                   {c["name"]: str(c.get("heading", "")) for c in manifest["checks"] if not c["file"] and c.get("manual")})
 
 
 def _locked(value) -> dict[str, str] | None:

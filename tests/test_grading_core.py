@@ -6,6 +6,7 @@ one batch as a course would.
 import csv
 import json
 
+import nbformat
 import pytest
 
 from autograder.grading import GradeOptions, grade
@@ -81,6 +82,14 @@ def graded(tmp_path_factory, example_build, example_release):
                                "    import sys; print('noise', file=sys.stderr)\n"
                                "    return v / v.norm(dim=-1, keepdim=True)"}),
     }
+    moved = nbformat.read(key, as_version=4)  # cells of the student's own above the written answer
+    moved.cells[1:1] = [nbformat.v4.new_markdown_cell("my notes"), nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(moved, folder / "moved.ipynb")
+    bare = nbformat.read(key, as_version=4)  # saved by a tool that drops cell metadata
+    for cell in bare.cells:
+        cell.metadata = {}
+    nbformat.write(bare, folder / "bare.ipynb")
+    subs.update(moved=folder / "moved.ipynb", bare=folder / "bare.ipynb")
     out = tmp_path_factory.mktemp("out")
     results = grade(example_release, list(subs.values()), GradeOptions(out, quiet=True))
     by_name = {r.submission: r for r in results}
@@ -96,6 +105,15 @@ def test_correct_submission_gets_full_marks(graded):
     assert (results["correct"].score, results["correct"].max_score) == (11, 13)  # the written answer's 2: pending
     assert [(c.name, c.status, c.message) for c in results["correct"].pending] == [
         ("q_softmax", "pending", "graded by hand: written answer, notebook cell 13")]
+
+
+def test_a_written_answer_is_cited_by_its_cell_in_the_students_own_notebook(graded):
+    """The number of the student's cell holding the answer (found by its nbgrader grade_id), as every message citing
+    a cell; where no cell has the grade_id, the heading above the answer, never another notebook's number."""
+    results, _ = graded
+    assert [c.message for c in results["moved"].pending] == ["graded by hand: written answer, notebook cell 15"]
+    assert [c.message for c in results["bare"].pending] == [
+        "graded by hand: written answer, the cell under the heading \u201c4. Question\u201d"]
 
 
 def test_monkeypatching_the_judges_libraries_does_not_raise_the_score(graded):

@@ -20,7 +20,7 @@ from autograder.grading.staging import is_staged
 from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import extract
 from autograder.notebook.load import NotebookError, NotebookUnreadable, NotebookVanished, read_notebook
-from autograder.notebook.markers import locked_code, restore_locked
+from autograder.notebook.markers import cite_own_cell, locked_code, restore_locked
 from autograder.notebook.seedvar import cell_seeding, for_grading
 from autograder.recording import Recording, fingerprint
 from autograder.release import Release
@@ -213,6 +213,7 @@ class Grader:
         self._reference_as_submission: Program | None = None
         self.names_read = release.names_read_from_submissions()
         self.locked = handed_out_locked(release)
+        self.manual = {c.name for c in release.checks if getattr(c.fn, "_ag_manual", None) is not None}
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
                                   set(release.config.gpu_checks), cuda, self.reference_as_submission)
         if self.recording is not None:
@@ -361,6 +362,8 @@ class Grader:
         finally:
             program.close()
         for c in checks:
+            if c.name in self.manual:  # its cell as numbered in the student's notebook
+                c.message = cite_own_cell(c.message, c.name, nb, self.release.hand_graded.get(c.name))
             c.message = bounded(scrub(c.message), MAX_MESSAGE_CHARS)
             c.grader_problem = bounded(scrub(c.grader_problem), MAX_MESSAGE_CHARS)
         if len(notes) > MAX_NOTES:

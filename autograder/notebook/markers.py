@@ -87,6 +87,35 @@ def hand_graded(cell) -> str | None:
     return None
 
 
+def heading_above(cells, index: int) -> str:
+    """The text of the last markdown heading at or above cell `index` ("7. Question" for `## 7. Question`), or ""."""
+    for cell in reversed(cells[:index + 1]):
+        if cell.get("cell_type") == "markdown":
+            found = [line.lstrip("#").strip() for line in cell_source(cell).split("\n")
+                     if re.match(r"#{1,6}\s", line) and line.lstrip("#").strip()]
+            if found:
+                return found[-1]
+    return ""
+
+
+_CELL_NUMBER = re.compile(r"\b(notebook|nbgrader) cell \d+")
+
+
+def cite_own_cell(text: str, grade_id: str, nb, heading: str | None) -> str:
+    """`text` (a hand-graded check's "written answer, notebook cell 24") naming the cell as the reader finds it, as
+    every message citing a cell does: by its number in the submitted notebook `nb`, the cell found by its nbgrader
+    grade_id; where no cell has it (metadata dropped) and `heading` is not None (a cell of the assignment's own
+    notebook, numbered in the built student notebook), by the heading above it instead of a number that may be
+    another notebook's; else as it was."""
+    for number, cell in enumerate(nb.get("cells", []), 1):
+        if nbgrader_meta(cell).get("grade_id") == grade_id:
+            return _CELL_NUMBER.sub(rf"\g<1> cell {number}", text, count=1)
+    if heading is None:
+        return text
+    where = f"the cell under the heading \u201c{heading}\u201d" if heading else f"the cell whose grade_id is {grade_id}"
+    return _CELL_NUMBER.sub(where, text, count=1)
+
+
 def notebook_language(nb) -> str:
     """The kernel's language, as nbgrader reads it (python when the notebook does not say)."""
     return str(nb.get("metadata", {}).get("kernelspec", {}).get("language", "python"))
