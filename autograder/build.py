@@ -319,9 +319,8 @@ def definition_parts(nb, checks, direct: dict[str, set[str]]) -> dict[str, str]:
     return {name: part for name, part in out.items() if part}
 
 
-def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str) -> list[str]:
-    """One note per check that calls (itself, or through its own part's code) a function or class students write in
-    another part without `depends_on` covering it: a broken one there costs this part's points too."""
+def worker_helper_reads(helpers: list[str]) -> dict[str, set[str]]:
+    """{worker helper function: the globals it reads and the `submission.NAME` it reads} (its own code only)."""
     helper_reads: dict[str, set[str]] = {}
     for text in helpers:
         try:
@@ -334,6 +333,13 @@ def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str
                 helper_reads[node.name] = _free_reads(src) | {
                     n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
                     and n.value.id == "submission"}
+    return helper_reads
+
+
+def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str) -> list[str]:
+    """One note per check that calls (itself, or through its own part's code) a function or class students write in
+    another part without `depends_on` covering it: a broken one there costs this part's points too."""
+    helper_reads = worker_helper_reads(helpers)
     calls: dict[str, set[str]] = {}  # a name of the reference -> the globals its code reads
     for unit in reference.units:
         for name in unit.names:

@@ -85,6 +85,40 @@ def test_export_tree(course):
     assert "v.norm(dim=-1, keepdim=True)" in reference_source and tests
 
 
+def _grade_ids(nb) -> list:
+    return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+
+
+def test_a_hidden_check_of_a_part_without_test_cells_follows_its_section(course):
+    """Part "3. Tiny layer" has no test cell: its hidden check's cell follows the last cell of the section under "## 3.
+    A tiny layer" (the heading numbered like the part), before the next part's heading, not at the notebook's end."""
+    _, course_dir = course
+    nb = nbformat.read(course_dir / "source" / "vectors" / "vectors.ipynb", as_version=4)
+    ids = _grade_ids(nb)
+    tiny = ids.index("ag_tiny_layer_forward_with_given_weights")
+    question = next(i for i, c in enumerate(nb.cells) if c.source.startswith("## 4. Question"))
+    assert tiny == question - 1 and "A demo that trains the layer" in nb.cells[tiny - 1].source
+    assert nb.cells[-1].metadata["nbgrader"]["grade_id"] == "q_softmax"
+
+
+def test_a_hidden_check_reading_a_later_cells_name_stays_at_the_end(tmp_path):
+    """A hidden check of a part without test cells that reads a name only a later cell binds is not moved up to its
+    section (nbgrader's kernel would not have the name yet): its cell stays at the end."""
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    notebook = nbformat.read(source / "vectors.ipynb", as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell("LATE = 2"))
+    nbformat.write(notebook, source / "vectors.ipynb")
+    (source / "tests" / "test_late.py").write_text(
+        "from autograder.testing import check\n\n\n"
+        "@check('tiny layer: a late constant', points=1, part='3. Tiny layer')\n"
+        "def late(sub, ref):\n    assert sub.LATE == ref.LATE\n")
+    course_dir = export_nbgrader(str(source), tmp_path / "course")
+    ids = _grade_ids(nbformat.read(course_dir / "source" / "vectors" / "vectors.ipynb", as_version=4))
+    assert ids[-1] == "ag_tiny_layer_a_late_constant"
+    assert ids.index("ag_tiny_layer_forward_with_given_weights") < ids.index("q_softmax")
+
+
 @pytest.mark.slow
 def test_generate_autograde_and_gradebook(course, tmp_path):
     from nbgrader.api import Gradebook

@@ -50,3 +50,35 @@ def test_verify_names_the_notebook_cell_line_and_path(tmp_path: Path):
                                          "weights.npy"])
     assert problems == ["hw.ipynb: cell 2, line 8: reads 'jupyter.png', which is not shipped: list it in `files` of "
                         "assignment.toml (or read it from where students have it)"]
+
+
+def test_shipped_files_are_at_their_relative_paths_in_the_grading_workers_working_directory(tmp_path: Path):
+    """What docs/writing-assignments.md ("Files") says: a file of `files`, in a folder too, is read during grading by
+    the path the notebook uses beside it, by the submission and by the reference alike."""
+    import shutil
+
+    from autograder.build import build
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+    from tests.conftest import EXAMPLE_SOURCE, make_submission
+
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    (source / "data").mkdir()
+    (source / "data" / "scale.txt").write_text("2.5\n")
+    config = source / "assignment.toml"
+    config.write_text(config.read_text().replace("files = []", 'files = ["data/scale.txt"]'))
+    nb = nbformat.read(source / "vectors.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell('def scale():\n    with open("data/scale.txt") as f:\n'
+                                              '        return float(f.read())'))
+    nbformat.write(nb, source / "vectors.ipynb")
+    (source / "tests" / "test_files.py").write_text(
+        "from autograder.testing import check\n\n\n@check('scale read from the shipped file', points=1, part='files')\n"
+        "def scale_read(sub, ref):\n    assert ref.scale() == 2.5, 'the reference did not read it'\n"
+        "    assert sub.scale() == 2.5\n")
+    paths = build(source)
+    assert (paths.assignment / "data" / "scale.txt").read_text() == "2.5\n"
+    key = make_submission(tmp_path / "key.ipynb", paths.release / "answer_key.ipynb")
+    [result] = grade(load_release(paths.release), [key], GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    check = next(c for c in result.checks if c.name == "scale read from the shipped file")
+    assert (check.status, check.score) == ("passed", 1.0), check.message

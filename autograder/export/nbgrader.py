@@ -11,9 +11,11 @@ metadata as nbgrader reads them, plus the files the assignment ships). The sourc
 - a 0-point grade cell `autograder_setup` before the first test cell, whose hidden section defines
   `reference` (the answer key's definitions) and loads the hidden test files, so the hidden parts of
   test cells that compare with `reference` run under `nbgrader autograde`;
-- one grade cell per check of the hidden test files (`tests/*.py`), after its part's last test cell,
-  whose hidden section scores that check in the kernel and shows the points as the cell's result
-  (nbgrader's partial credit).
+- one grade cell per check of the hidden test files (`tests/*.py`), after its part's last test cell; for a
+  part without test cells, after the last cell of the part's section (the markdown heading named like the
+  part, else the only one numbered like it, "3. A tiny layer" for "3. Tiny layer"), else at the end; whose
+  hidden section scores that check in the kernel and shows the points as the cell's result (nbgrader's
+  partial credit).
 
 So `nbgrader generate_assignment` and `nbgrader autograde` work on the tree as on any nbgrader course.
 `nbgrader autograde` runs student code in the grading kernel, unconfined; `autograder nbgrader-grade`
@@ -37,7 +39,7 @@ import zlib
 from pathlib import Path
 from autograder.files import write_atomic
 from autograder.status import PENDING, UNGRADED, status_of
-from autograder.notebook.markers import hand_graded, nbgrader_meta
+from autograder.notebook.markers import cell_source, hand_graded, nbgrader_meta
 
 SETUP_ID = "autograder_setup"
 META_KEY = "autograder"
@@ -147,9 +149,13 @@ def nbgrader_notebook(source_nb, release, reference_source: str):
     for i in test_positions:
         part = str(cells[i].metadata.get(META_KEY, {}).get("part", ""))
         last_of_part[part] = i
+    sections = _part_sections(cells)
     inserts: dict[int, list] = {}
     for spec in file_checks:
         where = last_of_part.get(spec.part, len(cells) - 1)
+        if spec.part not in last_of_part:  # no test cell: after its section, where what it reads is defined
+            end = _section_end(sections, spec.part, len(cells) - 1)
+            where = end if _defined_by(spec, cells, end, release.helpers) else where
         gpu = " It needs a GPU." if spec.gpu or spec.name in release.config.gpu_checks else ""
         source = (f"# Hidden check: {spec.name} ({spec.points:g} point{'' if spec.points == 1 else 's'}). Nothing to do here.{gpu}\n"
                   f"### BEGIN HIDDEN TESTS\n_ag_checks.score({spec.name!r}, globals())\n### END HIDDEN TESTS")
@@ -168,6 +174,69 @@ def nbgrader_notebook(source_nb, release, reference_source: str):
         for i, cell in enumerate(nb.cells):
             cell.setdefault("id", f"autograder-{i}")
     return nb
+
+
+_HEADING_LINE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_POINTS_SUFFIX = re.compile(r"\s*\(\s*\d+(?:\.\d+)?\s*points?\s*\)\s*$", re.IGNORECASE)
+_SECTION_NUMBER = re.compile(r"^(\d+(?:\.\d+)*)(?:[.):]|\s|$)")
+_MARKER = re.compile(r"^#+\s*(BEGIN|END)\s+(SOLUTION|HIDDEN TESTS|QUESTION|PROMPT|TESTS?)\b", re.IGNORECASE)
+
+
+def _part_key(text: str) -> str:
+    return " ".join(_POINTS_SUFFIX.sub("", text).split()).lower()
+
+
+def _part_sections(cells) -> list[tuple[str, int]]:
+    """(heading text, index of the section's last cell) for each markdown heading cell: a section runs to the cell
+    before the next heading of its level or above. A marker line (`### BEGIN SOLUTION`) is no heading."""
+    heads = []
+    for i, cell in enumerate(cells):
+        if cell.get("cell_type") != "markdown":
+            continue
+        found = [m for m in map(_HEADING_LINE.match, cell_source(cell).split("\n")) if m and m.group(2)
+                 and not _MARKER.match(m.group(0))]
+        if found:
+            heads.append((i, len(found[0].group(1)), found[0].group(2)))
+    sections = []
+    for n, (_, level, text) in enumerate(heads):
+        after = [j for j, other, _ in heads[n + 1:] if other <= level]
+        sections.append((text, (after[0] if after else len(cells)) - 1))
+    return sections
+
+
+def _section_end(sections: list[tuple[str, int]], part: str, default: int) -> int:
+    """The last cell of the part's section: the heading named like the part ("3. A tiny layer (2 points)" for "3.
+    A tiny layer"), else the one heading numbered like it ("3. A tiny layer" for "3. Tiny layer"); else `default`."""
+    same = [end for text, end in sections if _part_key(text) == _part_key(part)]
+    if same:
+        return same[-1]
+    number = _SECTION_NUMBER.match(part.strip())
+    numbered = [end for text, end in sections if number and (m := _SECTION_NUMBER.match(text.strip()))
+                and m.group(1) == number.group(1)]
+    return numbered[0] if len(numbered) == 1 else default
+
+
+def _defined_by(spec, cells, index: int, helpers: list[str]) -> bool:
+    """Whether the code cells up to `index` bind every name of the notebook the check reads (`sub.NAME`, `ref.NAME`,
+    in its function, the test file's functions it calls and the worker helpers it calls, with every helper those
+    call) that a later cell binds: the check's cell may stand there."""
+    from autograder.build import _check_reads, worker_helper_reads
+    from autograder.kernel import bound_at_top
+
+    direct = worker_helper_reads(helpers)
+    closed: dict[str, set[str]] = {}
+    for name in direct:  # a helper calling another helper reads what that one reads
+        seen, todo = {name}, [name]
+        while todo:
+            for other in direct.get(todo.pop(), set()) & set(direct):
+                if other not in seen:
+                    seen.add(other)
+                    todo.append(other)
+        closed[name] = set().union(*(direct[n] for n in seen))
+    reads = _check_reads(spec, closed) - {"helpers"}
+    bound = [bound_at_top(cell_source(c)) if c.get("cell_type") == "code" else frozenset() for c in cells]
+    before, after = frozenset().union(*bound[:index + 1]), frozenset().union(*bound[index + 1:])
+    return not (reads & after) - before
 
 
 def hand_graded_ids(nb) -> dict[str, str]:
