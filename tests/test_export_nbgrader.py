@@ -327,3 +327,19 @@ def test_an_imported_course_exports_as_a_course_nbgrader_accepts(kind, tmp_path)
         if kind == "otter":  # otter's answer cells (q4_solution_4) are the questions graded by hand, no extra cell
             assert not {"ag_q4", "ag_q5"} & set(ids) and {"q4", "q5"} <= set(graded)
     nbgrader(course, "generate_assignment", name, "--force")
+
+
+def test_nbgrader_grade_never_grades_another_notebook_of_the_course_in_place_of_the_missing_one(tmp_path, capsys):
+    """The same rule as `autograder grade` (submissions.other_notebooks): a folder holding only another notebook of
+    the course's assignment is a missing notebook, 0 in the gradebook as nbgrader autograde gives, and says why."""
+    from autograder.export.nbgrader import _picked_notebooks
+
+    course = tmp_path / "course"
+    for path in ("source/ps/part1.ipynb", "source/ps/part2.ipynb", "submitted/alice/ps/part1.ipynb",
+                 "submitted/alice/ps/part2.ipynb", "submitted/erin/ps/part1.ipynb"):
+        (course / path).parent.mkdir(parents=True, exist_ok=True)
+        (course / path).write_text("{}")
+    picked, empty = _picked_notebooks(course / "submitted", "ps", "part2.ipynb", None, frozenset())
+    assert [(student, path.name) for student, _, path, _ in picked] == [("alice", "part2.ipynb")]
+    assert [student for student, _ in empty] == ["erin"]
+    assert "erin submitted no notebook for ps" in capsys.readouterr().err

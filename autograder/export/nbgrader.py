@@ -589,18 +589,23 @@ def _picked_notebooks(submitted: Path, name: str, notebook: str, students: list[
     in it beats the untouched handout); and (student, folder) for each folder that holds no notebook, named on
     stderr (nbgrader autograde gives such a submission 0). A student asked for without a submission folder is
     named on stderr: nothing of theirs goes into the gradebook."""
-    from autograder.submissions import pick_notebook
+    from autograder.submissions import candidates, other_notebooks, pick_notebook
 
     folders = sorted(p for p in submitted.glob(f"*/{name}") if p.is_dir() and not p.parent.name.startswith(".")
                      and (students is None or p.parent.name in students))
+    course = submitted.parent  # a notebook of another assignment of the course is never graded for this one
+    known = [p.name for d in (course / "source" / name, course / "release" / name) for p in candidates(d)]
+    everyone = [p for p in submitted.glob(f"*/{name}") if p.is_dir()]
+    others = other_notebooks(everyone, notebook, known)
     for student in sorted(set(students or ()) - {f.parent.name for f in folders}):
         print(f"warning: {student} has no submission of {name} in {submitted}", file=sys.stderr)
     picked, empty = [], []
     for folder in folders:
-        path, note = pick_notebook(folder, notebook, released)
+        path, note = pick_notebook(folder, notebook, released, others)
         if path is None:
+            why = f": {note}" if note else ""
             print(f"warning: {folder.parent.name} submitted no notebook for {name} ({folder}): 0 in the gradebook, "
-                  "as nbgrader autograde gives", file=sys.stderr)
+                  f"as nbgrader autograde gives{why}", file=sys.stderr)
             empty.append((folder.parent.name, folder))
         else:
             picked.append((folder.parent.name, folder, path, note))
