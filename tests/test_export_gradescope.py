@@ -95,11 +95,78 @@ def test_zip_layout(exported):
     lean = " ".join(pins).lower()
     for heavy in ("jupyterlab", "notebook==", "nbconvert", "ipykernel", "playwright", "nbgrader", "conda"):
         assert heavy not in lean, f"{heavy} in the grading runtime"
+    cuda = [p for p in pins if p.startswith(("nvidia-", "cuda-", "triton==", "pytorch-triton"))]
+    assert not cuda, f"the CPU grading runtime would install CUDA libraries: {cuda}"
     assert "download.pytorch.org/whl/cpu" in setup and "--no-deps" in setup and "conda" not in setup.replace(
         "no conda", "")
     assert "release/vectors" in run and "results.json" in run
     subprocess.run(["bash", "-n", "-c", setup], check=True)
     subprocess.run(["bash", "-n", "-c", run], check=True)
+
+
+# The Requires-Dist of torch 2.14.1 from PyPI (Linux, CUDA 13) and of the same version's CPU wheel.
+CUDA_TORCH_REQUIRES = [
+    "filelock", "typing-extensions>=4.10.0", "setuptools>=77.0.3", "sympy>=1.13.3", "networkx>=2.5.1", "jinja2",
+    "fsspec>=0.8.5",
+    'cuda-toolkit[cublas,cudart,cufft,nvrtc]==13.0.3; platform_system == "Linux"',
+    'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"',
+    'nvidia-cudnn-cu13==9.24.0.43; platform_system == "Linux"',
+    'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
+    'nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux" and platform_machine == "x86_64"',
+    'triton~=3.8.0; platform_system == "Linux" and python_version < "3.15"',
+    'pytorch-triton-rocm==3.3.0; platform_system == "Linux"',
+    'optree>=0.13.0; extra == "optree"', 'pyyaml; extra == "pyyaml"',
+]
+CPU_TORCH_CLOSURE = {"torch", "filelock", "typing-extensions", "setuptools", "sympy", "mpmath", "networkx",
+                     "jinja2", "markupsafe", "fsspec"}
+
+
+@pytest.fixture
+def cuda_torch_installed(monkeypatch):
+    """importlib.metadata answering as an environment with PyPI's CUDA torch on Linux would."""
+    import importlib.metadata
+    from types import SimpleNamespace
+
+    requires = {
+        "torch": CUDA_TORCH_REQUIRES, "sympy": ["mpmath<1.4,>=1.1.0"], "jinja2": ["MarkupSafe>=2.0"],
+        "cuda-toolkit": ['nvidia-cublas==13.1.1.3; extra == "cublas"', 'nvidia-cuda-nvrtc==13.0.88; extra == "nvrtc"',
+                         'nvidia-cuda-runtime==13.0.96; extra == "cudart"'],
+        "cuda-bindings": ["cuda-pathfinder~=1.1"],
+        "nvidia-cudnn-cu13": ["nvidia-cublas"],
+        "triton": ["filelock", "only-for-triton"],  # a package only the CUDA build's requirements need
+        "torchvision": ["numpy", "torch==2.14.1", "pillow!=8.3.*,>=5.3.0"],
+        "uses-triton": ["triton"],  # something other than torch that needs one of the CUDA build's packages
+    }
+
+    def distribution(name):
+        key = name.lower().replace("_", "-")
+        version = "2.14.1" if key == "torch" else "1.0"
+        return SimpleNamespace(version=version, requires=requires.get(key, []))
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    monkeypatch.setattr("platform.system", lambda: "Linux")
+    return requires
+
+
+def test_the_closure_of_a_cuda_torch_is_that_of_the_cpu_build(cuda_torch_installed):
+    """On a machine with PyPI's CUDA torch (what `pip install torch` gives on Linux), requirements.txt must not
+    pin the CUDA libraries, Triton, or what only they need: setup.sh installs the CPU build, which requires none
+    of them, and `pip install -r requirements.txt` would bring them back (about 3 GB)."""
+    from autograder.export.gradescope import pinned_closure
+
+    names = lambda roots: {line.split("==")[0] for line in pinned_closure(roots)}  # noqa: E731
+    assert names(["torch"]) == CPU_TORCH_CLOSURE
+    assert names(["nbformat", "torch"]) >= CPU_TORCH_CLOSURE | {"nbformat"}
+    assert names(["torchvision"]) == CPU_TORCH_CLOSURE | {"torchvision", "numpy", "pillow"}
+    assert names(["torch[optree]"]) == CPU_TORCH_CLOSURE | {"optree"}  # the CPU wheel's extras still apply
+    # what is not torch's own CUDA build keeps its requirements, and a root is pinned as asked
+    assert names(["torch", "uses-triton"]) == CPU_TORCH_CLOSURE | {"uses-triton", "triton", "only-for-triton"}
+    assert names(["nvidia-cudnn-cu13"]) == {"nvidia-cudnn-cu13", "nvidia-cublas"}
+    from autograder.export.gradescope import cuda_build_requirement
+
+    assert [n for n in ("nvidia-cublas", "nvidia-cudnn-cu13", "cuda-toolkit", "cuda-bindings", "cuda-pathfinder",
+                        "triton", "pytorch-triton-rocm", "nvidia-cuda-runtime-cu12") if not cuda_build_requirement(n)] == []
+    assert [n for n in sorted(CPU_TORCH_CLOSURE) if cuda_build_requirement(n)] == []
 
 
 def test_zip_is_reproducible(exported, tmp_path):

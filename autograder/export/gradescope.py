@@ -9,7 +9,8 @@ runs `setup.sh` once to build the image, then for each submission copies `run_au
                         dependencies (and whatever the notebook imports). No Jupyter, browser or conda.
     run_autograder      grades the submitted notebook, whatever its file name; always leaves a
                         results.json, one that says so when the grader itself failed
-    requirements.txt    exact versions, taken from the environment that exported the zip
+    requirements.txt    exact versions, taken from the environment that exported the zip, less torch's CUDA
+                        build requirements (nvidia-*, cuda-*, triton) when that environment has CUDA torch
     autograder/         this package (the grader), source only
     release/<name>/     manifest, reference definitions, hidden tests: what grading reads
 
@@ -179,8 +180,28 @@ def notebook_distributions(import_sources: list[str]) -> tuple[list[str], list[s
     return sorted(set(dists)), unknown
 
 
+# torch's requirements that only its CUDA build has: PyPI's Linux torch wheel (and those of PyTorch's cuXXX
+# indexes) requires these on Linux, about 3 GB; the CPU wheel that setup.sh installs requires none of them (its
+# Requires-Dist is filelock, typing-extensions, setuptools, sympy, networkx, jinja2, fsspec and the extras).
+# The package metadata cannot tell a CUDA requirement from a CPU one, so these are the families by name:
+# NVIDIA's CUDA libraries (nvidia-cublas, nvidia-cudnn-cu13, ...), the CUDA toolkit and its Python bindings
+# (cuda-toolkit, cuda-bindings, cuda-pathfinder), and Triton, the GPU kernel compiler (triton, pytorch-triton).
+CUDA_BUILD_PREFIXES = ("nvidia-", "cuda-", "pytorch-triton")
+CUDA_BUILD_NAMES = frozenset({"triton"})
+TORCH_DISTRIBUTIONS = frozenset({"torch"})
+
+
+def cuda_build_requirement(name: str) -> bool:
+    """Whether a requirement of torch, by canonical name, belongs to its CUDA build (the families above)."""
+    return name in CUDA_BUILD_NAMES or name.startswith(CUDA_BUILD_PREFIXES)
+
+
 def pinned_closure(roots: list[str]) -> list[str]:
-    """`name==version` for every distribution `roots` need, as installed here (extras and markers honoured)."""
+    """`name==version` for every distribution `roots` need, as installed here (extras and markers honoured).
+
+    torch's own CUDA-build requirements are left out (cuda_build_requirement), and with them whatever only
+    they need: the bundle installs the CPU build of torch, which requires none of them. Whatever else needs
+    one of them (a root, or a package other than torch) still gets it."""
     import importlib.metadata
 
     Requirement, canonicalize_name, default_environment = _packaging()
@@ -205,6 +226,8 @@ def pinned_closure(roots: list[str]) -> list[str]:
         pins[name] = dist.version
         for sub in dist.requires or []:
             sub_req = Requirement(sub)
+            if name in TORCH_DISTRIBUTIONS and cuda_build_requirement(canonicalize_name(sub_req.name)):
+                continue
             if sub_req.marker is None or "extra" not in str(sub_req.marker):
                 queue.append((sub_req, ""))
             else:
