@@ -292,31 +292,40 @@ def _check_reads(spec, helper_reads: dict[str, set[str]]) -> set[str]:
     return reads
 
 
-def definition_parts(nb, checks, direct: dict[str, set[str]]) -> dict[str, str]:
-    """{name: part} for the functions and classes of the notebook's solution cells (what students write): the one
-    part whose checks read it when they all are in one part, else the part of the first test cell after it (a part's
-    solution, then its tests), else the first part whose checks read it (autograder/mutants/analysis.py's rule)."""
+def definition_parts(nb, checks, direct: dict[str, set[str]]) -> tuple[dict[str, str], dict[str, str]]:
+    """({name: part}, {name: the part its heading names}) for the functions and classes of the notebook's solution
+    cells (what students write), by autograder/notebook/parts.py's rule (the mutation analysis's too): the one part
+    whose checks read it, else the part the markdown heading above it names, else the part of the first test cell
+    after it (each when that part's checks read it or none do), else the first part whose checks read it."""
     from autograder.notebook.markers import SOLUTION, cell_source, find_regions
+    from autograder.notebook.parts import definition_part, heading_parts
 
-    parts: dict[str, str] = {}
+    all_parts = list(dict.fromkeys(spec.part for _, spec in checks if spec.part))
+    under = heading_parts(nb.cells, all_parts)
+    position: dict[str, str] = {}
+    heading: dict[str, str] = {}
     pending: list[str] = []
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
             continue
         if is_test_cell(cell):
             part = str(nbgrader_meta(cell).get("part") or "")
-            parts.update({name: part for name in pending if part})
+            position.update({name: part for name in pending if part})
             pending = [name for name in pending if not part]
             continue
         source = cell_source(cell)
         regions = find_regions(source.split("\n"), f"cell {index + 1}")
         if nbgrader_meta(cell).get("solution") or any(r.kind == SOLUTION for r in regions):
-            pending += [name for name in defined_at_top(source) if name not in parts]
+            for name in defined_at_top(source):
+                if name not in heading and name not in position and name not in pending:
+                    pending.append(name)
+                    if under[index]:
+                        heading[name] = under[index]
     out = {}
-    for name in set(parts) | set(pending):
-        reading = list(dict.fromkeys(spec.part for _, spec in checks if name in direct.get(spec.name, ())))
-        out[name] = reading[0] if len(reading) == 1 else parts.get(name) or (reading[0] if reading else "")
-    return {name: part for name, part in out.items() if part}
+    for name in set(position) | set(pending):
+        reading = [spec.part for _, spec in checks if name in direct.get(spec.name, ())]
+        out[name] = definition_part(reading, heading.get(name), position.get(name), all_parts)
+    return {name: part for name, part in out.items() if part}, heading
 
 
 def worker_helper_reads(helpers: list[str]) -> dict[str, set[str]]:
@@ -345,7 +354,7 @@ def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str
         for name in unit.names:
             calls.setdefault(name, set()).update(_free_reads(unit.source))
     direct = {spec.name: _check_reads(spec, helper_reads) for _, spec in checks if getattr(spec.fn, "_ag_manual", None) is None}
-    parts = definition_parts(nb, checks, direct)
+    parts, heading = definition_parts(nb, checks, direct)
     notes = []
     for file, spec in checks:
         if spec.name not in direct or not spec.part:
@@ -358,7 +367,7 @@ def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str
                 continue
             seen.add(name)
             part = parts.get(name)
-            if part and part != spec.part:
+            if part and part != spec.part and heading.get(name) != spec.part:  # never for a name its own part defines
                 other[name] = part  # stood in for once declared: what it calls is no longer this check's
             else:
                 todo += sorted(calls.get(name, set()) - seen)

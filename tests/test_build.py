@@ -324,6 +324,104 @@ def test_depends_on_covering_the_call_leaves_no_note(tmp_path):
     assert not [n for n in build(source).notes if "depends_on" in n]
 
 
+def _hidden_parts(tmp_path, heading="## {n}. {title}", scale=False):
+    """Parts 2 (`Opt`, a plain class) and 3 (`train`) are graded by hidden checks only, part 4's test cell comes
+    next; part 3's check declares depends_on=["Opt"], part 5's check calls `train` without declaring it. With
+    `scale`, part 3's `train` calls `scale`, written under part 3's heading and read only by part 5's check."""
+    source = tmp_path / "solutions" / "hidden_parts"
+    (source / "tests").mkdir(parents=True)
+    (source / "assignment.toml").write_text('title = "hidden parts"\nnotebook = "hp.ipynb"\nfiles = []\n')
+
+    def solution(grade_id, text):
+        cell = nbformat.v4.new_code_cell(text)
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "solution": True, "grade": False}
+        return cell
+
+    def test(grade_id, part, text):
+        cell = nbformat.v4.new_code_cell(text)
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "grade": True, "points": 1, "part": part}
+        return cell
+
+    def md(n, title):
+        return [nbformat.v4.new_markdown_cell(heading.format(n=n, title=title) + "\n\nWrite it.")] if heading else []
+
+    body = lambda text: f"    ### BEGIN SOLUTION\n    {text}\n    ### END SOLUTION\n"  # noqa: E731
+    train = ("def scale(x):\n" + body("return 2 * x") + "\n\n" if scale else "") + "def train(opt):\n" + body(
+        "return scale(opt.step())" if scale else "return opt.step()")
+    cells = [nbformat.v4.new_markdown_cell("# Hidden parts"),
+             *md(1, "F"), solution("f", "def f(x):\n" + body("return x + 1")), test("f_test", "1. F", "assert f(1) == 2\n"),
+             *md(2, "Optimiser"), nbformat.v4.new_markdown_cell("### Hints\n\nKeep the state."),
+             solution("opt", "class Opt:\n    def step(self):\n        ### BEGIN SOLUTION\n        return 1\n"
+                      "        ### END SOLUTION\n"),
+             *md(3, "Training loop"), solution("train", train),
+             *md(4, "Data"), solution("load", "def load():\n" + body("return [1, 2]")),
+             test("load_test", "4. Data", "assert load() == [1, 2]\n"),
+             *md(5, "Split"), solution("split", "def split(xs):\n" + body("return xs[:1], xs[1:]"))]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), source / "hp.ipynb")
+    (source / "tests" / "test_hidden.py").write_text(
+        "from autograder.testing import check\n\n\n"
+        "@check('opt: step', points=1, part='2. Optimiser')\ndef opt_step(sub, ref):\n    assert sub.Opt().step() == 1\n\n\n"
+        "@check('train: one epoch', points=1, part='3. Training loop', depends_on=['Opt'])\n"
+        "def train_once(sub, ref):\n    assert sub.train(sub.Opt()) in (1, 2)\n\n\n"
+        "@check('split: training runs', points=1, part='5. Split')\ndef split_train(sub, ref):\n"
+        "    a, b = sub.split([1, 2])\n    assert sub.train(sub.Opt()) in (1, 2) and a == [1]"
+        + (" and sub.scale(1) == 2" if scale else "") + "\n")
+    return source
+
+
+@pytest.mark.parametrize("heading", ["## {n}. {title}", "## Part {n}: {title}", "### {title}", None])
+def test_a_part_with_hidden_checks_only_keeps_its_definitions(tmp_path, heading):
+    """`Opt` and `train` sit under their own parts' headings (or under none) before part 4's test cell: they
+    are parts 2's and 3's, not part 4's, so no check is told to declare depends_on for what its own part writes,
+    and part 5's check calling `train` is told it is part 3's."""
+    notes = [n for n in build(_hidden_parts(tmp_path, heading)).notes if "defined in part" in n]
+    assert notes == [
+        "tests/test_hidden.py: check 'split: training runs' (part '5. Split') calls `Opt` defined in part "
+        "'2. Optimiser', `train` defined in part '3. Training loop'; declare depends_on=[\"Opt\", \"train\"] so that "
+        "a broken `Opt` or `train` does not cost this part's points "
+        "(docs/writing-assignments.md#parts-that-call-other-parts-depends_on)"], notes
+
+
+def test_no_depends_on_note_for_a_name_written_under_the_checks_own_heading(tmp_path):
+    """`scale`, under part 3's heading and called by part 3's `train`, is read directly only by part 5's check:
+    graded there, but part 3's check is not told to declare what its own part writes."""
+    notes = [n for n in build(_hidden_parts(tmp_path, scale=True)).notes if "defined in part" in n]
+    assert len(notes) == 1 and "check 'split: training runs'" in notes[0] and "`train` defined in part '3. " in notes[0]
+    assert "scale" not in notes[0], notes
+
+
+def test_the_part_a_heading_names():
+    from autograder.notebook.parts import definition_part, heading_parts, part_named_by, part_order
+
+    parts = ["1. Convolution", "2. Small CNN", "4. Training loop", "3. SGD with momentum", "5. Data"]
+    assert part_named_by("4. Training loop", parts) == "4. Training loop"
+    assert part_named_by("Part 4: the training loop", parts) == "4. Training loop"
+    assert part_named_by("**Question 3** (2 points)", parts) == "3. SGD with momentum"
+    assert part_named_by("4.2 Batches", parts) == "4. Training loop"
+    assert part_named_by("Small CNN", parts) == "2. Small CNN"
+    assert part_named_by("5. Loading the data", parts) == "5. Data"
+    for none in ("Appendix", "CNNs and optimisers", "7. Question", "Assignment 2: CNNs", "2026 notes"):
+        assert part_named_by(none, parts) is None, none
+    assert part_named_by("1. A", ["1. A", "1. B"]) == "1. A" and part_named_by("1. C", ["1. A", "1. B"]) is None
+    assert part_order(parts) == sorted(parts)
+    assert part_order(["b", "a"]) == ["b", "a"]
+    md = nbformat.v4.new_markdown_cell
+    code = nbformat.v4.new_code_cell("x = 1")
+    cells = [md("# CNNs\n## 2. Small CNN"), code, md("### Hints\n```\n# not a heading\n```"), code,
+             md("## Appendix"), code]
+    assert heading_parts(cells, parts) == [None, "2. Small CNN", "2. Small CNN", "2. Small CNN", "2. Small CNN", None]
+    # what reads it wins; then the heading's part, then the next test cell's, each only when its checks read it
+    assert definition_part(["3. SGD with momentum"], "2. Small CNN", "5. Data", parts) == "3. SGD with momentum"
+    assert definition_part(["3. SGD with momentum", "4. Training loop"], "3. SGD with momentum", "5. Data",
+                           parts) == "3. SGD with momentum"
+    assert definition_part(["4. Training loop", "3. SGD with momentum"], None, "5. Data", parts) == \
+        "3. SGD with momentum"
+    assert definition_part(["4. Training loop", "5. Data"], "2. Small CNN", "5. Data", parts) == "5. Data"
+    assert definition_part([], "2. Small CNN", "5. Data", parts) == "2. Small CNN"
+    assert definition_part([], None, "5. Data", parts) == "5. Data"
+    assert definition_part([], None, None, parts) is None
+
+
 @pytest.mark.parametrize("name", ["transformers_bert", "bert_inside"])
 def test_the_shipped_assignments_declare_every_call_into_another_part(name, tmp_path):
     from pathlib import Path

@@ -398,3 +398,21 @@ def test_a_mutant_losing_points_in_another_part_that_uses_its_definition_is_kill
     first, second = classify([used, unused], results, key)
     assert first.verdict == KILLED and first.lost == {"a": "wrong"} and first.elsewhere == []
     assert second.verdict == SURVIVED and second.elsewhere == ["c"] and "other parts only" in second.note
+
+
+@pytest.mark.parametrize("heading", ["## {n}. {title}", None])
+def test_a_part_with_hidden_checks_only_has_its_definitions_mutated_in_it(tmp_path, heading):
+    """The mutation analysis and `autograder build` place a definition by one rule: `Opt` and `train`, graded
+    by parts 2 and 3 (hidden checks only) and used by part 5's, are theirs, not part 4's, whose test cell is
+    the next one."""
+    from autograder.build import build
+    from autograder.release import load_release
+    from tests.test_build import _hidden_parts
+
+    source = _hidden_parts(tmp_path, heading)
+    paths = build(source)
+    release = load_release(paths.release)
+    definitions, _ = graded_definitions(source / "hp.ipynb", paths.release / "answer_key.ipynb", release.checks,
+                                        release.helpers)
+    assert {d.name: d.part for d in definitions} == {
+        "f": "1. F", "Opt": "2. Optimiser", "train": "3. Training loop", "load": "4. Data", "split": "5. Split"}

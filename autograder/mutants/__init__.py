@@ -6,8 +6,9 @@ corpus, in the same batch and the same confined workers as any submission:
 1. What is graded (analysis.graded_definitions): every top-level def and class of a solution cell with lines
    inside its solution regions; its part is the part of the checks that use it (a test cell naming it, a
    hidden check reading `sub.NAME` or calling a worker helper that reads it) when they are all in one part,
-   else the part of the first test cell after it in the source notebook (else the first part whose checks use
-   it). Only the lines a student writes are mutated.
+   else the part the markdown heading above it names, else the part of the first test cell after it in the
+   source notebook (each when that part's checks use it or none do), else the first part whose checks use it
+   (autograder/notebook/parts.py). Only the lines a student writes are mutated.
 2. Mutants (operators.py, which says why `ast` and which operators): one mistake each, in one definition;
    the mutant is the answer key with that definition replaced (corpus.make_notebook). Ids are stable and the
    order is the text's; `--mutants-limit N` grades a seeded sample of N per part that takes every operator in

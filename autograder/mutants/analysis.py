@@ -15,6 +15,7 @@ import nbformat
 from autograder.corpus import Edits, definition_lines, make_notebook
 from autograder.mutants.operators import OPERATORS, Mutation, mutations, reach_source
 from autograder.notebook.markers import SOLUTION, cell_source, find_regions, is_test_cell, nbgrader_meta
+from autograder.notebook.parts import definition_part, heading_parts
 from autograder.status import PENDING, UNGRADED
 
 PROBE_SOURCE = Path(__file__).with_name("probe.py")
@@ -212,27 +213,21 @@ def _parts_reading(name: str, checks, helpers: list[str]) -> list[str]:
     return found
 
 
-def _part_of(position: str | None, reading: list[str], parts: set[str]) -> str | None:
-    """The part a definition is graded in: the one part whose checks use it when they all are in one part (what
-    grades it wins over where it stands); else the part of the first test cell after it; else the first part
-    whose checks use it; None when no check grades it."""
-    if len(reading) == 1:
-        return reading[0]
-    return position if position in parts else (reading[0] if reading else None)
-
-
 def graded_definitions(source_notebook: Path, answer_key: Path, checks,
                        helpers: list[str] = ()) -> tuple[list[Definition], list[str]]:
     """The definitions with solution code, each with its part, and a note for each one left out.
 
     A definition belongs to the part of the checks that use it (a test cell naming it, a hidden check reading
     `sub.NAME` or calling a worker helper that reads it) when they are all in one part. Otherwise it belongs to
-    the part of the first test cell after it in the source notebook (nbgrader's order: a part's solution, then
-    its tests), else to the first part whose checks use it; `used_in` lists every part whose checks use it."""
+    the part the markdown heading above it names, else the part of the first test cell after it in the source
+    notebook (nbgrader's order: a part's solution, then its tests), each when that part's checks use it or none
+    do, else to the first part whose checks use it (autograder/notebook/parts.py, the rule `autograder build`
+    follows too); `used_in` lists every part whose checks use it."""
     source = nbformat.read(source_notebook, as_version=4)
     key = {nbgrader_meta(c).get("grade_id"): cell_source(c) for c in nbformat.read(answer_key, as_version=4).cells
            if nbgrader_meta(c).get("grade_id")}
-    parts = {c.part for c in checks}
+    parts = list(dict.fromkeys(c.part for c in checks if c.part))
+    under = heading_parts(source.cells, parts)
     out: list[Definition] = []
     skipped: list[str] = []
     for index, cell in enumerate(source.cells):
@@ -263,7 +258,7 @@ def graded_definitions(source_notebook: Path, answer_key: Path, checks,
             if not lines:
                 continue
             reading = [p for p in _parts_reading(node.name, checks, list(helpers)) if p]
-            own = _part_of(part, reading, parts)
+            own = definition_part(reading, under[index], part, parts)
             if own is None:
                 skipped.append(f"{node.name}: no check of any part grades it")
                 continue
