@@ -422,6 +422,11 @@ BUGS: list[Bug] = [
         {"to_mask = selected & (action < 0.8)": "to_mask = selected & (action < 0.9)",
          "to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.9)"},
         {P6_PROPORTIONS: "expected about 80%"}, "90% [MASK], 10% random, none unchanged"),
+    Bug("proportions_70_10_20",
+        {"to_mask = selected & (action < 0.8)": "to_mask = selected & (action < 0.7)",
+         "to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.7) & (action < 0.8)"},
+        {P6_PROPORTIONS: "expected about 80%"}, "70% [MASK], 10% random, 20% unchanged: the proportions check "
+        "grades it alone (the random replacements are right)", only=True),
     Bug("proportions_swapped_random_unchanged",
         {"to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.8)"},
         {P6_PROPORTIONS: "expected about 80%"}, "20% random, none unchanged"),

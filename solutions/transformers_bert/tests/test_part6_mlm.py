@@ -344,9 +344,12 @@ def mlm_random_tokens(sub, ref):
     n_sel = selected.sum().item()
     # n_sel is about 75,000: with replacements from 0..V-1 the mask-id fraction is 0.8 (sd 0.00146); from
     # 0..V it is 0.82. The threshold 0.81 is 6.8 sd from both (false failure < 6e-12, missed bug < 1e-11).
-    if n_sel < 60000 or frac < 0.78 or frac > 0.835:
-        raise Fail(f"with vocab_size=4, {frac:.1%} of the selected tokens became the mask id instead of about 80%")
-    if frac > 0.81:
+    # Far from both (70%, 90% [MASK]), the proportions are wrong: the proportions check grades that, and the mask
+    # id's share then says nothing about the replacements.
+    if n_sel < 60000:
+        raise Fail(f"with vocab_size=4 and mask_rate=0.15 only {n_sel:,} of some 500,000 real tokens were selected: "
+                   "too few to judge the random replacements (see the rate check)")
+    if 0.78 <= frac <= 0.835 and frac > 0.81:
         raise Fail(f"with vocab_size=4, {frac:.1%} of the selected tokens became the mask id instead of 80%, as if "
                    "random replacements could be the mask id: draw them from the regular tokens 0..vocab_size-1, "
                    "never the mask id")
