@@ -348,6 +348,12 @@ BUGS: list[Bug] = [
          "        x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)"},
         {P5_MODES: "mask=None must mean no padding"},
         "mask=None read as 'id 0 is padding': id 0 is a regular token, None means no padding", only=True),
+    Bug("mask_turned_to_the_librarys_convention",
+        {"x, _ = self.blocks((x, mask))  # (B, T, E); the blocks pass the mask along":
+         "x, _ = self.blocks((x, None if mask is None else (mask == 0)))  # 1 = attend, as transformers has it"},
+        {P5_LOGITS: "", P5_CHAIN: "did not get the padding mask", "part5_public": "pass the mask to the blocks"},
+        "the blocks get the mask turned around (1 = real token): mask=None still means no padding, which the modes "
+        "check grades alone", only=True),
     Bug("positional_encoding_default_rate",
         {"self.pos_encoding = PositionalEncoding(embed_dim, layer_drop_rate)":
          "self.pos_encoding = PositionalEncoding(embed_dim)"},
