@@ -747,23 +747,34 @@ class WorkerProcess:
 
     def _send(self, header: dict, tensors: dict, doing: str) -> None:
         """Write one message by the request's deadline: a worker that stops reading its requests (its code
-        replaced the worker's loop) times out like one that never answers, never blocks the judge."""
+        replaced the worker's loop) times out like one that never answers, never blocks the judge. The message's
+        parts go out in as few writes as the pipe takes (one, usually): each write wakes the worker, and one
+        wake-up per part costs both processes a context switch for nothing."""
         assert self._stdin is not None  # set with the process it writes to (_begin_spawn); started before any send
         fd = self._stdin.fileno()
+        views = [memoryview(part).cast("B") for part in message_parts(header, tensors)]
         try:
-            for part in message_parts(header, tensors):
-                with memoryview(part) as view:
-                    self._write_all(fd, view.cast("B"), doing)
+            self._write_all(fd, [v for v in views if v.nbytes], doing)
         except OSError:  # BrokenPipeError: it is gone
             raise self._death(doing) from None
+        finally:
+            for view in views:
+                view.release()
 
-    def _write_all(self, fd: int, view: memoryview, doing: str) -> None:
-        while view:
+    def _write_all(self, fd: int, views: list[memoryview], doing: str) -> None:
+        while views:
             try:
-                view = view[os.write(fd, view):]
-                continue
+                written = os.writev(fd, views[:_IOV_MAX])
             except BlockingIOError:
-                pass
+                written = 0
+            while views and written >= views[0].nbytes:
+                written -= views[0].nbytes
+                views.pop(0)
+            if views and written:
+                views[0] = views[0][written:]
+                continue
+            if not views or written:
+                continue
             left = self.deadline - time.monotonic()
             if left <= 0 or not select.select([], [fd], [], None if left == float("inf") else left)[1]:
                 self.hangs.append(self._hang(doing))
@@ -849,6 +860,9 @@ class WorkerProcess:
 
 
 PIPE_BYTES = 1 << 20  # the channel's pipes hold this much: a large tensor crosses in a few writes, not hundreds
+
+
+_IOV_MAX = 1024  # buffers one writev takes (Linux's UIO_MAXIOV)
 
 
 def _widen_pipe(fd: int) -> None:
