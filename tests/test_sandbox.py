@@ -537,3 +537,42 @@ def test_a_definition_remembered_as_hung_ends_the_check_with_that_message_wherev
                 call(1)
     finally:
         p.close()
+
+
+def test_a_request_goes_out_whole_through_a_pipe_that_takes_it_in_pieces():
+    """_write_all: buffers of every size, written as far as the pipe takes them, each byte once and in order; a
+    reader that stops reading ends the write at the deadline as a timeout, never a blocked judge."""
+    import threading
+    import time
+
+    from autograder.sandbox.client import WorkerProcess, WorkerTimeout
+
+    worker = WorkerProcess(WorkerSpec(units=[]))
+    worker._hang = lambda doing: doing
+    worker.kill = lambda: None
+    parts = [b"", b"head", bytes(range(256)) * 3000, b"x", b"", b"tail" * 70000]
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    got = bytearray()
+
+    def read_slowly():
+        while chunk := os.read(r, 50_000):
+            got.extend(chunk)
+            time.sleep(0.001)
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    worker.deadline = time.monotonic() + 30
+    worker._write_all(w, [memoryview(p) for p in parts if p], "sending")
+    os.close(w)
+    reader.join()
+    os.close(r)
+    assert bytes(got) == b"".join(parts)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    worker.deadline = time.monotonic() + 0.3
+    with pytest.raises(WorkerTimeout):
+        worker._write_all(w, [memoryview(bytes(4 << 20))], "sending")
+    assert worker.hangs == ["sending"]
+    os.close(r)
+    os.close(w)
