@@ -151,18 +151,48 @@ def tb_mlm_step_seeds(emb, weight, bias, token_ids, lr, seeds, mask_rate, mask_i
 
 
 def tb_first_mlm_loss(n_layers, vocab_size, embed_dim, n_heads, token_ids, seed):
-    """The first loss of the student's mlm_train_step on a fresh SmallBERT with AdamW."""
+    """The first loss of the student's mlm_train_step on a fresh SmallBERT with AdamW, and whether it is the model's:
+    the step changed the parameters, left gradients on them, or returned the cross-entropy of the logits the model
+    computed in the step against the labels mask_inputs gave it (a step without optimizer.step(), or with zero_grad
+    between backward and step, still returns the model's loss: the step check grades the step)."""
     seed_torch(seed)
     model = submission.SmallBERT(n_layers, vocab_size, embed_dim, n_heads, 0.1, 0.1)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     count = tb_count_steps(optimizer)
     before = [p.detach().clone() for p in model.parameters()]
-    loss = submission.mlm_train_step(model, token_ids, optimizer, 0.15, vocab_size, vocab_size, 0,
-                                     generator=torch.Generator().manual_seed(seed))
+    outputs, labels, mask_inputs = [], [], submission.mask_inputs
+
+    def recording(*args, **kwargs):
+        out = mask_inputs(*args, **kwargs)
+        labels.append(out[1] if isinstance(out, (tuple, list)) and len(out) == 2 else None)
+        return out
+
+    hook = model.register_forward_hook(lambda module, args, out: outputs.append(out))
+    submission.mask_inputs = recording
+    try:
+        loss = submission.mlm_train_step(model, token_ids, optimizer, 0.15, vocab_size, vocab_size, 0,
+                                         generator=torch.Generator().manual_seed(seed))
+    finally:
+        submission.mask_inputs = mask_inputs
+        hook.remove()
     changed = any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
-    return {"loss": loss.detach() if isinstance(loss, torch.Tensor) else loss, "changed": changed,
-            "steps": count[0]}
+    with_grads = any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
+    return {"loss": loss.detach() if isinstance(loss, torch.Tensor) else loss, "steps": count[0],
+            "from_model": changed or with_grads or _is_cross_entropy(loss, outputs, labels, vocab_size)}
+
+
+def _is_cross_entropy(loss, outputs, labels, vocab_size):
+    """Whether `loss` is the cross-entropy of the step's one forward's logits against mask_inputs' labels."""
+    if len(outputs) != 1 or len(labels) != 1 or not isinstance(outputs[0], torch.Tensor) \
+            or not isinstance(labels[0], torch.Tensor):
+        return False
+    try:
+        expected = nn.functional.cross_entropy(outputs[0].detach().reshape(-1, vocab_size).double(),
+                                               labels[0].long().reshape(-1), ignore_index=-100)
+        return abs(float(loss) - float(expected)) <= 1e-4 * max(1.0, abs(float(expected)))
+    except (RuntimeError, TypeError, ValueError):
+        return False
 ''')
 
 
@@ -520,11 +550,11 @@ def mlm_first_loss(sub, ref):
             raise Fail(f"{what} failed: not implemented yet (it raised NotImplementedError){where}") from None
         raise Fail(f"{what} failed: {exc.type}: {exc.message}") from None
     loss = _as_float(run["loss"], "mlm_train_step")
-    if not run["changed"] and run["steps"]:
-        raise Fail(f"a first mlm_train_step on SmallBERT(2, 100, 32, 4, 0.1, 0.1) with AdamW: {STEP_WITHOUT_GRADIENT}")
-    if not run["changed"]:  # a loss that comes with no step is not a training step (e.g. a constant returned)
+    if not run["from_model"]:  # a number that is not the model's loss (a constant returned, nothing trained)
         raise Fail("a first mlm_train_step on SmallBERT(2, 100, 32, 4, 0.1, 0.1) with AdamW did not change the "
-                   "model's parameters: call loss.backward() and optimizer.step()")
+                   "model's parameters, and the loss it returned is not the cross-entropy of the logits the model "
+                   "computed: compute the loss from model(masked_ids, padding_mask), then loss.backward() and "
+                   "optimizer.step()")
     # A fresh model's predictions are close to uniform: the loss starts near ln(100) = 4.61 (a little
     # above, as its logits are not exactly equal).
     if not math.isfinite(loss) or not (math.log(V) - 0.5 < loss < math.log(V) + 1.0):
