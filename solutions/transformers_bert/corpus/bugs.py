@@ -410,14 +410,21 @@ BUGS: list[Bug] = [
          "    labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))  # (B, T)\n":
          "    labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))  # (B, T)\n"
          "    selected &= token_ids != pad_id  # padding is never selected\n"},
-        {P6_PADDING: "padding positions got a label"}, "labels computed before padding is excluded"),
+        {P6_PADDING: "padding positions got a label"}, "labels computed before padding is excluded: the padding "
+        "check's alone (the proportions and only_mask checks count real tokens)", others={"part6_public"}, only=True),
     Bug("labels_on_unselected_positions",
         {"labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))":
          "labels = torch.where(selected, torch.full_like(token_ids, -100), token_ids)"},
         {P6_LABELS: "a corrupted position has label -100"}, "labels where nothing was selected"),
+    Bug("padding_corrupted_without_label",
+        {"    selected &= token_ids != pad_id  # padding is never selected\n"
+         "    labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))  # (B, T)\n":
+         "    labels = torch.where(selected & (token_ids != pad_id), token_ids, torch.full_like(token_ids, -100))\n"},
+        {P6_PADDING: "padding positions were changed"}, "padding is never labelled but still corrupted: the padding "
+        "check's alone (it cost 5.5 points over six checks)", others={"part6_public"}, only=True),
     Bug("padding_selected",
         {"    selected &= token_ids != pad_id  # padding is never selected\n": ""},
-        {P6_PADDING: "padding positions got a label"}, "padding can be selected and corrupted"),
+        {P6_PADDING: "padding positions were changed and got a label"}, "padding can be selected and corrupted"),
     Bug("mask_rate_ignored",
         {"selected = torch.rand(shape, generator=generator).to(device) < mask_rate":
          "selected = torch.rand(shape, generator=generator).to(device) < 0.15"},
