@@ -27,7 +27,7 @@ from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
-    HIDDEN, MarkerError, cell_source, check_cell, hand_graded, heading_above, is_locked_code, is_test_cell, locked_code, nbgrader_meta,
+    HIDDEN, MarkerError, answer_digest, cell_source, check_cell, hand_graded, heading_above, is_locked_code, is_test_cell, locked_code, nbgrader_meta,
     notebook_language, public_lines, secret_lines, solution_source, student_source,
 )
 from autograder.notebook.seedvar import cell_seeding, for_grading, record_cells, with_value
@@ -476,7 +476,10 @@ def _manual(file: str, spec: CheckSpec, student) -> dict:
     cells = student.cells
     index = next((i for i, c in enumerate(cells) if hand_graded(c) and nbgrader_meta(c).get("grade_id") == spec.name),
                  None)
-    return {"manual": what, "heading": heading_above(cells, index) if index is not None else ""}
+    if index is None:
+        return {"manual": what, "heading": ""}
+    answer = {"handed_out": answer_digest(cells[index])} if hand_graded(cells[index]) != "task" else {}
+    return {"manual": what, "heading": heading_above(cells, index), **answer}
 
 
 def _copy(src: Path, dst: Path) -> None:

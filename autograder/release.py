@@ -47,6 +47,9 @@ class Release:
     locked: dict[str, str] | None = None
     # {name: heading above its cell} of the notebook's hand-graded checks (notebook.markers.cite_own_cell)
     hand_graded: dict[str, str] = field(default_factory=dict)
+    # {name: answer_digest of its cell as handed out} of the notebook's hand-graded answer cells (tasks have none): a
+    # cell submitted unchanged is not answered, 0, as nbgrader grades it
+    handed_out: dict[str, str] = field(default_factory=dict)
     _recording: object = None
 
     @property
@@ -129,7 +132,9 @@ def _release(release_dir: Path, manifest_bytes: bytes) -> Release:
     return Release(release_dir, config, checks, Extraction(units, []), manifest.get("helpers", []),
                    hashlib.sha256(manifest_bytes).hexdigest(), frozenset(manifest.get("student_code", ())),
                    _locked(manifest.get("locked")),
-                   {c["name"]: str(c.get("heading", "")) for c in manifest["checks"] if not c["file"] and c.get("manual")})
+                   {c["name"]: str(c.get("heading", "")) for c in manifest["checks"] if not c["file"] and c.get("manual")},
+                   {c["name"]: str(c["handed_out"]) for c in manifest["checks"]
+                    if not c["file"] and c.get("manual") and c.get("handed_out")})
 
 
 def _locked(value) -> dict[str, str] | None:

@@ -89,7 +89,12 @@ def graded(tmp_path_factory, example_build, example_release):
     for cell in bare.cells:
         cell.metadata = {}
     nbformat.write(bare, folder / "bare.ipynb")
-    subs.update(moved=folder / "moved.ipynb", bare=folder / "bare.ipynb")
+    unanswered = nbformat.read(key, as_version=4)  # the written answer left as handed out (an editor's line ends)
+    for cell in unanswered.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "q_softmax":
+            cell.source = "YOUR ANSWER HERE  \r\n\n"
+    nbformat.write(unanswered, folder / "unanswered.ipynb")
+    subs.update(moved=folder / "moved.ipynb", bare=folder / "bare.ipynb", unanswered=folder / "unanswered.ipynb")
     out = tmp_path_factory.mktemp("out")
     results = grade(example_release, list(subs.values()), GradeOptions(out, quiet=True))
     by_name = {r.submission: r for r in results}
@@ -114,6 +119,16 @@ def test_a_written_answer_is_cited_by_its_cell_in_the_students_own_notebook(grad
     assert [c.message for c in results["moved"].pending] == ["graded by hand: written answer, notebook cell 15"]
     assert [c.message for c in results["bare"].pending] == [
         "graded by hand: written answer, the cell under the heading \u201c4. Question\u201d"]
+
+
+def test_a_written_answer_left_as_handed_out_gets_0_at_once_as_nbgrader_gives_it(graded):
+    """An unanswered hand-graded cell (its text as handed out, whatever the line ends) is 0, not pending: nbgrader's
+    autograde gives it 0 and no one has to read it. An answered one stays pending."""
+    results, _ = graded
+    check = next(c for c in results["unanswered"].checks if c.name == "q_softmax")
+    assert (check.status, check.score) == ("failed", 0)
+    assert check.message.startswith("written answer, notebook cell 13: not answered")
+    assert results["unanswered"].score == results["correct"].score and not results["unanswered"].pending
 
 
 def test_monkeypatching_the_judges_libraries_does_not_raise_the_score(graded):
@@ -177,7 +192,8 @@ def test_every_submission_has_results_and_a_grades_row(graded):
         assert set(data) >= {"score", "execution_time", "output", "tests"}
         for test in data["tests"]:
             assert set(test) >= {"name", "max_score", "output", "visibility"}
-            if test["name"] == "q_softmax":  # a written answer: pending, so Gradescope shows no score for it yet
+            if test["name"] == "q_softmax" and name != "unanswered":  # a written answer: pending, so Gradescope
+                # shows no score for it yet
                 assert "score" not in test and test["output"].startswith("Pending: graded by hand")
             else:
                 assert 0 <= test["score"] <= test["max_score"]

@@ -20,7 +20,7 @@ from autograder.grading.staging import is_staged
 from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge, Program, judge_imports
 from autograder.notebook.extract import extract
 from autograder.notebook.load import NotebookError, NotebookUnreadable, NotebookVanished, read_notebook
-from autograder.notebook.markers import cite_own_cell, locked_code, restore_locked
+from autograder.notebook.markers import cite_own_cell, locked_code, restore_locked, unanswered
 from autograder.notebook.seedvar import cell_seeding, for_grading
 from autograder.recording import Recording, fingerprint
 from autograder.release import Release
@@ -28,7 +28,7 @@ from autograder.reports.results import SubmissionResult
 from autograder.sandbox.client import StudentError, WorkerError, WorkerProcess, WorkerSpec
 from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.protocol import Handle
-from autograder.status import FAILED, PASSED, UNGRADED
+from autograder.status import FAILED, PASSED, PENDING, UNGRADED
 from autograder.sandbox.remote import Remote
 
 # What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):
@@ -362,7 +362,9 @@ class Grader:
         finally:
             program.close()
         for c in checks:
-            if c.name in self.manual:  # its cell as numbered in the student's notebook
+            if c.name in self.manual:
+                _zero_if_unanswered(c, nb, self.release.handed_out.get(c.name))
+                # its cell as numbered in the student's notebook
                 c.message = cite_own_cell(c.message, c.name, nb, self.release.hand_graded.get(c.name))
             c.message = bounded(scrub(c.message), MAX_MESSAGE_CHARS)
             c.grader_problem = bounded(scrub(c.grader_problem), MAX_MESSAGE_CHARS)
@@ -374,3 +376,14 @@ class Grader:
 
     def _ungraded(self, path: Path, sub_id: str, why: str, start: float) -> SubmissionResult:
         return error_result(self.release, path, sub_id, why, time.monotonic() - start)
+
+
+NOT_ANSWERED = "not answered: the cell is as it was handed out, so it gets 0 (as nbgrader grades an unanswered cell)"
+
+
+def _zero_if_unanswered(check: CheckResult, nb, handed_out: str | None) -> None:
+    """A hand-graded answer cell submitted as it was handed out gets 0 at once, as nbgrader gives it, instead of
+    waiting for a grader to read an empty answer; its message keeps naming the cell."""
+    if check.status == PENDING and handed_out and unanswered(nb, check.name, handed_out):
+        check.status, check.score = FAILED, 0.0
+        check.message = f"{check.message.split(': ', 1)[-1]}: {NOT_ANSWERED}"

@@ -422,8 +422,6 @@ def add_notes(report: ImportReport, out: Conversion) -> None:
         report.note("no test cell: nothing is graded automatically, and `autograder verify` fails until a check "
                     "is added (tests/*.py) or the notebook is graded by hand")
     report.note("nbgrader gives 0 to a test cell that writes to stderr; here only a failed test costs points")
-    report.note("nbgrader gives 0 at once to a hand-graded answer left as the stub; here it stays pending like the "
-                "others (pending points are graded by hand)")
 
 
 def import_assignment(source: Path, name: str, solutions: Path, force: bool = False) -> list[ImportReport]:

@@ -16,6 +16,7 @@ of it is secret for the leak check.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -85,6 +86,20 @@ def hand_graded(cell) -> str | None:
     if meta.get("grade") and meta.get("solution"):
         return "written answer" if cell.get("cell_type") == "markdown" else "code answer"
     return None
+
+
+def answer_digest(cell) -> str:
+    """What a hand-graded answer cell holds, as a digest that ignores line endings and whitespace at line ends and at
+    either end: the same digest as the cell handed out means the student did not answer it."""
+    text = "\n".join(line.rstrip() for line in cell_source(cell).replace("\r\n", "\n").split("\n")).strip()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def unanswered(nb, grade_id: str, handed_out: str) -> bool:
+    """Whether the answer cell `grade_id` of the submitted notebook `nb` is as it was handed out (digest
+    `handed_out`). A notebook without a cell of that grade_id (metadata dropped) cannot tell: False."""
+    cells = [c for c in nb.get("cells", []) if nbgrader_meta(c).get("grade_id") == grade_id]
+    return len(cells) == 1 and answer_digest(cells[0]) == handed_out
 
 
 def heading_above(cells, index: int) -> str:
