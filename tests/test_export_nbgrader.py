@@ -181,6 +181,19 @@ def test_generate_autograde_and_gradebook(course, tmp_path):
     nbformat.write(filled(release_nb, source_nb, {}), gina / "Untitled.ipynb")
     assert grade_into_gradebook(str(source), course_dir, ["gina", "carol"], quiet=True) == {"gina": 11}
 
+    # the written answer left as released: 0 without a manual grade, as nbgrader's autograde records it
+    erin = course_dir / "submitted" / "erin" / "vectors"
+    erin.mkdir(parents=True)
+    unanswered = filled(release_nb, source_nb, {})
+    for cell, handed_out in zip(unanswered.cells, release_nb.cells):
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "q_softmax":
+            cell.source = handed_out.source
+    nbformat.write(unanswered, erin / "vectors.ipynb")
+    assert grade_into_gradebook(str(source), course_dir, ["erin"], quiet=True) == {"erin": 11}
+    with Gradebook(db) as gb:
+        written = gb.find_grade("q_softmax", "vectors", "vectors", "erin")
+        assert (written.auto_score, written.needs_manual_grade) == (0, False)
+
     # a submission folder without a notebook: 0 on every grade cell, as nbgrader autograde gives it
     dan = course_dir / "submitted" / "dan" / "vectors"
     dan.mkdir(parents=True)

@@ -38,7 +38,7 @@ import warnings
 import zlib
 from pathlib import Path
 from autograder.files import write_atomic
-from autograder.status import PENDING, UNGRADED, status_of
+from autograder.status import FAILED, PENDING, UNGRADED, status_of
 from autograder.notebook.markers import cell_source, hand_graded, nbgrader_meta
 
 SETUP_ID = "autograder_setup"
@@ -520,6 +520,8 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
                     if grade_id is None:  # a written answer (its cell's grade_id is the check's name): nbgrader's
                         if check.status == PENDING:
                             _as_formgrader_graded(gb, check, by_hand.get(check.name, check.name), nb_id, name, student)
+                        elif check.status == FAILED:  # not answered (submitted as handed out): 0, as autograde gives
+                            _unanswered(gb, check, by_hand.get(check.name, check.name), nb_id, name, student)
                         continue
                     g = gb.find_grade(grade_id, nb_id, name, student)
                     if check.status == PENDING and g.manual_score is not None:  # graded by hand in formgrader
@@ -573,6 +575,20 @@ def _as_formgrader_graded(gb, check, grade_id: str, nb_id: str, name: str, stude
         return
     if manual is not None:
         _graded_by_hand(check, float(manual))
+
+
+def _unanswered(gb, check, grade_id: str, nb_id: str, name: str, student: str) -> None:
+    """A written answer submitted as handed out: auto score 0, no manual grade needed, as nbgrader's autograde
+    records it; points the instructor gave it in formgrader still count (and the feedback page says them)."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        grade = gb.find_grade(grade_id, nb_id, name, student)
+    except MissingEntry:
+        return
+    grade.auto_score, grade.needs_manual_grade = 0.0, False
+    if grade.manual_score is not None:
+        _graded_by_hand(check, float(grade.manual_score))
 
 
 def _graded_by_hand(check, score: float) -> None:
