@@ -576,3 +576,28 @@ def test_a_request_goes_out_whole_through_a_pipe_that_takes_it_in_pieces():
     assert worker.hangs == ["sending"]
     os.close(r)
     os.close(w)
+
+
+@pytest.mark.parametrize("shape", [[0, 2**63], [0, 2**40], [2**31, 0, 2**31]])
+def test_a_tensor_table_torch_cannot_make_is_a_malformed_message_not_a_grader_error(shape):
+    """A notebook can write its own reply to the judge: a table whose shape torch refuses (an overflow, a dimension
+    larger than any message) is the worker's garbage (the check fails), never an internal error of the judge that
+    leaves the whole submission not graded."""
+    import json
+    import struct
+
+    from autograder.sandbox.protocol import decode_message
+
+    table = json.dumps({"t0": ["float32", shape, 0, 0]}).encode()
+    blob = bytearray(struct.pack("<Q", len(table)) + table + bytes(-(8 + len(table)) % 64))
+    with pytest.raises(ProtocolError):
+        decode_message(b'{"ok": {"__tensor__": "t0"}}', blob)
+
+
+def test_load_errors_a_notebook_forged_are_left_out():
+    from autograder.sandbox.client import _load_errors
+
+    reported = [{"unit": "0", "type": "X"}, {"unit": 2, "type": "NameError", "message": "m", "traceback": "x"},
+                "junk", {"unit": 3, "type": "E", "message": "n", "traceback": ["cell 1, line 1", 5]}]
+    assert _load_errors(reported) == {2: "raised NameError: m", 3: "raised E: n (cell 1, line 1; 5)"}
+    assert _load_errors({"unit": 1}) == {}

@@ -643,11 +643,12 @@ class WorkerProcess:
             except WorkerDied as exc:
                 self._exclude(current, str(exc).replace(f"the process running {self.spec.label} ", "").strip())
                 continue
-            defined = dict(Decoder({}, _no_handles).decode(header.get("ok", {"__dict__": []})))
+            try:  # a reply the notebook forged (it can write to its channel) defines what it says, or nothing
+                defined = dict(Decoder({}, _no_handles).decode(header.get("ok", {"__dict__": []})))
+            except (ProtocolError, TypeError, ValueError):
+                defined = {}
             errors = dict(self.excluded)
-            for err in header.get("load_errors", []):
-                trace = "; ".join(err.get("traceback", [])[-2:])
-                errors[int(err["unit"])] = f"raised {err['type']}: {err['message']}" + (f" ({trace})" if trace else "")
+            errors.update(_load_errors(header.get("load_errors")))
             self.report = LoadReport(defined, errors, status, self.memory_held_by)
             return self.report
         raise WorkerDied(f"{self.spec.label} could not be loaded after {self.spec.max_restarts} restarts")
@@ -863,6 +864,19 @@ PIPE_BYTES = 1 << 20  # the channel's pipes hold this much: a large tensor cross
 
 
 _IOV_MAX = 1024  # buffers one writev takes (Linux's UIO_MAXIOV)
+
+
+def _load_errors(reported) -> dict[int, str]:
+    """{unit: what it raised} from a load reply's "load_errors"; entries that are not what a worker writes (a
+    notebook that forged its reply) are left out, never the judge's error."""
+    errors = {}
+    for err in reported if isinstance(reported, list) else []:
+        if not isinstance(err, dict) or type(err.get("unit")) is not int:
+            continue
+        trace = err.get("traceback") if isinstance(err.get("traceback"), list) else []
+        trace = "; ".join(str(line) for line in trace[-2:])
+        errors[err["unit"]] = f"raised {err.get('type')}: {err.get('message')}" + (f" ({trace})" if trace else "")
+    return errors
 
 
 def _widen_pipe(fd: int) -> None:

@@ -457,22 +457,28 @@ def _unpack_tensors(blob: bytearray) -> dict[str, torch.Tensor]:
     for name, entry in table.items():
         dtype, shape, offset, nbytes = _table_entry(entry, size)
         places.append((offset, offset + nbytes))
-        if nbytes == 0:
-            tensors[name] = torch.empty(shape, dtype=dtype)
-            continue
-        t = torch.frombuffer(blob, dtype=dtype, count=nbytes // dtype.itemsize, offset=start + offset)
-        if dtype is torch.bool and bool((t.view(torch.uint8) > 1).any()):
-            raise ProtocolError("a boolean tensor holds values other than 0 and 1")
-        tensors[name] = t.view(shape)
+        try:  # whatever the peer's table makes torch refuse is the peer's garbage, never the receiver's error
+            tensors[name] = _tensor_at(blob, dtype, shape, start + offset, nbytes)
+        except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
+            raise ProtocolError(f"a tensor the message describes cannot be made ({type(exc).__name__})") from None
     places.sort()
     if any(a_end > b_start for (_, a_end), (b_start, _) in zip(places, places[1:])):
         raise ProtocolError("tensors overlap in the message")
     return tensors
 
 
+def _tensor_at(blob: bytearray, dtype: torch.dtype, shape: list[int], at: int, nbytes: int) -> torch.Tensor:
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    t = torch.frombuffer(blob, dtype=dtype, count=nbytes // dtype.itemsize, offset=at)
+    if dtype is torch.bool and bool((t.view(torch.uint8) > 1).any()):
+        raise ProtocolError("a boolean tensor holds values other than 0 and 1")
+    return t.view(shape)
+
+
 def _table_entry(entry, size: int) -> tuple[torch.dtype, list[int], int, int]:
     if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in DTYPES and isinstance(entry[1], list)
-            and len(entry[1]) <= MAX_DIMS and all(type(d) is int and d >= 0 for d in entry[1])
+            and len(entry[1]) <= MAX_DIMS and all(type(d) is int and 0 <= d <= MAX_BLOB_BYTES for d in entry[1])
             and all(type(x) is int and x >= 0 for x in entry[2:])):
         raise ProtocolError("malformed tensor table entry")
     dtype, shape, offset, nbytes = DTYPES[entry[0]], entry[1], entry[2], entry[3]
