@@ -404,7 +404,14 @@ OUTPUT_LOCK = ".grading.lock"  # what every grading output folder holds (grading
 
 
 def is_output_folder(folder: Path) -> bool:
-    return (folder / OUTPUT_LOCK).exists()
+    """A grading run's output folder (its lock file, and no notebook of its own at the top): a student's folder
+    that holds a file of that name beside its notebook is still a student's."""
+    if not (folder / OUTPUT_LOCK).exists():
+        return False
+    try:
+        return not any(p.suffix.lower() == ".ipynb" for p in folder.iterdir())
+    except OSError:
+        return True
 
 
 def refuse_links_out(subs: list[Submission], root: Path) -> None:

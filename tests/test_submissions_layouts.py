@@ -137,8 +137,11 @@ def test_a_grading_output_folder_inside_the_submissions_is_no_student(tmp_path):
     notebook(out / ".staged" / "0123" / "vectors.ipynb")  # a run's own copy, left by a run that was killed
     (out / ".grading.lock").write_text("")
     notebook(tmp_path / "subs" / "bob" / ".inputs" / "x" / "vectors.ipynb")  # inside a hidden folder: not his work
+    notebook(tmp_path / "subs" / "carol" / "vectors.ipynb")  # a file named as the lock beside her notebook: hers
+    (tmp_path / "subs" / "carol" / ".grading.lock").write_text("")
     inputs = discover([tmp_path / "subs"], notebook="vectors.ipynb")
-    assert [(s.student, s.note) for s in inputs.submissions] == [("alice", ""), ("bob", "no notebook was submitted")]
+    assert [(s.student, s.note) for s in inputs.submissions] == [("alice", ""), ("bob", "no notebook was submitted"),
+                                                                  ("carol", "")]
 
 
 @pytest.mark.parametrize("yaml", [True, False], ids=["pyyaml", "without-pyyaml"])
