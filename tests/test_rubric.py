@@ -396,6 +396,23 @@ def test_missing_unreadable_and_pickled_checkpoints(world, trained, tmp_path, ru
     nb = _submission(tmp_path / "judy2", raw_checkpoint={"epoch": 3, "note": "no tensors"})
     c = run_cached.grade(nb, nb.parent / CONFIG.checkpoint).check
     assert c.status == "failed" and "not a state_dict" in c.message
+    # a link to a file outside the student's folder (the grader's files, another student's model) is never read
+    secret = tmp_path / "elsewhere" / "model.pt"
+    secret.parent.mkdir()
+    secret.write_bytes(b"x")
+    linked = _submission(tmp_path / "judy3")
+    (linked.parent / CONFIG.checkpoint).symlink_to(secret)
+    c = run_cached.grade(linked, linked.parent / CONFIG.checkpoint).check
+    assert c.status == "failed" and "is a link to a file outside the folder it was handed in" in c.message
+
+
+def test_a_checkpoint_larger_than_any_model_is_not_read(tmp_path, monkeypatch):
+    from autograder.rubric import stage
+
+    (tmp_path / "model.pt").write_bytes(bytes(100))
+    assert stage.checkpoint_problem(tmp_path / "model.pt") == ""
+    monkeypatch.setattr(stage, "MAX_CHECKPOINT_BYTES", 99)
+    assert "larger than the" in stage.checkpoint_problem(tmp_path / "model.pt")
 
 
 def test_notebook_without_the_class(world, trained, tmp_path, run_cached):

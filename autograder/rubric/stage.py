@@ -211,6 +211,9 @@ class RubricRun:
             if not Path(checkpoint).is_file():
                 raise Refused(f"no saved model: the rubric grades `{c.checkpoint}` (the notebook's CHECKPOINT, "
                               f"saved by the training loop) handed in next to the notebook; it was not found")
+            problem = checkpoint_problem(Path(checkpoint))
+            if problem:
+                raise Refused(f"your `{c.checkpoint}` {problem}: it is not read")
             self.prepare()
             accuracy, correct, n, notes = self._grade_in_worker(extraction, Path(checkpoint), details)
         except Refused as exc:
@@ -579,3 +582,21 @@ def _digest(prints: dict) -> str:
     import json
 
     return hashlib.sha256(json.dumps(sorted(prints.items())).encode()).hexdigest()[:12]
+
+
+MAX_CHECKPOINT_BYTES = 4 << 30  # the largest checkpoint read (a whole BERT-large classifier is some 1.3 GB)
+
+
+def checkpoint_problem(checkpoint: Path) -> str:
+    """Why a submitted checkpoint is not read, or "": a link to a file outside its folder (the grader's files, another
+    student's model, /dev/zero) or a file larger than any model the rubric grades (its bytes are held in memory)."""
+    try:
+        folder, target = checkpoint.parent.resolve(), checkpoint.resolve()
+        if folder not in target.parents:
+            return f"is a link to a file outside the folder it was handed in ({target})"
+        size = target.stat().st_size
+    except (OSError, RuntimeError) as exc:  # (RuntimeError: a loop of links)
+        return f"cannot be read ({exc})"
+    if size > MAX_CHECKPOINT_BYTES:
+        return f"is {size / 2**30:.1f} GiB, larger than the {MAX_CHECKPOINT_BYTES / 2**30:.0f} GiB the rubric reads"
+    return ""
