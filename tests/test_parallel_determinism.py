@@ -146,3 +146,9 @@ def test_transformers_variants_grade_identically_again(tmp_path):
     assert {r.submission: outcome(r) for r in first} == {r.submission: outcome(r) for r in second}
     full = {r.submission: r.score for r in first}
     assert all(full[p.stem] == full["answer_key"] for p in subs[:1 + len(corpus.variants)])
+
+
+def test_scrub_writes_control_characters_out_so_a_terminal_never_acts_on_them():
+    """A message of student code with a terminal's escape sequence or a carriage return (which overwrites the line
+    when a TA reads feedback.md with cat) shows them as text; tabs and newlines stay."""
+    assert scrub("a\x1b[2Jb\r\nc\rd\x00\te\x85") == "a\\x1b[2Jb\nc\\x0dd\\x00\te\\x85"

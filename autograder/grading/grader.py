@@ -83,10 +83,15 @@ def bounded(text: str, limit: int) -> str:
     return text[:limit] + f"\n... ({len(text) - limit} more characters not shown)"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every control character but tab and newline
+
+
 def scrub(text: str) -> str:
     """What differs between two runs of the same code but means nothing: memory addresses and the
-    judge's scratch folder names."""
-    return _SCRATCH.sub("/tmp/work", _ADDRESS.sub("0x...", text))
+    judge's scratch folder names. Control characters (a terminal's escape sequences, carriage returns that
+    overwrite a line when a TA reads the file in a terminal) are written out as `\\x1b`: shown, never acted on."""
+    text = _SCRATCH.sub("/tmp/work", _ADDRESS.sub("0x...", text))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
 
 
 class _SeededJudge(Judge):
