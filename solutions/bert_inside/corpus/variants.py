@@ -439,6 +439,19 @@ VARIANTS = [
     Variant("encoder_bias_none_without_mask", replace=BIAS_NONE_REPLACE,
             why="Encoder gives its layers bias=None when attention_mask is None and EncoderLayer adds the bias only "
                 "when it is not None (how the library skips an absent mask): the outputs are the reference's"),
+    Variant("heads_read_the_bert_they_wrap",
+            replace={"        self.nsp = nn.Linear(config.hidden_size, 2)\n":
+                     "        self.nsp = nn.Linear(self.bert.config.hidden_size, 2)\n",
+                     "        self.mlm = MLMHead(config, self.bert.embeddings.word)\n":
+                     "        self.mlm = MLMHead(config, self.bert.input_embeddings())\n",
+                     "    def forward(self, input_ids, token_type_ids=None, attention_mask=None):\n"
+                     "        \"\"\"input_ids, token_type_ids (None: all 0)":
+                     "    def input_embeddings(self):\n        return self.embeddings.word\n\n"
+                     "    def forward(self, input_ids, token_type_ids=None, attention_mask=None):\n"
+                     "        \"\"\"input_ids, token_type_ids (None: all 0)"},
+            why="BertForPretraining sizes its NSP head from self.bert.config (the notebook's Bert sets it) and takes "
+                "the word embedding from a method of the student's own Bert: the grader's stand-in for Bert has both "
+                "(it lost 3 points of part 6 to AttributeErrors)"),
     Variant("train_epoch_tutorial_average", {"train_epoch": TRAIN_EPOCH_TUTORIAL},
             "the loss summed per example and divided by len(loader.dataset), as in the PyTorch tutorials"),
     Variant("loops_and_arithmetic",
