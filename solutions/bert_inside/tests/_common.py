@@ -171,13 +171,13 @@ def wrong_gradients(grads, ref_grads, own_state, ref_state) -> list:
 def gradients_right(sub, ref, student, reference, args, what, input_grad=False):
     """Fail unless backpropagating through the student's `module` gives every parameter (and the first argument,
     with input_grad) the gradient backpropagating through the reference's module gives: both hold the same weights,
-    in eval() with dropout off. Only a forward that is the reference's is judged: any other one (a term that depends
-    on every parameter added to outputs computed without them) has other gradients, and which ones are right is
-    not known; the output checks say what the forward gets wrong."""
-    if not same_outputs(outputs_of(student(*args), f"{what}.forward"), outputs_of(reference(*args), "reference")):
-        raise Fail(f"{what} does not compute the reference's output with the same weights (the output checks say "
-                   "how): its gradients are checked once it does")
+    in eval() with dropout off. A forward that is not the reference's (the output checks say how) has other
+    gradients, and which ones are right is not known: it is judged on what can be, that a gradient reaches every
+    parameter (and the input), so that one mistake in the forward costs the output checks, not this one too."""
+    same = same_outputs(outputs_of(student(*args), f"{what}.forward"), outputs_of(reference(*args), "reference"))
     grads, x_grad = student_gradients(sub, student, args, what, input_grad)
+    if not same:
+        return
     ref_grads, ref_x_grad = ref.helpers.bi_grads(reference, args, input_grad)
     wrong = wrong_gradients(grads, ref_grads, sub.helpers.bi_state(student), ref.helpers.bi_state(reference))
     if input_grad and not same_gradient(x_grad, ref_x_grad):

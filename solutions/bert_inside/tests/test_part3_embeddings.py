@@ -60,15 +60,6 @@ def judge_embeddings(state, ids, types, eps, offset=0, segments=True, norm=True)
     return layer_norm(x, state["norm.weight"], state["norm.bias"], eps) if norm else x
 
 
-def known_output(got, expected, state, ids, types, eps):
-    """Whether `got` is the reference's output or one of the usual mistakes' (those the output checks name)."""
-    if close(got, expected):
-        return True
-    mistakes = [dict(offset=1), dict(segments=False), dict(norm=False)]
-    return (any(close(got, judge_embeddings(state, ids, types, eps, **m)) for m in mistakes)
-            or close(got, judge_embeddings(state, ids, types, 1e-5), atol=1e-4))
-
-
 def diagnose(got, state, ids, types, eps):
     if ids.shape[1] < state["position.weight"].shape[0] and close(got, judge_embeddings(state, ids, types, eps, offset=1)):
         return "the position ids are off by one: positions are 0, 1, ..., T-1 (torch.arange(T))"
@@ -191,10 +182,12 @@ def dropout(sub, ref):
     exact = run(student, ids, types)
     if not torch.equal(exact, run(student, ids, types)):
         raise Fail("in eval() mode two calls with the same input must give identical outputs (no dropout)")
-    # dropout is judged on the embeddings themselves: dropout of anything else (a constant) drops the same share
-    if not known_output(exact, run(reference, ids, types), state, ids, types, cfg["layer_norm_eps"]):
-        raise Fail("in eval() with identical weights the output is not LayerNorm(word + position + segment) (the output "
-                   "check says how): where dropout acts can be checked only once the output is right")
+    # dropout is judged on an output computed from the input: dropout of anything else (a constant) drops the same
+    # share. Whether that output is the right one is the output checks' to say.
+    other_ids, _ = inputs(343, 8, 20, cfg)
+    if close(exact, run(student, other_ids, types)):
+        raise Fail("in eval() the output is the same for other input_ids: compute the embeddings from the input, "
+                   "then dropout")
     student.train()
     noisy = run(student, ids, types)
     dropped = noisy == 0
