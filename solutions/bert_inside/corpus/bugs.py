@@ -513,10 +513,6 @@ BUGS: list[Bug] = [
          '                              {"params": no_decay, "weight_decay": 0.0}], lr=lr)':
          "return torch.optim.AdamW(decay + no_decay, lr=lr, weight_decay=weight_decay)"},
         {S_OPT: "no weight decay"}, "biases and LayerNorm weights decayed too", confined_to=P7),
-    Bug("optimizer_includes_frozen_parameters",
-        {"        if not p.requires_grad:\n            continue\n": ""},
-        {S_OPT: "requires_grad=False, yet it is in a parameter group"},
-        "frozen parameters handed to AdamW too (they got full marks: the model had none)", confined_to=P7),
     Bug("adam_instead_of_adamw",
         {"return torch.optim.AdamW(": "return torch.optim.Adam("},
         {S_OPT: "AdamW"}, "L2 penalty instead of decoupled weight decay", confined_to=P7),
