@@ -502,6 +502,16 @@ BUGS: list[Bug] = [
     Bug("scheduler_stepped_per_epoch",
         {SCHEDULER: "", "    return total_loss / total_n": "    scheduler.step()  # once per epoch\n    return total_loss / total_n"},
         {T_TRAIN: "once per BATCH"}, "the schedule advanced per epoch", confined_to=P7),
+    Bug("init_before_the_heads",
+        {"        self.bert = Bert(config)\n        self.mlm = MLMHead(config, self.bert.embeddings.word)\n"
+         "        self.nsp = nn.Linear(config.hidden_size, 2)\n"
+         "        self.apply(functools.partial(init_bert_weights, std=config.initializer_range))\n":
+         "        self.bert = Bert(config)\n"
+         "        self.apply(functools.partial(init_bert_weights, std=config.initializer_range))\n"
+         "        self.mlm = MLMHead(config, self.bert.embeddings.word)\n"
+         "        self.nsp = nn.Linear(config.hidden_size, 2)\n"},
+        {H_FIRST: "was not initialised with init_bert_weights"},
+        "self.apply(init) before the heads exist: they keep PyTorch's init (it got full marks)", confined_to=P6),
     Bug("scheduler_before_optimizer",
         {"        optimizer.step()\n" + SCHEDULER: "        scheduler.step()\n        optimizer.step()\n"},
         {T_TRAIN: "after optimizer.step()"}, "the scheduler steps first", confined_to=P7),

@@ -428,6 +428,18 @@ def first_loss(sub, ref):
         raise Fail(f"the first loss of a fresh BertForPretraining(config) with vocab_size 200 is {total:.2f}; it should be "
                    f"about ln(200) + ln(2) = {target:.2f}: initialise every module with init_bert_weights(std="
                    "config.initializer_range) (self.apply(...)), the tied word embeddings included")
+    # each head initialised too (self.apply(...) after the heads are made): PyTorch's own init of nn.Linear(32, ...)
+    # has std 1/sqrt(3 * 32) = 0.10 against 0.02 here; 64 and 1,024 values give the std to within 10% (sd 0.0018 and
+    # 0.0004 at 0.02), so 0.05 is over 16 sd from both
+    for name, what in (("nsp.weight", "the NSP head"), ("mlm.dense.weight", "the MLM head's dense layer")):
+        try:
+            weight = remote_attr(model, name)
+        except StudentError:
+            continue  # (named otherwise: the heads checks say so)
+        if isinstance(weight, torch.Tensor) and weight.numel() >= 64 and float(weight.double().std()) > 0.05:
+            raise Fail(f"{what} ({name}) of a fresh BertForPretraining has weights of std "
+                       f"{float(weight.double().std()):.3f}, not config.initializer_range = 0.02: it was not initialised "
+                       "with init_bert_weights; call self.apply(...) after every module is created")
     # 0.02 above is init_bert_weights' default too: another range tells whether the config's is passed on
     spread = sub.helpers.bi_weight_spread(pretraining_model(sub, vocab_size=200, hidden_size=32, num_attention_heads=4,
                                                             initializer_range=0.2))
