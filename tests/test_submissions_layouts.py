@@ -392,3 +392,25 @@ def test_a_folder_of_notebooks_with_students_folders_beside_them_grades_both(tmp
     assert [(s.student, s.path.name) for s in inputs.submissions] == \
         [("CAROL", "CAROL.IPYNB"), ("alice", "alice.ipynb"), ("bob", "vectors.ipynb")]
     assert "folder of notebooks and submission folders, 3 submission(s)" in inputs.layouts[0]
+
+
+def test_a_notebook_of_millions_of_json_values_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    """Parsed, `{},` costs the grading process some 25 times its bytes (a 256 MB file, gigabytes): a notebook with
+    more values than any notebook holds is refused with its row before it is parsed. Commas, brackets and escaped
+    quotes inside strings (a pasted constant, a printed list) count for nothing."""
+    import json
+
+    from autograder.notebook import load
+
+    monkeypatch.setattr(load, "MAX_JSON_VALUES", 1000)
+    bloated = tmp_path / "bloated.ipynb"
+    bloated.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {"x": [{}] * 2000}, "cells": []}))
+    with pytest.raises(load.NotebookError, match="holds more than 1,000 JSON values"):
+        load.read_notebook(bloated)
+    fine = tmp_path / "fine.ipynb"
+    source = "x = '" + ',[{\\"' * 5000 + "'\n"
+    fine.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                "cells": [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [],
+                                           "execution_count": None}]}))
+    nb, _ = load.read_notebook(fine)
+    assert nb.cells[0].source == source

@@ -9,10 +9,16 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
 MAX_NOTEBOOK_BYTES = 256 * 1024 * 1024
+# JSON values (objects, lists, numbers...) a notebook may hold outside its strings: parsed, each costs the grading
+# process some 50 to 100 bytes (a file of 256 MB of `{},` would take some 6 GB), and no notebook holds this many
+# (a line of source or an image is one value; a 69 MB string constant is one)
+MAX_JSON_VALUES = 5_000_000
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # (unrolled: linear in the string's length)
 
 
 class Node(dict):
@@ -38,6 +44,17 @@ class NotebookUnreadable(NotebookError):
     never the student's."""
 
 
+def _json_values(raw: bytes) -> int:
+    """About how many JSON values `raw` holds outside its strings (its commas, objects and lists): an upper bound
+    counted on the bytes as they are first, and only when that is over the limit again with the strings taken out
+    (commas in a printed output count for nothing)."""
+    count = raw.count(b",") + raw.count(b"{") + raw.count(b"[")
+    if count <= MAX_JSON_VALUES:
+        return count
+    bare = _JSON_STRING.sub(b'""', raw)
+    return bare.count(b",") + bare.count(b"{") + bare.count(b"[")
+
+
 def read_notebook(path: Path) -> tuple[Node, list[str]]:
     """The notebook as nbformat 4 with outputs dropped, plus notes on what was repaired."""
     notes = []
@@ -58,6 +75,10 @@ def read_notebook(path: Path) -> tuple[Node, list[str]]:
         raise NotebookUnreadable(f"cannot read {path.name}: {exc.strerror}") from None
     if not raw.strip():
         raise NotebookError(f"{path.name} is empty")
+    values = _json_values(raw)
+    if values > MAX_JSON_VALUES:
+        raise NotebookError(f"{path.name} holds more than {MAX_JSON_VALUES:,} JSON values (objects, lists, numbers) "
+                            "outside its strings, more than any notebook holds: it is not read")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
