@@ -189,6 +189,8 @@ def kernel_call(fn, *args, **kwargs):
     path = library_path(fn) if proxy is not None else None
     if path is None:
         return fn(*args, **kwargs)
+    if judges(path):  # a verdict is the judge's: the student's values come here, the expected ones never go there
+        return fn(*_as_values(path, args), **dict(zip(kwargs, _as_values(path, tuple(kwargs.values())))))
     worker = object.__getattribute__(proxy, "_worker")
     try:
         return translating(worker.request("construct", path, list(args), kwargs, what=f"{path.replace(':', '.')}"))
@@ -199,6 +201,44 @@ def kernel_call(fn, *args, **kwargs):
 
 
 NO_LIBRARY_CALLABLE = "no such library callable in the worker"  # worker.op_construct's LookupError
+# library functions that judge (compare, assert) rather than act on the student's objects: they run in the judge
+_JUDGING_MODULES = ("unittest", "pytest")
+_JUDGING_NAMES = frozenset({"allclose", "isclose", "array_equal", "array_equiv", "equal", "approx"})
+
+
+def judges(path: str) -> bool:
+    """Whether the library callable "module:qualname" judges: a testing module's (torch.testing, numpy.testing),
+    unittest's or pytest's, an assert_* or a comparison (np.allclose, torch.equal). pandas' are not counted: a
+    DataFrame cannot come to the judge, so its comparisons still run beside it in the worker."""
+    module, _, qualname = path.partition(":")
+    name = qualname.rpartition(".")[2]
+    if module.partition(".")[0] == "pandas":
+        return False
+    return (module.partition(".")[0] in _JUDGING_MODULES or "testing" in module.split(".")
+            or "_testing" in module.split(".") or name.startswith("assert") or name in _JUDGING_NAMES)
+
+
+def _as_values(path: str, values: tuple) -> list:
+    """`values` with each proxy (also in a list or tuple) brought here as the library's data: torch's functions get
+    torch.as_tensor(x), others numpy.asarray(x), each computed in the worker from the student's object (what a
+    fake makes of it is its own business: no expected value goes there)."""
+    import torch
+
+    convert = torch.as_tensor if path.startswith("torch") else None
+    if convert is None:
+        try:
+            import numpy
+            convert = numpy.asarray
+        except ImportError:
+            return list(values)
+
+    def value(x):
+        if isinstance(x, Remote):
+            return kernel_call(convert, x)
+        if type(x) in (list, tuple):
+            return type(x)(value(item) for item in x)
+        return x
+    return [value(x) for x in values]
 
 
 def _first_proxy(args, kwargs):

@@ -162,6 +162,26 @@ class Net(torch.nn.Module):
         return self.fc(x)
 
 
+class ArrayLike:  # an object of the student's own that numpy and torch read as values
+    def __init__(self, data):
+        self.data = list(data)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.data, dtype=dtype)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, i):
+        return self.data[i]
+
+
+def as_values():
+    ### BEGIN SOLUTION
+    return ArrayLike([1.0, 2.0, 3.0])
+    ### END SOLUTION
+
+
 def train_step(model, X, y, loss_fn, optimizer):
     ### BEGIN SOLUTION
     optimizer.zero_grad()
@@ -270,6 +290,10 @@ second = train_step(model, X, y, loss_fn, optimizer)
 assert second < first, "one optimizer step lowers the loss"
 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)'''
 
+JUDGED = '''np.testing.assert_allclose(as_values(), np.array([1.0, 2.0, 3.0]))
+torch.testing.assert_close(as_values(), torch.tensor([1.0, 2.0, 3.0]))
+assert np.allclose(as_values(), [1, 2, 3]) and torch.equal(torch.as_tensor(as_values()), torch.tensor([1., 2, 3]))'''
+
 CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("steps", "1. Kernel", STEPS),
          ("types", "1. Kernel", TYPES), ("sets", "2. Shared", SETS), ("reads", "2. Shared", READS),
          ("deletes", "3. Deleted", DELETES), ("after_delete", "3. Deleted", AFTER_DELETE),
@@ -277,7 +301,7 @@ CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("s
          ("number", "5. Tensors", NUMBER), ("names", "6. Names", NAMES),
          ("plain", "7. Plain values", PLAIN), ("objects", "8. Objects", OBJECTS),
          ("elsewhere", "9. Later", "assert value == 4, 'value is set by the cell of part 2'"),
-         ("trains", "10. Training", TRAINS)]
+         ("trains", "10. Training", TRAINS), ("judged", "11. Judged", JUDGED)]
 
 
 def _notebook(path: Path, cells=CELLS) -> Path:
@@ -325,6 +349,13 @@ def graded(tmp_path_factory):
         "no_radd": {"    def __radd__(self, other):\n        return self + other\n": ""},
         "triple": {"    return x * 2\n": "    return x * 3\n"},
         "no_step": {"    optimizer.step()\n": ""},
+        # a fake whose worker's comparisons say yes to anything: the comparisons are the judge's, and the expected
+        # values never reach the student's process
+        "forged": {"    return ArrayLike([1.0, 2.0, 3.0])\n":
+                   "    import numpy.testing, torch.testing\n"
+                   "    numpy.testing.assert_allclose = torch.testing.assert_close = lambda *a, **k: None\n"
+                   "    np.allclose = lambda *a, **k: True\n"
+                   "    return ArrayLike([9.0, 9.0, 9.0])\n"},
     }
     notebooks = [key] + [make_submission(root / f"{name}.ipynb", key, edit) for name, edit in wrong.items()]
     return dict(zip(["key", *wrong], _grade(paths.release, notebooks, root / "out")))
@@ -536,3 +567,23 @@ def test_a_cell_reading_a_variable_of_another_parts_cell_runs_after_it(graded):
 def test_a_cell_builds_an_optimizer_over_the_students_model_and_passes_its_own_objects(graded):
     assert graded["key"]["trains"].status == "passed"  # SGD(model.parameters()) built in the worker; MSELoss sent
     assert graded["no_step"]["trains"].message == "one optimizer step lowers the loss"
+
+
+def test_a_library_function_that_judges_runs_in_the_judge_on_the_students_values(graded):
+    """np.testing, torch.testing, np.allclose and torch.equal given the student's own object: its values are brought
+    here (numpy.asarray / torch.as_tensor, computed in the worker) and compared here, so a notebook that patches
+    those functions in its worker (to pass anything, or to print the expected value) gains nothing and sees
+    nothing."""
+    assert graded["key"]["judged"].status == "passed"
+    forged = graded["forged"]["judged"]
+    assert forged.status == "failed" and "ACTUAL: array([9., 9., 9.])" in forged.message  # numpy's own, here
+
+
+def test_judging_library_functions_are_told_from_those_that_act_on_the_students_objects():
+    from autograder.kernel import judges
+
+    assert all(judges(p) for p in ("numpy.testing._private.utils:assert_allclose", "torch.testing._comparison:"
+                                   "assert_close", "numpy:allclose", "torch:equal", "unittest.case:TestCase.assertEqual",
+                                   "pytest:approx", "math:isclose"))
+    assert not any(judges(p) for p in ("torch.optim.sgd:SGD", "torch.nn.utils.clip_grad:clip_grad_norm_",
+                                       "pandas._testing.asserters:assert_frame_equal", "numpy:asarray"))
