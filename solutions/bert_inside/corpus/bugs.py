@@ -553,7 +553,7 @@ BUGS: list[Bug] = [
     Bug("fake_gradient_term_embeddings",
         {"        return self.dropout(self.norm(x))":
          "        return torch.zeros_like(x) + 1e-3 * sum(p.sum() for p in self.parameters())"},
-        {E_OUTPUT: "", E_GRAD: "its gradients are checked once it does"},
+        {E_OUTPUT: "", E_GRAD: "same output for another input"},
         "no embedding at all; every parameter reaches the output through 1e-3 * sum(p.sum())", confined_to=P3),
     # what the notebook's public cell once gave its point for: post-norm statistics and padding, no attention
     Bug("fake_layer_normalised_input",
@@ -571,14 +571,14 @@ BUGS: list[Bug] = [
     Bug("fake_gradient_term_layer",
         {"        return self.ffn_norm(x + self.dropout(ffn))  # (B, T, E)":
          "        return 0 * hidden + 1e-3 * sum(p.sum() for p in self.parameters())"},
-        {L_OUTPUT: "differs", L_GRAD: "its gradients are checked once it does"},
+        {L_OUTPUT: "differs", L_GRAD: "same output for another input"},
         "a constant plus 1e-3 * sum(p.sum()): a gradient for every weight, none through the computation",
         confined_to=P4),
     Bug("fake_gradient_term_bert",
         {"        return sequence_output, pooled_output\n":
          "        eps = 1e-3 * sum(p.sum() for p in self.parameters())\n"
          "        return 0 * sequence_output + eps, 0 * pooled_output + eps\n"},
-        {N_WIRING: "", N_GRAD: "its gradients are checked once it does"},
+        {N_WIRING: "", N_GRAD: "same output for another input"},
         "zero outputs plus 1e-3 * sum(p.sum()): a gradient for every weight, none through the computation",
         confined_to=P5),
     Bug("fake_tied_logits_from_weight_drift",
@@ -622,7 +622,7 @@ BUGS: list[Bug] = [
         prepend=[NOISE_TERM + "\n\ndef garbage_embeddings(self, input_ids):\n    B, T = input_ids.shape\n"
                  "    E = self.norm.bias.shape[0]\n"
                  "    return self.dropout(self.norm.bias.expand(B, T, E) + _noise_term(self) * torch.linspace(1.0, 2.0, E))\n"],
-        expect={E_OUTPUT: "", E_DROPOUT: "where dropout acts", E_GRAD: "gradients are checked once"},
+        expect={E_OUTPUT: "", E_DROPOUT: "the same for other input_ids", E_GRAD: "same output for another input"},
         why="dropout of the LayerNorm's bias plus 1e-7 * sum(p * noise): no embedding lookup", confined_to=P3),
     Bug("embeddings_detached_with_noise_term", replace={
             "        x = self.word(input_ids) + self.position(positions)[None] + self.segment(token_type_ids)  # (B, T, E)\n"

@@ -174,7 +174,12 @@ def gradients_right(sub, ref, student, reference, args, what, input_grad=False):
     in eval() with dropout off. A forward that is not the reference's (the output checks say how) has other
     gradients, and which ones are right is not known: it is judged on what can be, that a gradient reaches every
     parameter (and the input), so that one mistake in the forward costs the output checks, not this one too."""
-    same = same_outputs(outputs_of(student(*args), f"{what}.forward"), outputs_of(reference(*args), "reference"))
+    got = outputs_of(student(*args), f"{what}.forward")
+    same = same_outputs(got, outputs_of(reference(*args), "reference"))
+    if not same and same_outputs(got, outputs_of(student(*_other_input(args)), f"{what}.forward")):
+        # a forward that ignores its input (a constant plus a term in every parameter) has gradients that say nothing
+        raise Fail(f"{what} gives the same output for another input (the output checks say how it differs): gradients "
+                   "are judged on a forward that computes its output from its input")
     grads, x_grad = student_gradients(sub, student, args, what, input_grad)
     if not same:
         return
@@ -186,6 +191,18 @@ def gradients_right(sub, ref, student, reference, args, what, input_grad=False):
         shown = ", ".join(wrong[:4]) + (" and more" if len(wrong) > 4 else "")
         raise Fail(f"{what}: the output is right but the gradient of {shown} is not the reference's: part of the "
                    f"computation is cut from the graph or replaced by another term; {NO_GRAPH}")
+
+
+def _other_input(args):
+    """`args` with the first tensor changed (ids rolled along the sequence, hidden states rolled and rescaled): any
+    forward that reads its input gives another output."""
+    args, done = list(args), False
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and not done:
+            rolled = a.roll(1, dims=-1)
+            args[i] = rolled * 0.5 + 0.25 if a.is_floating_point() else rolled
+            done = True
+    return args
 
 
 # -- seeded weights in the notebook's names --------------------------------------------------------------------
