@@ -292,6 +292,12 @@ def predict_loop(sub, ref):
     logits, labels = out
     expected = torch.cat([toy_logits(params, b) for b in batches])
     if tuple(logits.shape) != tuple(expected.shape) or not torch.allclose(logits.double(), expected, atol=1e-5):
+        for mistake, value in (("softmax probabilities", expected.softmax(-1)),
+                               ("the predicted classes", expected.argmax(-1).double()),
+                               ("log-probabilities (log_softmax)", expected.log_softmax(-1))):
+            if tuple(logits.shape) == tuple(value.shape) and torch.allclose(logits.double(), value, atol=1e-5):
+                raise Fail(f"predict returns {mistake} of every example, in order; it must return the model's logits "
+                           "themselves (N, 2), the batches' logits concatenated")
         raise Fail(f"predict must return the logits of every example, in the loader's order: shape (N, 2) = "
                    f"{tuple(expected.shape)}, the batches' logits concatenated")
     if not torch.equal(labels.reshape(-1).long(), torch.cat([b["labels"] for b in batches])):
