@@ -68,14 +68,39 @@ def test_assignments_a_download_would_feed_are_not_pulled_in_by_it():
     assert "embed" in names
 
 
-def test_a_loop_the_grader_does_not_run_that_fills_a_kept_array_is_named_at_build():
+def test_a_loop_that_fills_an_array_the_checks_read_runs_and_one_they_do_not_read_does_not():
+    """`a = np.zeros(...)` then a loop filling it: the checks read `a`, so the loop runs after it, in notebook order
+    (as otter and nbgrader run the cell); the losses of a training loop nobody reads are not computed. A loop that
+    changes a name only a function reads stays unrun, and the build names it."""
     import nbformat
 
     from autograder.build import loops_not_run
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import numpy as np\nn = 3\na = np.zeros((n, n))\nfor i in range(n):\n    for j in range(n):\n"
-        "        a[i, j] = 1 / (i + j + 1)\nlosses = []\nfor step in range(2):\n    losses.append(step)\n")])
-    reference = extract(nb, {"a", "n"})
-    [note] = loops_not_run(reference, "hw/hw.ipynb", {"a", "n"})  # the losses of a training loop: not read
-    assert note.startswith("hw/hw.ipynb: cell 1, line 4: a `for` loop") and "changes `a`, which the grader keeps" in note
+        "        a[i, j] = 1 / (i + j + 1)\nlosses = []\nfor step in range(2):\n    losses.append(step)\n"
+        "table = {}\nfor k in range(3):\n    table[k] = k * k\ndef lookup(k):\n    return table[k]\n")])
+    reference = extract(nb, {"a", "n", "lookup"})
+    assert [(u.line, u.kind) for u in reference.units if u.line in (4, 8, 11)] == [(4, "assignment")]
+    [note] = loops_not_run(reference, "hw/hw.ipynb", {"a", "n", "lookup", "table"})
+    assert note.startswith("hw/hw.ipynb: cell 1, line 11: a `for` loop") and "changes `table`" in note
+
+
+def test_values_the_checks_read_computed_in_loops_blocks_and_in_place_calls_run_in_notebook_order():
+    """How otter and nbgrader students compute a variable answer: a running total in a loop, the answer inside an
+    `if`, a frame sorted in place. The checks read `mean_score`, `ranked` and `best`: the statements computing them
+    run, in order; a demo call (`print`) and a loop filling what only a function reads do not."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in (
+        "scores = [3, 1, 2]\ntotal = 0\nfor s in scores:\n    total += s\nprint(total)\n",
+        "if total > 3:\n    mean_score = total / len(scores)\nelse:\n    mean_score = 0.0\n",
+        "ranked = list(scores)\nranked.sort(reverse=True)\nwith open('log.txt', 'w') as f:\n    best = ranked[0]\n",
+        "history = []\nfor epoch in range(100):\n    history.append(epoch)\ndef plot():\n    return history\n")])
+    units = extract(nb, {"mean_score", "ranked", "best", "plot"}).units
+    assert [(u.cell, u.line) for u in units] == [(1, 1), (1, 2), (1, 3), (2, 1), (3, 1), (3, 2), (3, 3), (4, 1), (4, 4)]
+    namespace: dict = {}
+    for u in units:
+        if u.cell != 3 or u.line != 3:  # (the `with` block writes a file)
+            exec(u.source, namespace)
+    assert (namespace["mean_score"], namespace["ranked"], namespace["history"]) == (2.0, [3, 2, 1], [])

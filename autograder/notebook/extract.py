@@ -5,7 +5,9 @@ Kept: top-level imports, functions, classes and simple constant assignments, and
 assignment that a kept statement uses, directly or through other such assignments (a module-level
 `loss_fn = nn.CrossEntropyLoss(...)` read inside a function; `model = ...` and `history = train(...)`
 that nothing uses are not run; an assignment that downloads from a hub or loads a dataset is never run, even
-when something uses it). Calls, loops and demos are dropped, and so are cells tagged
+when something uses it). A loop, block or bare call that binds or changes a name the checks read, or one that name
+is computed from (`for s in scores: total += s`, `df.sort_values(..., inplace=True)`), runs too, in notebook order.
+Other calls, loops and demos are dropped, and so are cells tagged
 `skip-grading` and the notebook's test cells (the grader runs the instructor's copies of those). Each
 kept statement becomes a `Unit` that the worker runs on its own (with its own time limit), so one
 failing definition does not take the others with it. Every top-level binding that is not run is
@@ -368,6 +370,38 @@ def _changed_in_place(node) -> list[str]:
     return sorted(name for name in changed if name)
 
 
+_COMPUTING = (ast.For, ast.While, ast.If, ast.With, ast.Try, ast.Expr)
+
+
+def _stored_names(node: ast.AST) -> set[str]:
+    """Plain names a statement binds at any depth (a loop's target and what its body assigns), not inside the
+    functions or classes it defines."""
+    found, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            found.add(n.id)
+        if n is node or not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(n))
+    return found
+
+
+def _computes(node: ast.AST) -> set[str]:
+    """Names a loop, a block or a bare call binds or changes in place (an `inplace=True` call included); empty for
+    anything else."""
+    if not isinstance(node, _COMPUTING) or isinstance(node, ast.Expr) and not isinstance(node.value, ast.Call):
+        return set()
+    names = _stored_names(node) | set(_changed_in_place(node))
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+        if any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords):
+            base = call.func.value
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                names.add(base.id)
+    return names
+
+
 # the calls that seed a global generator: run where they stand when the grader seeds each cell (extract's `each_cell`)
 SEEDING_CALLS = frozenset({"np.random.seed", "numpy.random.seed", "random.seed", "torch.manual_seed"})
 
@@ -394,6 +428,14 @@ def extract(nb, uses=(), each_cell: str = "") -> Extraction:
                   and isinstance(st.node, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
     chosen: set[int] = set()
     downloads: set[int] = set()  # needed, but never run (see _LOAD_TIME_DOWNLOADS)
+    # Loops, blocks and calls that compute a value the checks read (`for s in scores: total += s`, an answer inside
+    # an `if`, `df.sort_values(..., inplace=True)`): run too, in notebook order, and what they read. Only for the
+    # checks' own names and what those are computed from, never for the globals a function reads (a training loop
+    # filling a `history` some plotting function reads is not run).
+    direct = set(uses)
+    kept_values = [st for st in statements if st.unit is not None and st.unit.kind == "constant"]
+    runs = [st for st in statements if st.unit is None and _computes(st.node)]
+    ran: set[int] = set()
     changed = True
     while changed:
         changed = False
@@ -406,10 +448,27 @@ def extract(nb, uses=(), each_cell: str = "") -> Extraction:
                 chosen.add(i)
                 needed |= _loaded_names(st.node)
                 changed = True
+            if i in chosen and direct.intersection(binds) and not _loaded_names(st.node) <= direct:
+                direct |= _loaded_names(st.node)
+                changed = True
+        for st in kept_values:  # (`if total > 3: mean = total / n` kept as it is: what it reads is computed too)
+            if direct.intersection(st.unit.names) and not _loaded_names(st.node) <= direct:
+                direct |= _loaded_names(st.node)
+                changed = True
+        for i, st in enumerate(runs):
+            if i not in ran and direct.intersection(_computes(st.node)) and not _download_call(st.node):
+                ran.add(i)
+                needed |= _loaded_names(st.node)
+                direct |= _loaded_names(st.node)
+                changed = True
     units = []
     for st in statements:
         if st.unit is not None:
             units.append(st.unit)
+    for i in sorted(ran):
+        st = runs[i]
+        units.append(Unit(st.cell, st.line, st.source, sorted(_stored_names(st.node)), "assignment"))
+        not_run = [n for n in not_run if (n.cell, n.line) != (st.cell, st.line)]
     for i, st in enumerate(candidates):
         names = sorted(set(_assigned_names(st.node)))
         if i in chosen:
