@@ -433,6 +433,38 @@ def test_seeded_draws_all_or_nothing_and_a_list_of_points_grade_as_otter_grades(
     assert next(c for c in results[2].checks if c.name == "q9").message == "q9 hidden test 2: a hidden test failed"
 
 
+@pytest.mark.slow
+def test_what_a_case_prints_and_a_frame_it_gives_are_compared_as_otter_compares_them(tmp_path):
+    """otter's doctest compares what a case prints (`print(double(2))`) and the text a value shows as (a DataFrame):
+    a function that prints its answer instead of returning it fails the printing case; a frame with the right values
+    passes and a wrong one fails (both passed, and the frame case was not graded at all, even for the answer key)."""
+    from autograder.grading import GradeOptions, grade
+    from autograder.release import load_release
+
+    printed = code("print(double(2))")
+    printed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="4\n")]
+    source = notebook(
+        tmp_path / "src" / "hw.ipynb", code("import pandas as pd"),
+        *question("q1", "points: 2", [code("def double(v):\n    return 2 * v # SOLUTION")], printed,
+                  code("# HIDDEN\nprint(double(5), double(-1))")),
+        *question("q2", "points: 1", [code("table = pd.DataFrame({'a': [1, 2], 'b': [3, 4]}) # SOLUTION")],
+                  code("table", "   a  b\n0  1  3\n1  2  4")))
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    paths = build(report.target)
+    student = paths.assignment / "hw.ipynb"
+    answers = {"right": ["return 2 * v", "table = pd.DataFrame({'a': [1, 2], 'b': [3, 4]})"],
+               "prints": ["print(2 * v)", "table = pd.DataFrame({'a': [1, 2], 'b': [3, 40]})"]}
+    subs = [_answered(student, a, tmp_path / f"{name}.ipynb") for name, a in answers.items()]
+    results = grade(load_release(paths.release), [paths.release / "answer_key.ipynb", *subs],
+                    GradeOptions(tmp_path / "out", quiet=True, summary=False))
+    scores = [{c.name: (c.status, c.score) for c in r.checks} for r in results]
+    full = {"q1 test 1": ("passed", 1), "q1 hidden test 2": ("passed", 1), "q2 test 1": ("passed", 1)}
+    assert scores[:2] == [full, full]
+    assert scores[2] == {"q1 test 1": ("failed", 0), "q1 hidden test 2": ("failed", 0), "q2 test 1": ("failed", 0)}
+    message = next(c.message for c in results[2].checks if c.name == "q1 test 1")
+    assert message == "this test prints 'None' where a correct notebook prints '4'"
+
+
 def test_otters_older_format_is_converted_as_otters_own_converter_reads_it(tmp_path):
     """otter v0 / jassign: ```-fenced BEGIN QUESTION in the question's markdown, the next cell its solution, the
     `# TEST` / `# HIDDEN TEST` cells after it its cases; `# SOLUTION` lines and `**SOLUTION:**` cells anywhere."""

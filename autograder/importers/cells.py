@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import io
 import random
 import sys
 from collections.abc import Sequence
 
 from autograder.kernel import KernelNamespace, assertion_text, run_test_cell
 from autograder.sandbox.client import StudentError
+from autograder.sandbox.remote import Remote, remote_repr
 from autograder.testing import check
 
 # Shipped into both workers (autograder.testing.worker_helpers) by an assignment whose questions are seeded: the
@@ -141,7 +143,11 @@ def evaluate(program, imports: list[str], source: str, filename: str, seed: str 
 
 
 def same(actual, expected) -> bool:
-    """Equal values, as a printed output would be: numpy and torch values compared element by element."""
+    """Equal values, as a printed output would be: numpy and torch values compared element by element; an object
+    that stays in its worker (a DataFrame, a Series, an object of the notebook's own class) by the text it prints as,
+    as otter compares it."""
+    if isinstance(actual, Remote) or isinstance(expected, Remote):
+        return remote_repr(actual) == remote_repr(expected)
     try:
         equal = actual == expected
         if hasattr(equal, "all"):  # an array or a tensor of comparisons
@@ -176,14 +182,27 @@ def _compared(name: str, imports: list[str], source: str, hidden: bool, seed: st
 
     def run(sub, ref):
         try:
-            actual = evaluate(sub, imports, source, filename, seed, interface=ref, earlier=earlier)
+            actual, printed = printing(evaluate, sub, imports, source, filename, seed, interface=ref, earlier=earlier)
         except AssertionError as exc:
             raise (AssertionError("a hidden test failed") if hidden else failed_assertion(exc, source, filename)) from None
-        expected = evaluate(ref, imports, source, filename, seed, interface=ref, earlier=earlier)
+        expected, expected_printed = printing(evaluate, ref, imports, source, filename, seed, interface=ref,
+                                              earlier=earlier)
         if not same(actual, expected):
+            raise AssertionError("a hidden test failed" if hidden else f"this test gives {remote_repr(actual)} where "
+                                 f"a correct notebook gives {remote_repr(expected)}")
+        if printed != expected_printed:  # otter compares what a case prints (`print(double(2))`) too
             raise AssertionError("a hidden test failed" if hidden else
-                                 f"this test gives {actual!r} where a correct notebook gives {expected!r}")
+                                 f"this test prints {printed!r} where a correct notebook prints {expected_printed!r}")
     return run
+
+
+def printing(fn, *args, **kwargs) -> tuple:
+    """(what `fn` returns, what the test's own code printed meanwhile, each line's trailing spaces dropped): the
+    case's prints run here, in the judge; what the student's functions print in their worker is not part of it."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        value = fn(*args, **kwargs)
+    return value, "\n".join(line.rstrip() for line in out.getvalue().rstrip().split("\n"))
 
 
 def reference_cell(name: str, points: float, part: str, imports: list[str], source: str, hidden: bool = False,

@@ -173,6 +173,9 @@ def public_test_source(case: Case) -> tuple[str | None, str]:
     tree = parse(case.source)
     if tree is None or not tree.body:
         return None, "not valid Python"
+    if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print" for n in ast.walk(tree)):
+        return None, ("it prints, and otter compares what it prints: it is graded as a check comparing what it prints "
+                      "and its value with a correct notebook's")
     last = tree.body[-1]
     if not isinstance(last, ast.Expr) or test_function(tree) is not None:
         return case.source, ""
@@ -775,7 +778,9 @@ def import_assignment(source: Path, name: str, solutions: Path, force: bool = Fa
 def notes(report: ImportReport, seeded_notebook: bool) -> None:
     report.note("otter compares printed outputs; here the values are compared, so `np.True_` and `True` are the same "
                 "(otter 7 under numpy 2 prints `np.True_` where `True` was recorded and fails correct notebooks)")
-    report.note("a test's printed output (print calls) is not compared, only the value of its last expression")
+    report.note("what a test prints with its own print calls is compared with what it prints on a correct notebook, "
+                "as otter compares it; what the notebook's functions print while they run is not (it stays in the "
+                "student's process)")
     report.note("otter's prompts are kept where a stub's raise would stop \"Run all\" (`x = ...` for an assignment "
                 "line, `...` at the top level, BEGIN PROMPT blocks); inside a function a solution is this project's stub, "
                 "`# TODO: your code here` and `raise NotImplementedError()`, where otter's `...` would return None")

@@ -123,6 +123,10 @@ class Remote:
             return repr(self)
         return text if isinstance(text, str) else repr(self)
 
+    def _ag_repr(self) -> str:
+        """repr() of the object itself, as its own __repr__ gives it (a DataFrame's table), or the proxy's."""
+        return self._shown("repr")
+
     def __float__(self):
         return self._req("unop", "float")
 
@@ -213,3 +217,7 @@ def remote_type(obj: Remote) -> dict:
 def remote_items(obj: Remote) -> list:
     return obj._req("items")
 
+
+def remote_repr(value) -> str:
+    """repr() of a value, a proxy's being its object's own (what IPython prints for it, as otter compares it)."""
+    return Remote._ag_repr(value) if isinstance(value, Remote) else repr(value)

@@ -89,7 +89,7 @@ BINARY_OPERATORS = {name: getattr(operator, name) for name in (
     "lt", "le", "gt", "ge")}
 UNARY_OPERATORS: dict[str, Callable[..., Any]] = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs, "invert": operator.invert,
                    "bool": bool, "float": float, "int": int, "index": operator.index, "complex": complex,
-                   "str": str, "format": format, "round": round, "contains": operator.contains}
+                   "str": str, "repr": repr, "format": format, "round": round, "contains": operator.contains}
 
 
 def _cache_lines(filename: str, first: int, source: str) -> None:
