@@ -31,7 +31,7 @@ import functools
 import operator
 import sys
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -224,7 +224,7 @@ def _as_values(path: str, values: tuple) -> list:
     fake makes of it is its own business: no expected value goes there)."""
     import torch
 
-    convert = torch.as_tensor if path.startswith("torch") else None
+    convert: Callable | None = torch.as_tensor if path.startswith("torch") else None
     if convert is None:
         try:
             import numpy

@@ -392,9 +392,10 @@ def _computes(node: ast.AST) -> set[str]:
     if not isinstance(node, _COMPUTING) or isinstance(node, ast.Expr) and not isinstance(node.value, ast.Call):
         return set()
     names = _stored_names(node) | set(_changed_in_place(node))
-    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
-        if any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords):
-            base = call.func.value
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        if isinstance(call.func, ast.Attribute) and any(
+                k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords):
+            base: ast.expr = call.func.value
             while isinstance(base, (ast.Attribute, ast.Subscript)):
                 base = base.value
             if isinstance(base, ast.Name):
@@ -452,7 +453,7 @@ def extract(nb, uses=(), each_cell: str = "") -> Extraction:
                 direct |= _loaded_names(st.node)
                 changed = True
         for st in kept_values:  # (`if total > 3: mean = total / n` kept as it is: what it reads is computed too)
-            if direct.intersection(st.unit.names) and not _loaded_names(st.node) <= direct:
+            if st.unit is not None and direct.intersection(st.unit.names) and not _loaded_names(st.node) <= direct:
                 direct |= _loaded_names(st.node)
                 changed = True
         for i, st in enumerate(runs):

@@ -873,8 +873,8 @@ def _load_errors(reported) -> dict[int, str]:
     for err in reported if isinstance(reported, list) else []:
         if not isinstance(err, dict) or type(err.get("unit")) is not int:
             continue
-        trace = err.get("traceback") if isinstance(err.get("traceback"), list) else []
-        trace = "; ".join(str(line) for line in trace[-2:])
+        lines = err["traceback"] if isinstance(err.get("traceback"), list) else []
+        trace = "; ".join(str(line) for line in lines[-2:])
         errors[err["unit"]] = f"raised {err.get('type')}: {err.get('message')}" + (f" ({trace})" if trace else "")
     return errors
 
