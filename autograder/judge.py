@@ -30,7 +30,7 @@ from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import HELPERS_LABEL, Remote
 from autograder.seeding import seed_torch
-from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, status_of
+from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, points_of, status_of
 from autograder.testing import CheckSpec, Fail, Pending, take_notes
 
 # what a student reads (never a command: the instructor's is in `autograder grade`'s output, commands/grade.py)
@@ -514,7 +514,7 @@ class Judge:
             return result
         finally:
             result.seconds = round(time.monotonic() - start, 3)
-        result.score = round(fraction * spec.points, 6)
+        result.score = points_of(fraction, spec.points)
         result.status = status_of(fraction, 1)
         result.message = message
         result.stub_hit = stub

@@ -29,3 +29,11 @@ def status_of(score: float, points: float) -> str:
     billionth of a point is the same (a fraction computed as 1 - 1/3 - 2/3 is 1e-16, no partial credit)."""
     slack = 1e-9 * max(1.0, abs(points))
     return PASSED if score >= points - slack else PARTIAL if score > slack else FAILED
+
+
+def points_of(fraction: float, points: float) -> float:
+    """The score of a fraction of a check's points: all of them exactly (never 0.666667 for a check worth
+    0.6666666666666666, which totals above the maximum), none, or the part rounded to 6 places, never above them."""
+    if status_of(fraction * points, points) == PASSED:
+        return points
+    return min(points, max(0.0, round(fraction * points, 6)))

@@ -38,7 +38,7 @@ import warnings
 import zlib
 from pathlib import Path
 from autograder.files import write_atomic
-from autograder.status import FAILED, PENDING, UNGRADED, status_of
+from autograder.status import FAILED, PENDING, UNGRADED, points_of, status_of
 from autograder.notebook.markers import cell_source, hand_graded, nbgrader_meta
 
 SETUP_ID = "autograder_setup"
@@ -434,7 +434,7 @@ class KernelChecks:
         fraction = min(1.0, max(0.0, float(fraction)))
         if message:
             print(f"{name}: {message}")
-        return round(fraction * spec.points, 6)
+        return points_of(fraction, spec.points)
 
 
 # -- grading nbgrader's submitted/ tree into its gradebook ----------------------------------------

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+from autograder.status import points_of
+
 
 def rubric_points(accuracy: float, points: float = 8.0, floor: float = 0.50, full: float = 0.90) -> float:
     """points x clamp((accuracy - floor) / (full - floor), 0, 1).
@@ -15,4 +17,4 @@ def rubric_points(accuracy: float, points: float = 8.0, floor: float = 0.50, ful
     if accuracy is None or not math.isfinite(accuracy):
         return 0.0
     fraction = min(1.0, max(0.0, (accuracy - floor) / (full - floor)))
-    return round(points * fraction, 6)
+    return points_of(fraction, points)
