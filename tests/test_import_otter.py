@@ -870,3 +870,20 @@ def test_a_notebook_records_only_a_well_formed_cell_seed():
     for bad in ({"seed": {"cells": "7"}}, {"seed": {"cells": True}}, {"seed": 7}, "x", {"seed": {"cells": -1}}):
         nb.metadata["autograder"] = bad
         assert notebook_seed(nb) == {}
+
+
+def test_what_otter_assign_wrote_is_refused_in_one_line_naming_the_notebook_to_give(tmp_path):
+    """The dist folder, the autograder zip and the student notebook otter assign writes: one line each, saying to
+    import the notebook otter assign reads (the zip raised a UnicodeDecodeError traceback)."""
+    import zipfile
+
+    from autograder.importers.common import ImportFailed
+
+    (tmp_path / "dist").mkdir()
+    with zipfile.ZipFile(tmp_path / "dist" / "hw-autograder.zip", "w") as z:
+        z.writestr("otter_config.json", "{}")
+    student = notebook(tmp_path / "dist" / "student" / "hw.ipynb", md("# Homework"), code("x = ..."))
+    for given in (tmp_path / "dist", tmp_path / "dist" / "hw-autograder.zip", student):
+        with pytest.raises(ImportFailed, match="give the notebook `otter assign` reads"):
+            import_assignment(given, "hw", tmp_path / "solutions")
+    assert not (tmp_path / "solutions").exists()

@@ -755,20 +755,30 @@ def refuse_leftovers(cell, loc: str, report: ImportReport) -> None:
                       "convert; `autograder build` refuses it until it is rewritten")
 
 
+SOURCE_NOTEBOOK = ("give the notebook `otter assign` reads (with its `# ASSIGNMENT CONFIG` cell and `# BEGIN QUESTION` "
+                   "cells), not what it writes (dist/autograder, dist/student, the autograder zip)")
+
+
 def import_assignment(source: Path, name: str, solutions: Path, force: bool = False) -> list[ImportReport]:
     import nbformat
 
     if not source.is_file():
-        raise ImportFailed(f"{source}: an otter import takes the assignment notebook itself")
+        raise ImportFailed(f"{source}: an otter import takes the assignment notebook itself: {SOURCE_NOTEBOOK}")
     report = ImportReport("otter", source, solutions / name)
     try:
         nb = nbformat.read(source, as_version=4)
+    except Exception as exc:  # noqa: BLE001 - not JSON, not UTF-8 (a zip), not a notebook: one line, never a traceback
+        raise ImportFailed(f"{source}: not a notebook ({type(exc).__name__}): {SOURCE_NOTEBOOK}") from None
+    try:
         notebook, questions, seed, state = convert(nb, str(source), report)
         tests = checks_source(questions, notebook, report, seed, state.cells_seed)
     except ImportFailed as exc:
         raise ImportFailed(f"{source}: {exc}") from None
     if not questions and not state.solutions:
-        raise nothing_to_import(nb, source, "otter", "otter question (`# BEGIN QUESTION`) or solution")
+        error = nothing_to_import(nb, source, "otter", "otter question (`# BEGIN QUESTION`) or solution")
+        if "it looks like" not in str(error):  # (a notebook otter assign wrote has no questions left in it)
+            error.args = (f"{error}: {SOURCE_NOTEBOOK}",)
+        raise error
     notes(report, bool(seed))
     prepare(report.target, force)
     write_assignment(report, notebook, tests, source.stem, TESTS_FILE, state.files, "\n".join(state.settings))
