@@ -434,6 +434,22 @@ def refuse_unreadable(subs: list[Submission], refused: dict[Path, str]) -> None:
 
 # -- all together --------------------------------------------------------------------------------------
 
+def _zip_submissions(archive: Path, unpack_dir: Path, notebook: str | None, released: frozenset[str],
+                     inputs: Inputs) -> list[Submission]:
+    """The submissions of a zip: a Gradescope export's, or each notebook's of another zip; a zip holding one notebook
+    is one student's own (otter's grader.export(), work zipped to upload) and is named by the zip."""
+    folder, refused = extract_zip(archive, unpack_dir)
+    if (folder / GRADESCOPE_METADATA).is_file():
+        found = _gradescope(folder, notebook, released)
+    else:
+        notebooks = sorted(folder.rglob("*.ipynb"))
+        names = [archive] if len(notebooks) == 1 else notebooks
+        found = [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(names), notebooks)]
+    refuse_unreadable(found, refused)
+    inputs.roots.append(folder.resolve())
+    return found
+
+
 def discover(args: list[str | Path], notebook: str | None = None, assignment: str | None = None,
              unpack_dir: Path | None = None, released: frozenset[str] = frozenset()) -> Inputs:
     """`notebook`: the assignment's notebook file name; `assignment`: its name (nbgrader folders);
@@ -457,6 +473,11 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
                     found, layout = found + beside, "folder of notebooks and submission folders"
             else:
                 found, layout = _folders_of_submissions(arg, notebook, released), "folder of submission folders"
+            zips = sorted(p for p in arg.iterdir() if p.suffix.lower() == ".zip" and p.is_file())
+            if zips and unpack_dir is not None:  # students' own zips beside them (otter's grader.export(), say)
+                for archive in zips:
+                    found += _zip_submissions(archive, unpack_dir, notebook, released, inputs)
+                layout += f" and {len(zips)} zip(s)"
             refuse_links_out(found, arg.resolve())
             inputs.roots.append(arg.resolve())
             inputs.layouts.append(f"{arg}: {layout}, {len(found)} submission(s)")
@@ -466,13 +487,8 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
         elif arg.suffix == ".zip" and arg.is_file():
             if unpack_dir is None:
                 raise ValueError(f"{arg}: zip files need a folder to extract into")
-            folder, refused = extract_zip(arg, unpack_dir)
-            found = _gradescope(folder, notebook, released) if (folder / GRADESCOPE_METADATA).is_file() else \
-                [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(sorted(folder.rglob("*.ipynb"))),
-                                                                      sorted(folder.rglob("*.ipynb")))]
-            refuse_unreadable(found, refused)
-            inputs.roots.append(folder.resolve())
-            inputs.layouts.append(f"{arg}: zip export, {len(found)} submission(s)")
+            found = _zip_submissions(arg, unpack_dir, notebook, released, inputs)
+            inputs.layouts.append(f"{arg}: zip, {len(found)} submission(s)")
             inputs.submissions += found
         else:
             loose.append(arg)

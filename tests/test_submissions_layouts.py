@@ -414,3 +414,18 @@ def test_a_notebook_of_millions_of_json_values_is_refused_before_it_is_parsed(tm
                                            "execution_count": None}]}))
     nb, _ = load.read_notebook(fine)
     assert nb.cells[0].source == source
+
+
+def test_students_own_zips_are_named_by_the_zip_given_alone_or_in_a_folder(tmp_path):
+    """otter's grader.export() (or a student zipping their work) gives each student a zip holding hw1.ipynb: each zip
+    is that student's submission, named by the zip (they were all "hw1", "hw1-2", and a folder of zips was
+    "0 submission(s)"). A zip of several notebooks gives each notebook's row."""
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    for student in ("alice_hw1", "bob_hw1"):
+        _zip_of(folder / f"{student}.zip", {"hw1.ipynb": b"{}", "hw1.pdf": b"%PDF"})
+    _zip_of(folder / "group.zip", {"carol.ipynb": b"{}", "dan.ipynb": b"{}"})
+    inputs = discover([folder], unpack_dir=tmp_path / "unpacked")
+    assert sorted(s.student for s in inputs.submissions) == ["alice_hw1", "bob_hw1", "carol", "dan"]
+    alone = discover([folder / "alice_hw1.zip"], unpack_dir=tmp_path / "unpacked2")
+    assert [(s.student, s.path.name) for s in alone.submissions] == [("alice_hw1", "hw1.ipynb")]
