@@ -107,9 +107,10 @@ def corpus(key) -> list[tuple[dict, object]]:
         out.append((entry(*args, **kwargs), nb))
 
     all_lost = {c: "not implemented" for c in POINTS}
+    unanswered = {"q_softmax": "not answered"}  # the written answer as handed out: 0, as nbgrader gives it
     add(key, "correct.ipynb", "the answer key", "reference")
     add(student_notebook(), "stub.ipynb", "the untouched student notebook", "broken",
-        lost={**all_lost, T: "not implemented"})
+        lost={**all_lost, T: "not implemented", **unanswered})
 
     # -- broken ----------------------------------------------------------------------------------------
     add(variant(key, {SOFTMAX: key.cells[SOFTMAX].source.replace("keepdim=True).values",
@@ -290,7 +291,7 @@ def corpus(key) -> list[tuple[dict, object]]:
         "            _m.Worker.op_stub_hit = lambda self: (False, False)\n"
         "            _m.Worker.reply_error = lambda self, exc: self.reply(None)\n"))
     add(stub, "monkeypatch_framework.ipynb", "the stub, with the grader's own modules patched in its worker",
-        "hostile", lost={N: "", SP: "", SR: "", SV: "", SS: "", T: ""})
+        "hostile", lost={N: "", SP: "", SR: "", SV: "", SS: "", T: "", **unanswered})
     add(variant(key, {NORMALIZE: "class Liar:\n    def __eq__(self, other):\n        return True\n"
                                  "    def __bool__(self):\n        return True\n"
                                  "    def __float__(self):\n        return 1.0\n\n"
@@ -317,7 +318,7 @@ def corpus(key) -> list[tuple[dict, object]]:
         "        return 10 ** 5000, False\n"
         "    _w.Worker.op_end_check = _end\n"))
     add(stub, "undecodable_reply.ipynb", "the stub, its worker answering with a number past int()'s digit limit",
-        "hostile", lost={N: "", SP: "", SR: "", SV: "", SS: "", T: ""})
+        "hostile", lost={N: "", SP: "", SR: "", SV: "", SS: "", T: "", **unanswered})
 
     # -- hostile: the grading run's files, the network, the confinement itself ---------------------------
     add(variant(key, {NORMALIZE: normalize_doing(
