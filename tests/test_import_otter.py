@@ -887,3 +887,14 @@ def test_what_otter_assign_wrote_is_refused_in_one_line_naming_the_notebook_to_g
         with pytest.raises(ImportFailed, match="give the notebook `otter assign` reads"):
             import_assignment(given, "hw", tmp_path / "solutions")
     assert not (tmp_path / "solutions").exists()
+
+
+def test_a_solution_marker_outside_the_solution_cells_is_named_with_where_to_put_it(tmp_path):
+    """A question's solution cell written without the raw BEGIN / END SOLUTION cells around it (otter hands such a
+    line out as written): the import says to put the cell between them, not to run the import it just ran."""
+    source = notebook(tmp_path / "hw.ipynb", raw("# BEGIN QUESTION\nname: q1\npoints: 1"),
+                      code("def double(x):\n    return 2 * x # SOLUTION"),
+                      raw("# BEGIN TESTS"), code("assert double(2) == 4"), raw("# END TESTS"), raw("# END QUESTION"))
+    (report,) = import_assignment(source, "hw", tmp_path / "solutions")
+    [why] = [item for item in report.not_converted if "# SOLUTION" in item]
+    assert "outside the raw `# BEGIN SOLUTION` / `# END SOLUTION` cells" in why and "import again" in why

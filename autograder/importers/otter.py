@@ -749,10 +749,17 @@ def messages(case: Case, name: str, report: ImportReport, source: str | None = N
 
 
 def refuse_leftovers(cell, loc: str, report: ImportReport) -> None:
-    """Markers the conversion did not consume: named, and left for `build` to refuse."""
+    """Markers the conversion did not consume: named, and left for `build` to refuse. A solution marker left over
+    stands outside a question's solution cells, where otter itself hands the line out as written: said so."""
     for marker in find_foreign(cell_source(cell).split("\n"), cell.get("cell_type", "")):
-        report.refuse(loc, repr(marker.text.strip()), f"a marker of {marker.style.name} this import does not "
-                      "convert; `autograder build` refuses it until it is rewritten")
+        if "SOLUTION" in marker.marker.split():
+            why = ("a solution marker outside the raw `# BEGIN SOLUTION` / `# END SOLUTION` cells of a question, where "
+                   "otter itself hands the line to students as written: put the cell between its question's "
+                   "`# BEGIN SOLUTION` and `# END SOLUTION` raw cells and import again (or remove the marker)")
+        else:
+            why = (f"a marker of {marker.style.name} this import does not convert here; `autograder build` refuses it "
+                   "until it is rewritten")
+        report.refuse(loc, repr(marker.text.strip()), why)
 
 
 SOURCE_NOTEBOOK = ("give the notebook `otter assign` reads (with its `# ASSIGNMENT CONFIG` cell and `# BEGIN QUESTION` "
