@@ -383,7 +383,8 @@ class Grader:
         return error_result(self.release, path, sub_id, why, time.monotonic() - start)
 
 
-NOT_ANSWERED = "not answered: the cell is as it was handed out, so it gets 0 (as nbgrader grades an unanswered cell)"
+NOT_ANSWERED = ("not answered: the cell is as it was handed out, so it gets 0 (as nbgrader grades an unanswered cell); "
+                "if you wrote the answer in another cell, ask for it to be graded by hand")
 
 
 def _zero_if_unanswered(check: CheckResult, nb, handed_out: str | None) -> None:
