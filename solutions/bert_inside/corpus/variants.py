@@ -452,6 +452,16 @@ VARIANTS = [
             why="BertForPretraining sizes its NSP head from self.bert.config (the notebook's Bert sets it) and takes "
                 "the word embedding from a method of the student's own Bert: the grader's stand-in for Bert has both "
                 "(it lost 3 points of part 6 to AttributeErrors)"),
+    Variant("bert_runs_the_encoder_layers_itself",
+            replace={"        sequence_output = self.encoder(self.embeddings(input_ids, token_type_ids), attention_mask)"
+                     "  # (B, T, E)\n":
+                     "        hidden = self.embeddings(input_ids, token_type_ids)  # (B, T, E)\n"
+                     "        if attention_mask is None:\n            attention_mask = torch.ones_like(input_ids)\n"
+                     "        bias = attention_bias(attention_mask, hidden.dtype)  # (B, 1, 1, T)\n"
+                     "        for layer in self.encoder.layers:\n            hidden = layer(hidden, bias)\n"
+                     "        sequence_output = hidden\n"},
+            why="Bert.forward runs self.encoder.layers (the notebook's attribute) itself with attention_bias: the "
+                "grader's stand-in encoder has those layers too (it lost 1.5 to an AttributeError)"),
     Variant("train_epoch_tutorial_average", {"train_epoch": TRAIN_EPOCH_TUTORIAL},
             "the loss summed per example and divided by len(loader.dataset), as in the PyTorch tutorials"),
     Variant("loops_and_arithmetic",

@@ -441,14 +441,33 @@ class BiProbeEmbeddings(nn.Module):
         return torch.tanh(self.word.weight[input_ids] + 0.5 * (types[..., None].float() + 1))
 
 
+def _probe_mix(E):
+    return torch.randn(E, E, generator=torch.Generator().manual_seed(77)) / math.sqrt(E)
+
+
+class BiProbeEncoderLayer(nn.Module):
+    """The probe encoder's one layer, for a Bert that runs `self.encoder.layers` itself: the same map, and the mask
+    its additive bias stands for (0 = a real token) recorded as the encoder's call."""
+    def __init__(self, E, calls):
+        super().__init__()
+        self.register_buffer("mix", _probe_mix(E), persistent=False)
+        self.calls = calls
+
+    def forward(self, hidden, bias=None, *args, **kwargs):
+        mask = None if bias is None else (bias.detach().reshape(hidden.shape[0], -1)[:, -hidden.shape[1]:] == 0).long()
+        self.calls.append({"mask": mask, "extra": len(args) + len(kwargs)})
+        return torch.tanh(hidden @ self.mix)
+
+
 class BiProbeEncoder(nn.Module):
-    """Records the mask it gets; returns tanh(hidden @ W) with a fixed W (one layer's worth, known to the judge)."""
+    """Records the mask it gets; returns tanh(hidden @ W) with a fixed W (one layer's worth, known to the judge). Its
+    `layers` (the notebook's attribute) hold one layer doing the same."""
     def __init__(self, config):
         super().__init__()
         E = config.hidden_size
-        self.register_buffer("mix", torch.randn(E, E, generator=torch.Generator().manual_seed(77)) / math.sqrt(E),
-                             persistent=False)
+        self.register_buffer("mix", _probe_mix(E), persistent=False)
         self.calls = []
+        self.layers = nn.ModuleList([BiProbeEncoderLayer(E, self.calls)])
 
     def forward(self, hidden, attention_mask=None, *args, **kwargs):
         self.calls.append({"mask": None if attention_mask is None else attention_mask.detach().clone(),
