@@ -45,3 +45,10 @@ def compare_or_update(name: str, table: dict, update: bool) -> None:
     changed = [sub for sub in sorted(set(old) | set(new)) if old.get(sub) != new.get(sub)]
     assert not changed, (f"grades differ from tests/goldens/{name}.json for {len(changed)} submission(s): "
                          f"{changed[:10]} (pytest --update-goldens refreshes the file if this is intended)")
+
+
+def messages_showing(results: dict, text: str) -> list[str]:
+    """"submission: check: message" for every check message of a graded corpus ({id: SubmissionResult}) that shows
+    `text` (what no feedback may show: a tensor's repr, the worker's module name)."""
+    return [f"{sub_id}: {c.name}: {c.message[:200]}" for sub_id, result in results.items() for c in result.checks
+            if text in c.message]

@@ -276,6 +276,19 @@ def test_a_hand_graded_cell_is_named_by_its_number_in_the_student_notebook(tmp_p
         assert spec.fn._ag_manual.endswith(f"notebook cell {numbers[spec.name]}"), (spec.name, spec.fn._ag_manual)
 
 
+def _solution(grade_id, text):
+    cell = nbformat.v4.new_code_cell(text)
+    cell.metadata["nbgrader"] = {"grade_id": grade_id, "solution": True, "grade": False}
+    return cell
+
+
+def _test_cell(grade_id, part, text, depends_on=None):
+    cell = nbformat.v4.new_code_cell(text)
+    cell.metadata["nbgrader"] = {"grade_id": grade_id, "grade": True, "points": 1, "part": part,
+                                 **({"depends_on": depends_on} if depends_on is not None else {})}
+    return cell
+
+
 def _two_parts(tmp_path, cell_depends_on=None, file_depends_on=""):
     """Part 1 writes `f`; part 2 writes `g`, which calls `f`, and `h`, which does not; a test cell and a hidden check
     of part 2 call `g` (the hidden check through a worker helper), another hidden check only `h`."""
@@ -283,22 +296,11 @@ def _two_parts(tmp_path, cell_depends_on=None, file_depends_on=""):
     (source / "tests").mkdir(parents=True)
     (source / "assignment.toml").write_text('title = "parts"\nnotebook = "parts.ipynb"\nfiles = []\n')
 
-    def solution(grade_id, text):
-        cell = nbformat.v4.new_code_cell(text)
-        cell.metadata["nbgrader"] = {"grade_id": grade_id, "solution": True, "grade": False}
-        return cell
-
-    def test(grade_id, part, text, depends_on=None):
-        cell = nbformat.v4.new_code_cell(text)
-        cell.metadata["nbgrader"] = {"grade_id": grade_id, "grade": True, "points": 1, "part": part,
-                                     **({"depends_on": depends_on} if depends_on is not None else {})}
-        return cell
-
-    cells = [solution("f", "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n"),
-             test("f_test", "1. F", "assert f(1) == 2\n"),
-             solution("g", "def g(x):\n    ### BEGIN SOLUTION\n    return 2 * f(x)\n    ### END SOLUTION\n\n\n"
-                           "def h(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"),
-             test("g_test", "2. G", "assert g(1) == 4\n", cell_depends_on)]
+    cells = [_solution("f", "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n"),
+             _test_cell("f_test", "1. F", "assert f(1) == 2\n"),
+             _solution("g", "def g(x):\n    ### BEGIN SOLUTION\n    return 2 * f(x)\n    ### END SOLUTION\n\n\n"
+                            "def h(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"),
+             _test_cell("g_test", "2. G", "assert g(1) == 4\n", cell_depends_on)]
     nbformat.write(nbformat.v4.new_notebook(cells=cells), source / "parts.ipynb")
     (source / "tests" / "test_g.py").write_text(
         "from autograder.testing import check, worker_helpers\n\n"
@@ -332,16 +334,6 @@ def _hidden_parts(tmp_path, heading="## {n}. {title}", scale=False):
     (source / "tests").mkdir(parents=True)
     (source / "assignment.toml").write_text('title = "hidden parts"\nnotebook = "hp.ipynb"\nfiles = []\n')
 
-    def solution(grade_id, text):
-        cell = nbformat.v4.new_code_cell(text)
-        cell.metadata["nbgrader"] = {"grade_id": grade_id, "solution": True, "grade": False}
-        return cell
-
-    def test(grade_id, part, text):
-        cell = nbformat.v4.new_code_cell(text)
-        cell.metadata["nbgrader"] = {"grade_id": grade_id, "grade": True, "points": 1, "part": part}
-        return cell
-
     def md(n, title):
         return [nbformat.v4.new_markdown_cell(heading.format(n=n, title=title) + "\n\nWrite it.")] if heading else []
 
@@ -349,14 +341,15 @@ def _hidden_parts(tmp_path, heading="## {n}. {title}", scale=False):
     train = ("def scale(x):\n" + body("return 2 * x") + "\n\n" if scale else "") + "def train(opt):\n" + body(
         "return scale(opt.step())" if scale else "return opt.step()")
     cells = [nbformat.v4.new_markdown_cell("# Hidden parts"),
-             *md(1, "F"), solution("f", "def f(x):\n" + body("return x + 1")), test("f_test", "1. F", "assert f(1) == 2\n"),
+             *md(1, "F"), _solution("f", "def f(x):\n" + body("return x + 1")),
+             _test_cell("f_test", "1. F", "assert f(1) == 2\n"),
              *md(2, "Optimiser"), nbformat.v4.new_markdown_cell("### Hints\n\nKeep the state."),
-             solution("opt", "class Opt:\n    def step(self):\n        ### BEGIN SOLUTION\n        return 1\n"
-                      "        ### END SOLUTION\n"),
-             *md(3, "Training loop"), solution("train", train),
-             *md(4, "Data"), solution("load", "def load():\n" + body("return [1, 2]")),
-             test("load_test", "4. Data", "assert load() == [1, 2]\n"),
-             *md(5, "Split"), solution("split", "def split(xs):\n" + body("return xs[:1], xs[1:]"))]
+             _solution("opt", "class Opt:\n    def step(self):\n        ### BEGIN SOLUTION\n        return 1\n"
+                       "        ### END SOLUTION\n"),
+             *md(3, "Training loop"), _solution("train", train),
+             *md(4, "Data"), _solution("load", "def load():\n" + body("return [1, 2]")),
+             _test_cell("load_test", "4. Data", "assert load() == [1, 2]\n"),
+             *md(5, "Split"), _solution("split", "def split(xs):\n" + body("return xs[:1], xs[1:]"))]
     nbformat.write(nbformat.v4.new_notebook(cells=cells), source / "hp.ipynb")
     (source / "tests" / "test_hidden.py").write_text(
         "from autograder.testing import check\n\n\n"

@@ -287,10 +287,15 @@ def test_the_command_line_imports_and_refuses_to_overwrite(tmp_path, capsys):
 
 # -- metadata nbgrader itself refuses: refused whole, nothing written ----------------------------------------
 
-def _graded(source: str, **meta):
+def _code(source: str, **meta):
+    """A code cell with nbgrader metadata (schema 3): `meta` over an ungraded, unlocked cell that is no solution."""
     cell = nbformat.v4.new_code_cell(source)
-    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": False, "schema_version": 3, **meta}
+    cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": False, "schema_version": 3, **meta}
     return cell
+
+
+def _graded(source: str, **meta):
+    return _code(source, grade=True, **meta)
 
 
 @pytest.mark.parametrize("extra, problem", [
@@ -345,16 +350,10 @@ def test_only_the_files_the_notebook_names_are_shipped(tmp_path):
 
 
 def test_a_read_only_cell_a_student_changed_is_graded_as_handed_out(tmp_path):
-    given = nbformat.v4.new_code_cell("LIMIT = 3")
-    given.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True, "grade_id": "given",
-                                  "schema_version": 3}
-    answer = nbformat.v4.new_code_cell("def below():\n    ### BEGIN SOLUTION\n    return list(range(LIMIT))\n"
-                                       "    ### END SOLUTION")
-    answer.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": "answer",
-                                   "schema_version": 3}
-    test = nbformat.v4.new_code_cell("assert below() == [0, 1, 2]")
-    test.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "grade_id": "test", "points": 1,
-                                 "schema_version": 3}
+    given = _code("LIMIT = 3", locked=True, grade_id="given")
+    answer = _code("def below():\n    ### BEGIN SOLUTION\n    return list(range(LIMIT))\n    ### END SOLUTION",
+                   solution=True, grade_id="answer")
+    test = _graded("assert below() == [0, 1, 2]", locked=True, grade_id="test", points=1)
     source = tmp_path / "nbgrader" / "hw.ipynb"
     source.parent.mkdir()
     nbformat.write(nbformat.v4.new_notebook(cells=[given, answer, test]), source)
@@ -376,13 +375,9 @@ def test_a_read_only_cell_is_handed_out_as_written_and_saving_it_again_is_no_cha
     Jupyter, Colab and editors save it) is told nothing, and every read-only cell is graded as handed out."""
     from autograder.notebook.markers import restore_locked
 
-    given = nbformat.v4.new_code_cell("LIMIT = 3\nSTEP = 1\n")
-    given.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True, "grade_id": "given",
-                                  "schema_version": 3}
-    answer = nbformat.v4.new_code_cell("def below():\n    ### BEGIN SOLUTION\n    return list(range(LIMIT))\n"
-                                       "    ### END SOLUTION\n")
-    answer.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": "answer",
-                                   "schema_version": 3}
+    given = _code("LIMIT = 3\nSTEP = 1\n", locked=True, grade_id="given")
+    answer = _code("def below():\n    ### BEGIN SOLUTION\n    return list(range(LIMIT))\n    ### END SOLUTION\n",
+                   solution=True, grade_id="answer")
     source = tmp_path / "nbgrader" / "hw.ipynb"
     source.parent.mkdir()
     nbformat.write(nbformat.v4.new_notebook(cells=[given, answer]), source)

@@ -28,7 +28,7 @@ from autograder.reports.results import SubmissionResult
 from autograder.sandbox.client import StudentError, WorkerError, WorkerProcess, WorkerSpec
 from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.protocol import Handle
-from autograder.status import FAILED, PASSED, PENDING, UNGRADED
+from autograder.status import FAILED, MANUAL, PASSED, PENDING, UNGRADED
 from autograder.sandbox.remote import Remote
 
 # What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):
@@ -392,4 +392,4 @@ def _zero_if_unanswered(check: CheckResult, nb, handed_out: str | None) -> None:
     waiting for a grader to read an empty answer; its message keeps naming the cell."""
     if check.status == PENDING and handed_out and unanswered(nb, check.name, handed_out):
         check.status, check.score = FAILED, 0.0
-        check.message = f"{check.message.split(': ', 1)[-1]}: {NOT_ANSWERED}"
+        check.message = f"{check.message.removeprefix(MANUAL + ': ')}: {NOT_ANSWERED}"

@@ -768,13 +768,8 @@ class WorkerProcess:
                 written = os.writev(fd, views[:_IOV_MAX])
             except BlockingIOError:
                 written = 0
-            while views and written >= views[0].nbytes:
-                written -= views[0].nbytes
-                views.pop(0)
-            if views and written:
-                views[0] = views[0][written:]
-                continue
-            if not views or written:
+            if written:
+                views = _after(views, written)
                 continue
             left = self.deadline - time.monotonic()
             if left <= 0 or not select.select([], [fd], [], None if left == float("inf") else left)[1]:
@@ -864,6 +859,14 @@ PIPE_BYTES = 1 << 20  # the channel's pipes hold this much: a large tensor cross
 
 
 _IOV_MAX = 1024  # buffers one writev takes (Linux's UIO_MAXIOV)
+
+
+def _after(views: list[memoryview], n: int) -> list[memoryview]:
+    """What is left of `views` once their first `n` bytes are written."""
+    while views and n >= views[0].nbytes:
+        n -= views[0].nbytes
+        views = views[1:]
+    return [views[0][n:], *views[1:]] if views and n else views
 
 
 def _load_errors(reported) -> dict[int, str]:
