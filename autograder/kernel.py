@@ -10,6 +10,9 @@ computed; student code stays in its worker. What holds, for every name the cell 
   catches a student's ValueError, and an AssertionError is an AssertionError; `np.linalg.LinAlgError` too when
   the judge has numpy loaded), with the student's message;
 - `next()` and `for` step through a student's generator one item per request, as it runs;
+- the cell's own objects given to the student's code (a model and an optimizer it built, a tensor, a numpy array)
+  travel as copies, and what the call does to them is written back (sandbox/changes.py): the student's
+  `train_one_epoch(model, loader, optimizer)` trains the cell's model, `fill_(t)` fills the cell's tensor;
 - `type(x)` and `isinstance(x, C)` of a proxy answer with the judge's class of the same name when the judge has
   its module loaded (`type(series) == pd.Series`); plain data (numbers, strings, containers, tensors, numpy
   arrays) is the judge's own already;
@@ -109,7 +112,8 @@ class Translating(Remote):
     __slots__ = ()
 
     def __call__(self, *args, **kwargs):
-        return _translate(Remote.__call__, self, *args, **kwargs)
+        # the call works on the cell's objects as in a kernel: what it changes in them is written back (changes.py)
+        return _translate(lambda: Remote._req(self, "call_updating", list(args), kwargs, False))
 
     def __getattr__(self, name):
         return _translate(Remote.__getattr__, self, name)

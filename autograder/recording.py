@@ -93,7 +93,7 @@ def chain(previous: str, header: dict, tensors: dict[str, "torch.Tensor"]) -> st
     for name in sorted(tensors):
         t = tensors[name].contiguous()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")  # (a 0-d one too)
     return h.hexdigest()
 
 

@@ -104,3 +104,14 @@ def test_values_the_checks_read_computed_in_loops_blocks_and_in_place_calls_run_
         if u.cell != 3 or u.line != 3:  # (the `with` block writes a file)
             exec(u.source, namespace)
     assert (namespace["mean_score"], namespace["ranked"], namespace["history"]) == (2.0, [3, 2, 1], [])
+
+
+def test_a_statement_nested_too_deep_to_read_is_skipped_with_a_note_and_the_rest_of_the_cell_runs():
+    """`X = 1+1+...+1` a few thousand times is thousands of levels of syntax tree: the grader's analysis would run out
+    of stack (and once ended the whole run); it is skipped, named, and the definitions beside it still run."""
+    deep = "+".join(["1"] * 1500)
+    nb = notebook(f"X = {deep}\ndef f(x):\n    return x\n", "def g(x):\n    return " + "+".join(["x"] * 1500))
+    extraction = extract(nb, {"X", "f", "g"})
+    assert [u.names for u in extraction.units] == [["f"], ["g"]]  # a deep definition is the worker compiler's to judge
+    (skipped,) = extraction.skipped
+    assert skipped.cell == 1 and skipped.names == ["X"] and "nested more than" in skipped.reason

@@ -55,7 +55,7 @@ def the_code_process(worker: client.WorkerProcess) -> int | None:
 
 def calls(op: str, args: tuple, name: str) -> bool:
     """Whether a worker request calls the notebook's `name`."""
-    return op == "call" and bool(args) and isinstance(args[0], Remote) and \
+    return op in ("call", "call_updating") and bool(args) and isinstance(args[0], Remote) and \
         object.__getattribute__(args[0], "_handle").path == name
 
 

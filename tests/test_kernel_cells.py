@@ -190,6 +190,12 @@ def train_step(model, X, y, loss_fn, optimizer):
     optimizer.step()
     return loss.item()
     ### END SOLUTION
+
+
+def fill_(t, value):
+    ### BEGIN SOLUTION
+    t[...] = value
+    ### END SOLUTION
 '''
 
 RAISES = '''try:
@@ -290,6 +296,21 @@ second = train_step(model, X, y, loss_fn, optimizer)
 assert second < first, "one optimizer step lowers the loss"
 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)'''
 
+IN_PLACE = '''import torch
+model = torch.nn.Linear(2, 1)  # the cell's own model, optimizer and tensors, given to the student's code
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+w0 = model.weight.detach().clone()
+X, y = torch.ones(4, 2), torch.zeros(4, 1)
+first = train_step(model, X, y, torch.nn.MSELoss(), optimizer)
+assert not torch.equal(model.weight.detach(), w0), "train_step trains the cell's model"
+assert model.weight.grad is not None and optimizer.param_groups[0]["params"][0] is model.weight
+second = train_step(model, X, y, torch.nn.MSELoss(), optimizer)
+assert second < first, "the second step starts where the first one left the model"
+z, a = torch.zeros(3), np.zeros(2)
+fill_(z, 2.0)
+fill_(a, 1.0)
+assert torch.equal(z, torch.full((3,), 2.0)) and (a == 1.0).all(), "fill_ fills the cell's tensor and array in place"'''
+
 JUDGED = '''np.testing.assert_allclose(as_values(), np.array([1.0, 2.0, 3.0]))
 torch.testing.assert_close(as_values(), torch.tensor([1.0, 2.0, 3.0]))
 assert np.allclose(as_values(), [1, 2, 3]) and torch.equal(torch.as_tensor(as_values()), torch.tensor([1., 2, 3]))'''
@@ -301,7 +322,7 @@ CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("s
          ("number", "5. Tensors", NUMBER), ("names", "6. Names", NAMES),
          ("plain", "7. Plain values", PLAIN), ("objects", "8. Objects", OBJECTS),
          ("elsewhere", "9. Later", "assert value == 4, 'value is set by the cell of part 2'"),
-         ("trains", "10. Training", TRAINS), ("judged", "11. Judged", JUDGED)]
+         ("trains", "10. Training", TRAINS), ("judged", "11. Judged", JUDGED), ("in_place", "12. In place", IN_PLACE)]
 
 
 def _notebook(path: Path, cells=CELLS) -> Path:
@@ -349,6 +370,7 @@ def graded(tmp_path_factory):
         "no_radd": {"    def __radd__(self, other):\n        return self + other\n": ""},
         "triple": {"    return x * 2\n": "    return x * 3\n"},
         "no_step": {"    optimizer.step()\n": ""},
+        "copies": {"    t[...] = value": "    t = t.clone() if hasattr(t, \"clone\") else t.copy()\n    t[...] = value"},
         # a fake whose worker's comparisons say yes to anything: the comparisons are the judge's, and the expected
         # values never reach the student's process
         "forged": {"    return ArrayLike([1.0, 2.0, 3.0])\n":
@@ -567,6 +589,14 @@ def test_a_cell_reading_a_variable_of_another_parts_cell_runs_after_it(graded):
 def test_a_cell_builds_an_optimizer_over_the_students_model_and_passes_its_own_objects(graded):
     assert graded["key"]["trains"].status == "passed"  # SGD(model.parameters()) built in the worker; MSELoss sent
     assert graded["no_step"]["trains"].message == "one optimizer step lowers the loss"
+
+
+def test_the_student_code_works_on_the_cells_own_objects_as_in_a_kernel(graded):
+    """A model and an optimizer built by the cell, and its tensor and array, go to the student's code as copies;
+    what the call does to them (the model trained, the optimizer stepped, the tensor filled) is written back."""
+    assert graded["key"]["in_place"].status == "passed"
+    assert graded["copies"]["in_place"].message == "fill_ fills the cell's tensor and array in place"
+    assert graded["no_step"]["in_place"].message == "train_step trains the cell's model"
 
 
 def test_a_library_function_that_judges_runs_in_the_judge_on_the_students_values(graded):

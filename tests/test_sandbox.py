@@ -452,11 +452,18 @@ def test_a_traceback_quotes_the_line_of_every_statement_of_a_cell():
 def test_the_judge_never_unpickles_and_a_worker_unpickles_only_what_the_judge_sent():
     import pickle
 
-    data = torch.frombuffer(bytearray(pickle.dumps(torch.nn.MSELoss())), dtype=torch.uint8)
-    message = {"__pickled__": {"__tensor__": "t0"}}
+    loss, model = torch.nn.MSELoss(), torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.frombuffer(bytearray(pickle.dumps([loss, model, optimizer])), dtype=torch.uint8)
+    message = [{"__pickled__": 0}, {"__pickled__": 2}, {"__pickled__": 1}]
     with pytest.raises(ProtocolError, match="pickled object in a message to the judge"):
-        Decoder({"t0": data}, lambda h: h).decode(message)  # the judge's decoder
-    assert isinstance(Decoder({"t0": data}, lambda h: h, unpickle=True).decode(message), torch.nn.MSELoss)
+        Decoder({"bundle": data}, lambda h: h).decode(message)  # the judge's decoder
+    got_loss, got_optimizer, got_model = Decoder({"bundle": data}, lambda h: h, unpickle=True).decode(message)
+    assert isinstance(got_loss, torch.nn.MSELoss)
+    # the objects of one message come from one pickle: the optimizer holds the model's own parameters
+    assert got_optimizer.param_groups[0]["params"][0] is got_model.weight
+    with pytest.raises(ProtocolError, match="malformed pickled object"):
+        Decoder({"bundle": data}, lambda h: h, unpickle=True).decode({"__pickled__": 3})
 
 
 LIARS = '''

@@ -344,8 +344,12 @@ class Grader:
                                        "the submission's)", time.monotonic() - start)
             return self._ungraded(path, sub_id, str(exc), start)
         notes += restore_locked(nb, self.locked)
-        extraction = extract(for_grading(nb, self.release.config.seed), self.names_read,
-                             each_cell=cell_seeding(self.release.config.seed))
+        try:
+            extraction = extract(for_grading(nb, self.release.config.seed), self.names_read,
+                                 each_cell=cell_seeding(self.release.config.seed))
+        except Exception as exc:  # noqa: BLE001 - a notebook the grader cannot read through still gets its row
+            return self._ungraded(path, sub_id, f"{INTERNAL_ERROR}: reading the notebook's code: "
+                                                f"{type(exc).__name__}: {exc}", start)
         notes += [f"cell {s.cell} was not graded: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
         worker, self._next_worker = self._next_worker, None
         program = Program(extraction, self._worker_spec([u.to_wire() for u in extraction.units]), self.release.helpers,

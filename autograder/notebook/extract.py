@@ -295,6 +295,32 @@ def _top_level_binding_names(source: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+MAX_DEPTH = 300  # levels of a statement's syntax tree the grader reads; real code stays far below
+
+
+def _too_deep(node: ast.AST) -> bool:
+    """Whether a statement other than a definition is deeper than MAX_DEPTH (walked without recursion: `1+1+...+1`
+    a thousand times is a thousand levels). A definition is kept as it is, never walked that deep: the worker's
+    compiler judges it."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    stack = [(node, 1)]
+    while stack:
+        n, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(n))
+    return False
+
+
+def _top_level_names(node: ast.stmt) -> set[str]:
+    """The names a statement binds at its top (a definition's name, an assignment's plain targets)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {t.id for t in targets if isinstance(t, ast.Name)}
+
+
 @dataclass
 class _Statement:
     cell: int
@@ -332,6 +358,11 @@ def _statements(nb, skipped: list[Skipped], not_run: list[NotRun]) -> list[_Stat
             if isinstance(node, ast.Pass):
                 continue
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            if _too_deep(node):  # (the analysis below recurses once per level)
+                skipped.append(Skipped(index, f"its statement at line {first} is nested more than {MAX_DEPTH} levels "
+                                              "deep (a very long expression?); the rest of the cell was read",
+                                       sorted(_top_level_names(node))))
+                continue
             text = "\n".join(lines[first - 1:node.end_lineno])
             unit = None
             if _keep(node):

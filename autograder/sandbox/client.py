@@ -24,13 +24,13 @@ from typing import BinaryIO, Callable
 
 from autograder.sandbox import cgroups
 from autograder.sandbox.environment import python_command, worker_environment
+from autograder.sandbox.changes import write_back
 from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.processes import MONITORED, MemoryMonitor, kill_tree, process_table, process_tree
 from autograder.sandbox.protocol import (
-    MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, JudgeFunction, Pickled, ProtocolError,
-    decode_message,
-    message_parts, pack_sources,
+    BUNDLE, MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, JudgeFunction, Pickled,
+    ProtocolError, decode_message, message_parts, pack_sources,
 )
 from autograder.sandbox.remote import Remote, proxy_class
 from autograder.sandbox.scratch import Scratch
@@ -688,13 +688,19 @@ class WorkerProcess:
     def request(self, op: str, *args, what: str = "", child_label: str | None = None):
         if self._running_judge_function:  # the worker waits for that function's answer, not for a request
             raise TypeError("a function passed to student code cannot call the student's code itself")
-        enc = Encoder(on_unknown=self._encode_remote, by_value=True)
+        pickled: list = []  # the judge's objects that go pickled, in one pickle (Pickled)
+        enc = Encoder(on_unknown=functools.partial(self._encode_remote, pickled), by_value=True,
+                      sources=op == "call_updating")
         header = {"op": op, "args": enc.encode(list(args))}
+        if pickled:
+            enc.tensors[BUNDLE] = self._pickled(pickled)
         self.ready_for_check = False
         self._target = _called_name(op, args)
         reply, tensors = self.roundtrip(header, enc.tensors, what or op)
         value = self.decode_reply(reply, tensors, what or op, child_label)
         self.ready_for_check = op == "end_check"
+        if enc.sources is not None:  # a test cell's call: what it did to the cell's objects is written into them
+            value = write_back(value, enc.sources, pickled)
         return value
 
     def _new_check(self) -> None:
@@ -720,11 +726,16 @@ class WorkerProcess:
     def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
         """Send one encoded request, answer the stand-ins' calls it causes, return the raw reply."""
         self.ensure_started()
-        self._send(header, tensors, f"receiving a call to {what}")
+        number = next(_REQUEST_NUMBERS)
+        self._send({**header, "n": number}, tensors, f"receiving a call to {what}")
         reply, tensors = self._next(self.deadline, what, sample=True)
         while "callback" in reply:  # a stand-in asks for the reference's answer first (standins.py)
             self._answer(reply["callback"], tensors, what)
             reply, tensors = self._next(self.deadline, what, sample=True)
+        if reply.get("re") != number:  # a reply to no request, or to another (the notebook wrote on the channel)
+            self.kill()
+            raise WorkerDied(f"the process running {self.spec.label} answered another request than {what}: its "
+                             "replies were out of step (the notebook's code wrote on the grader's channel?)")
         return reply, tensors
 
     def decode_reply(self, reply: dict, tensors: dict, what: str, child_label: str | None = None):
@@ -820,7 +831,9 @@ class WorkerProcess:
             reply, enc = {"callback_error": f"the test's function raised {type(exc).__name__}: {exc}"}, None
         self._send(reply, enc.tensors if enc else {}, "answering a call of the test's function")
 
-    def _encode_remote(self, obj):
+    def _encode_remote(self, pickled: list, obj):
+        """What an object the Encoder does not know travels as: a function of the judge's is called back, a proxy
+        is its handle, anything else goes pickled (its place in `pickled`, the request's objects that do)."""
         if isinstance(obj, JUDGE_FUNCTION_TYPES) and not isinstance(obj, Remote):
             self._judge_functions.append(obj)
             return JudgeFunction(len(self._judge_functions) - 1, getattr(obj, "__name__", "function"),
@@ -829,31 +842,50 @@ class WorkerProcess:
             if object.__getattribute__(obj, "_worker") is not self:
                 raise TypeError("an object from one worker cannot be passed to another")
             return object.__getattribute__(obj, "_handle")
-        return self._pickled(obj)
+        for i, earlier in enumerate(pickled):
+            if earlier is obj:
+                return Pickled(i)
+        pickled.append(obj)
+        return Pickled(len(pickled) - 1)
 
-    def _pickled(self, obj) -> Pickled:
-        """A judge's object that is not data (a test cell's `nn.MSELoss()`, a DataLoader) as a pickle the worker
-        unpickles (the worker's objects in it travel as their handles). A class or function the worker cannot import
-        by name (one a test cell defines) cannot go: TypeError, as before."""
+    def _pickled(self, objects: list):
+        """The judge's objects that are not data (a test cell's `nn.MSELoss()`, a DataLoader, a model) as one pickle
+        the worker unpickles, so that what they share stays shared (the worker's objects in them travel as their
+        handles). One a class or function the worker cannot import by name makes (one a test cell defines) cannot
+        go: TypeError."""
         import io
         import pickle
 
+        import torch
+
         def persistent_id(x):
             if isinstance(x, Remote):
-                handle = self._encode_remote(x)
+                handle = self._encode_remote([], x)
                 return (handle.id, handle.path)
             return None
 
-        buf = io.BytesIO()
-        pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-        pickler.persistent_id = persistent_id  # type: ignore[method-assign]
+        def dumped(value) -> bytes:
+            buf = io.BytesIO()
+            pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler.persistent_id = persistent_id  # type: ignore[method-assign]
+            pickler.dump(value)
+            return buf.getvalue()
+
         try:
-            pickler.dump(obj)
+            data = dumped(objects)
         except Exception:  # noqa: BLE001 - unpicklable: a lambda inside, a test cell's own class, a lock...
-            raise TypeError(f"cannot send a {type(obj).__name__} to the worker") from None
-        return Pickled(buf.getvalue())  # (pickle itself refuses a class the judge cannot find by name: a cell's own)
+            culprit = objects[0]
+            for obj in objects:
+                try:
+                    dumped(obj)
+                except Exception:  # noqa: BLE001 - (the same, one at a time, to name the object)
+                    culprit = obj
+                    break
+            raise TypeError(f"cannot send a {type(culprit).__name__} to the worker") from None
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
+_REQUEST_NUMBERS = itertools.count(1)  # every request's own number, echoed by its reply (roundtrip)
 
 PIPE_BYTES = 1 << 20  # the channel's pipes hold this much: a large tensor crosses in a few writes, not hundreds
 
@@ -899,7 +931,7 @@ def _last_line(why: str, log: str) -> str:
 
 def _called_name(op: str, args: tuple) -> str | None:
     """The notebook's top-level name a request calls (a Remote looked up by name in the module), if any."""
-    if op != "call" or not args or not isinstance(args[0], Remote):
+    if op not in ("call", "call_updating") or not args or not isinstance(args[0], Remote):
         return None
     handle = object.__getattribute__(args[0], "_handle")
     return handle.path if handle.id == 0 and handle.path and "." not in handle.path else None

@@ -70,14 +70,20 @@ class JudgeFunction:
 
 @dataclass(frozen=True)
 class Pickled:
-    """An object of the judge's that is not data (a loss module, a DataLoader a test cell built) sent to a worker
-    pickled: the worker unpickles it, the judge never unpickles anything. `handles`: the worker's objects it refers
-    to, by their place in the pickle's persistent ids."""
+    """An object of the judge's that is not data (a loss module, a DataLoader, a model a test cell built) sent to a
+    worker pickled: the worker unpickles it, the judge never unpickles anything. The objects one message sends this
+    way travel in one pickle (its BUNDLE tensor), so that what they share stays shared in the worker (an optimizer
+    holds the parameters of the model sent beside it); `index` is the object's place in it."""
 
-    data: bytes
+    index: int
+
+
+BUNDLE = "bundle"  # the tensor of a message holding the pickle of its Pickled objects (a list, in their order)
 
 
 _PLAIN_HASHABLE = (type(None), bool, int, float, complex, str)
+_AS_IS = frozenset((type(None), bool, str))  # encoded as themselves (exact types: a subclass takes the general rules)
+_CONTAINERS = frozenset((list, tuple, dict))
 
 
 def _plain_hashable(x) -> bool:
@@ -133,8 +139,10 @@ class Encoder:
     """
 
     def __init__(self, on_unknown, by_value: bool = False, snapshot: bool = True, max_items: int = 0,
-                 autograd: bool = False):
+                 autograd: bool = False, sources: bool = False):
         self.tensors: dict[str, torch.Tensor] = {}
+        # with `sources`: each tensor's (or numpy array's) own object, by its key (changes.py writes into them)
+        self.sources: dict[str, Any] | None = {} if sources else None
         # a reply's tensors say what autograd knew of them (requires_grad, a leaf's .grad, whether it was a leaf),
         # so that a copy reads as the student's tensor did (`assert not w.requires_grad`, `w.grad is not None`);
         # a request's tensors travel as plain data
@@ -152,11 +160,33 @@ class Encoder:
     def encode(self, obj: Any, depth: int = 0) -> Any:
         if depth > 64:
             raise ValueError("value nested more than 64 levels deep")
+        kind = type(obj)
         if self.max_items:  # every value counted once: the top one here, the others as their container's length
-            self.items += (depth == 0) + (len(obj) if type(obj) in (list, tuple, dict) else 0)
+            self.items += (depth == 0) + (len(obj) if kind in _CONTAINERS else 0)
             if self.items > self.max_items:
                 raise ValueError(f"the value holds more than {self.max_items:,} items (lists, dicts, numbers...), the "
                                  "most one result may hold")
+        # the types most values are, by exact type (what the general rules below make of them, without their
+        # isinstance tests: a request or reply is a few such values, encoded hundreds of times a submission)
+        if kind in _AS_IS:
+            return obj
+        if kind is int:
+            return obj if abs(obj) < 2**63 else {"__bigint__": str(obj)}
+        if kind is float:
+            return _float(obj)
+        if kind is list:
+            return [self.encode(x, depth + 1) for x in obj]
+        if kind is tuple:
+            return {"__tuple__": [self.encode(x, depth + 1) for x in obj]}
+        if kind is dict:
+            return {"__dict__": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in obj.items()]}
+        if kind is torch.Tensor or kind is torch.nn.Parameter:
+            return self._tensor(obj)
+        if kind is Handle:
+            return _handle(obj)
+        return self._encode_other(obj, depth)
+
+    def _encode_other(self, obj: Any, depth: int) -> Any:
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int):
@@ -189,21 +219,23 @@ class Encoder:
         if type(obj) is dict or _is_plain_mapping(obj):
             return {"__dict__": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in obj.items()]}
         if _is_numpy_array(obj):
-            return self._tensor(torch.from_numpy(obj.copy()), numpy=True)
+            return self._tensor(torch.from_numpy(obj.copy()), numpy=True, source=obj)
         if _is_numpy_scalar(obj):
             return self.encode(obj.item(), depth)
         handle = self.on_unknown(obj)
         if isinstance(handle, Pickled):
-            return {"__pickled__": self._tensor(torch.frombuffer(bytearray(handle.data), dtype=torch.uint8))}
+            return {"__pickled__": handle.index}
         if isinstance(handle, JudgeFunction):
             return {"__judge_function__": handle.id, "name": handle.name, "nonce": handle.nonce}
         if not isinstance(handle, Handle):
             raise TypeError(f"cannot encode a {type(obj).__name__}")
         return _handle(handle)
 
-    def _tensor(self, t: torch.Tensor, numpy: bool = False) -> Any:
+    def _tensor(self, t: torch.Tensor, numpy: bool = False, source: Any = None) -> Any:
         autograd = self._autograd_tags(t) if self.autograd else {}  # (its .grad first, under a key of its own)
         key = f"t{len(self.tensors)}"
+        if self.sources is not None:
+            self.sources[key] = t if source is None else source
         t = t.detach()
         if t.is_sparse:
             t = t.to_dense()
@@ -256,6 +288,8 @@ class Decoder:
                  judge_function=None, unpickle: bool = False):
         self.tensors = tensors
         self.unpickle = unpickle  # a worker takes the judge's pickled objects; the judge refuses any
+        self.bundle: list | None = None  # those objects, once unpickled (Pickled)
+        self.numpy_keys: set[str] = set()  # the tensors that arrived as numpy arrays (changes.py)
         self.make_handle = make_handle
         self.build_configs = build_configs
         # (id, name) -> the worker's function calling the judge's back; None (the judge): a message with one is refused
@@ -289,6 +323,7 @@ class Decoder:
             if t is None:
                 raise ProtocolError("message refers to a tensor it does not carry")
             if data.get("numpy"):
+                self.numpy_keys.add(str(data["__tensor__"]))
                 return t.numpy()
             return self._with_autograd(t, data) if data.get("requires_grad") else t
         if "__handle__" in data:
@@ -314,7 +349,7 @@ class Decoder:
         if "__pickled__" in data:
             if not self.unpickle:
                 raise ProtocolError("a pickled object in a message to the judge")
-            return self._unpickled(self._value(data["__pickled__"], depth + 1))
+            return self._pickled(data["__pickled__"])
         if "__judge_function__" in data:
             if self.judge_function is None:
                 raise ProtocolError("a function in a message to the judge")
@@ -340,8 +375,16 @@ class Decoder:
             return generator
         raise ProtocolError("unknown tagged value in message")
 
-    def _unpickled(self, data) -> Any:
-        """A pickled object of the judge's; its persistent ids are handles of this worker's objects."""
+    def _pickled(self, index) -> Any:
+        """The judge's object at `index` of the message's bundle (unpickled once, on first use)."""
+        if self.bundle is None:
+            self.bundle = self._unpickled(self.tensors.get(BUNDLE))
+        if type(index) is not int or not 0 <= index < len(self.bundle):
+            raise ProtocolError("malformed pickled object in message")
+        return self.bundle[index]
+
+    def _unpickled(self, data) -> list:
+        """The judge's pickled objects of a message; their persistent ids are handles of this worker's objects."""
         import io
         import pickle
 
@@ -349,7 +392,10 @@ class Decoder:
             raise ProtocolError("malformed pickled object in message")
         unpickler = pickle.Unpickler(io.BytesIO(data.numpy().tobytes()))
         unpickler.persistent_load = lambda pid: self.make_handle(Handle(int(pid[0]), "object", str(pid[1])))  # type: ignore[method-assign]
-        return unpickler.load()
+        objects = unpickler.load()
+        if not isinstance(objects, list):
+            raise ProtocolError("malformed pickled object in message")
+        return objects
 
     def _with_autograd(self, t: torch.Tensor, tag: dict) -> torch.Tensor:
         """The copy as autograd saw the sender's tensor: requiring grad, with the leaf's .grad; a non-leaf's copy is

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import torch
 
 from autograder.sandbox import standins
+from autograder.sandbox.changes import Watch
 from autograder.seeding import seed_torch
 from autograder.sandbox.isolation import Confinement, confine
 from autograder.sandbox.protocol import (
@@ -202,6 +203,8 @@ class Worker:
         self.kept: dict[int, int] = {}  # id() of an object handed out -> its handle's number (objects keeps it alive)
         self.next_id = 2
         self.stub_hit = False
+        self._received: tuple[dict, Decoder] = ({}, Decoder({}, self._resolve))  # the request being answered
+        self._number = None  # its number
 
     # -- encoding -------------------------------------------------------------------------------
     def _keep(self, obj) -> Handle:
@@ -226,13 +229,13 @@ class Worker:
     def reply(self, value, keep: bool = False) -> None:
         enc = Encoder(on_unknown=self._keep, snapshot=False, max_items=MAX_REPLY_ITEMS, autograd=True)
         data = enc.encode(self._keep(value) if keep else value)
-        write_message(self.out, {"ok": data}, enc.tensors)
+        write_message(self.out, {"ok": data, "re": self._number}, enc.tensors)
 
     def reply_error(self, exc: BaseException, unsent: bool = False) -> None:
         """`unsent`: the call returned, but its value cannot be sent (the judge says so, not "raised")."""
         stub = isinstance(exc, NotImplementedError) and _raised_as_a_stub(exc)
         self.stub_hit = self.stub_hit or stub
-        write_message(self.out, {"error": {
+        write_message(self.out, {"re": self._number, "error": {
             "type": safe_str(type(exc).__name__, 100),
             "mro": exception_classes(exc),
             "message": safe_str(exc),
@@ -244,12 +247,15 @@ class Worker:
     # -- requests -------------------------------------------------------------------------------
     def handle(self, header: dict, tensors: dict) -> None:
         op = header.get("op")
+        self._number = header.get("n")  # the reply names the request it answers (client.WorkerProcess.roundtrip)
         if op == "load":
             return self.load(unpack_sources(header["units"], tensors))
         try:
             # in the try: a handle's path is looked up here, and what it raises is the reply
-            args = Decoder(tensors, self._resolve, build_configs=True, judge_function=self._judge_function, unpickle=True
-                           ).decode(header.get("args", []))
+            decoder = Decoder(tensors, self._resolve, build_configs=True, judge_function=self._judge_function,
+                              unpickle=True)
+            args = decoder.decode(header.get("args", []))
+            self._received = (tensors, decoder)
             fn = getattr(self, f"op_{op}", None)
             if fn is None:
                 raise ValueError(f"unknown request {op!r}")
@@ -328,6 +334,14 @@ class Worker:
 
     def op_call(self, target, args, kwargs, keep):
         return target(*args, **kwargs), bool(keep)
+
+    def op_call_updating(self, target, args, kwargs, keep):
+        """A call as op_call, with what it changed in the judge's objects it was given (a test cell's call:
+        changes.py); returns (value, changes)."""
+        tensors, decoder = self._received
+        watch = Watch(tensors, decoder.numpy_keys, decoder.bundle or [])
+        value = target(*args, **kwargs)
+        return (value, watch.changes()), bool(keep)
 
     def op_len(self, target):
         return len(target), False

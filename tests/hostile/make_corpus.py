@@ -94,7 +94,7 @@ def normalize_doing(body: str) -> str:
 
 def entry(file, what, category, lost=None, note=None, error=None, timing=False, **extra):
     lost = lost or {}
-    score = 0 if error else sum(POINTS.values()) - sum(POINTS[c] for c in lost)
+    score = 0 if error else sum(POINTS.values()) - sum(POINTS.get(c, 0) for c in lost)  # (a written answer: pending)
     return {"file": file, "what": what, "category": category, "score": score, "honest": score,
             "lost": lost, "note": note, "error": error, "timing_sensitive": timing, **extra}
 
@@ -188,6 +188,14 @@ def corpus(key) -> list[tuple[dict, object]]:
         note="exit code 3")
     add(variant(key, {NORMALIZE: normalize_doing("    import os\n    os._exit(1)\n")}), "os_exit_in_call.ipynb",
         "normalize calls os._exit(1)", "hostile", lost={N: "exit code 1"})
+    add(variant(key, {NORMALIZE: normalize_doing(
+        "    import gc\n    from autograder.sandbox.protocol import write_message\n"
+        "    for worker in [o for o in gc.get_objects() if type(o).__name__ == 'Worker' and hasattr(o, 'out')]:\n"
+        "        write_message(worker.out, {'ok': True})  # a reply to no request: the next one would read it\n")}),
+        "forged_reply.ipynb", "normalize writes a reply of its own on the grader's channel", "hostile",
+        lost={N: "out of step"})
+    add(variant(key, append=["X_CONST = " + "+".join(["1"] * 1500) + "\n"]), "deep_constant.ipynb",
+        "a constant of 1,500 terms, 1,500 levels of syntax tree", "hostile", note="nested more than")
     add(variant(key, append=["import sys\nclass Quit:\n    sys.exit(2)\n"],
                 replace={NORMALIZE: normalize_doing("    import sys\n    sys.exit(0)\n")}),
         "sys_exit.ipynb", "sys.exit when loaded and in normalize", "hostile",
