@@ -375,7 +375,9 @@ def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str
             continue
         named = ", ".join(f"`{n}` defined in part {p!r}" for n, p in sorted(other.items()))
         declared = ", ".join(f'"{n}"' for n in [*spec.depends_on, *sorted(other)])
-        how = (f"declare depends_on=[{declared}]" if file else
+        how = (f"add depends_on=[{declared}] to its notebook_cell({spec.name!r}, ...) line"
+               if file and spec.fn is not None and spec.fn.__name__.startswith("cell_") else  # an imported test cell
+               f"declare depends_on=[{declared}]" if file else
                f'add "depends_on": [{declared}] to the test cell\'s nbgrader metadata')
         broken = " or ".join(f"`{n}`" for n in sorted(other))
         notes.append(f"{f'tests/{file}' if file else where}: check {spec.name!r} (part {spec.part!r}) calls {named}; "
@@ -471,9 +473,13 @@ def _manual(file: str, spec: CheckSpec, student) -> dict:
     heading above its cell in the student notebook (feedback names the cell by it where a submission's cells
     cannot be told apart by grade_id)."""
     what = getattr(spec.fn, "_ag_manual", None)
-    if file or not what:
+    if not what:
         return {}
     cells = student.cells
+    if file:  # a tests file's (an imported notebook's written answer): its answer cell as handed out, if it has one
+        answer = next((c for c in cells if nbgrader_meta(c).get("grade_id") == spec.name and
+                       nbgrader_meta(c).get("solution") and not nbgrader_meta(c).get("task")), None)
+        return {"handed_out": answer_digest(answer)} if answer is not None else {}
     index = next((i for i, c in enumerate(cells) if hand_graded(c) and nbgrader_meta(c).get("grade_id") == spec.name),
                  None)
     if index is None:

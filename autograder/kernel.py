@@ -13,6 +13,7 @@ computed; student code stays in its worker. What holds, for every name the cell 
 - the cell's own objects given to the student's code (a model and an optimizer it built, a tensor, a numpy array)
   travel as copies, and what the call does to them is written back (sandbox/changes.py): the student's
   `train_one_epoch(model, loader, optimizer)` trains the cell's model, `fill_(t)` fills the cell's tensor;
+- a call runs under the cell's `with torch.no_grad():` and `with np.errstate(...)` as it would in the kernel;
 - `type(x)` and `isinstance(x, C)` of a proxy answer with the judge's class of the same name when the judge has
   its module loaded (`type(series) == pd.Series`); plain data (numbers, strings, containers, tensors, numpy
   arrays) is the judge's own already;
@@ -113,7 +114,7 @@ class Translating(Remote):
 
     def __call__(self, *args, **kwargs):
         # the call works on the cell's objects as in a kernel: what it changes in them is written back (changes.py)
-        return _translate(lambda: Remote._req(self, "call_updating", list(args), kwargs, False))
+        return _translate(lambda: Remote._req(self, "call_updating", list(args), kwargs, False, _cell_settings()))
 
     def __getattr__(self, name):
         return _translate(Remote.__getattr__, self, name)
@@ -140,6 +141,18 @@ def _translated_method(name: str):
 
 for _name in PROTOCOL_METHODS:  # `a + b`, `-a`, `bool(a)`... raise the student's exceptions as a kernel would
     setattr(Translating, _name, _translated_method(_name))
+
+
+def _cell_settings() -> dict:
+    """The settings a kernel's call would run under, as the cell has them here (`with torch.no_grad():`,
+    `with np.errstate(over="raise"):`): the worker runs the call under them."""
+    import torch
+
+    settings: dict = {"grad": torch.is_grad_enabled()}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        settings["numpy_errors"] = numpy.geterr()
+    return settings
 
 
 def _translate(op, *args, **kwargs):

@@ -134,7 +134,7 @@ def _release(release_dir: Path, manifest_bytes: bytes) -> Release:
                    _locked(manifest.get("locked")),
                    {c["name"]: str(c.get("heading", "")) for c in manifest["checks"] if not c["file"] and c.get("manual")},
                    {c["name"]: str(c["handed_out"]) for c in manifest["checks"]
-                    if not c["file"] and c.get("manual") and c.get("handed_out")})
+                    if c.get("handed_out")})
 
 
 def _locked(value) -> dict[str, str] | None:

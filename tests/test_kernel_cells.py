@@ -196,6 +196,12 @@ def fill_(t, value):
     ### BEGIN SOLUTION
     t[...] = value
     ### END SOLUTION
+
+
+def exp_of(x):
+    ### BEGIN SOLUTION
+    return np.exp(x)
+    ### END SOLUTION
 '''
 
 RAISES = '''try:
@@ -311,6 +317,19 @@ fill_(z, 2.0)
 fill_(a, 1.0)
 assert torch.equal(z, torch.full((3,), 2.0)) and (a == 1.0).all(), "fill_ fills the cell's tensor and array in place"'''
 
+SETTINGS = '''layer = frozen_layer()
+with torch.no_grad():
+    out = layer(torch.ones(3, 2))
+assert not out.requires_grad, "the cell's no_grad holds for the student's forward"
+assert layer(torch.ones(3, 2)).requires_grad
+with np.errstate(over="raise"):
+    try:
+        exp_of(np.array([1000.0]))
+    except FloatingPointError:
+        pass
+    else:
+        raise AssertionError("the cell's errstate holds for the student's code")'''
+
 JUDGED = '''np.testing.assert_allclose(as_values(), np.array([1.0, 2.0, 3.0]))
 torch.testing.assert_close(as_values(), torch.tensor([1.0, 2.0, 3.0]))
 assert np.allclose(as_values(), [1, 2, 3]) and torch.equal(torch.as_tensor(as_values()), torch.tensor([1., 2, 3]))'''
@@ -322,7 +341,8 @@ CELLS = [("raises", "1. Kernel", RAISES), ("asserts", "1. Kernel", ASSERTS), ("s
          ("number", "5. Tensors", NUMBER), ("names", "6. Names", NAMES),
          ("plain", "7. Plain values", PLAIN), ("objects", "8. Objects", OBJECTS),
          ("elsewhere", "9. Later", "assert value == 4, 'value is set by the cell of part 2'"),
-         ("trains", "10. Training", TRAINS), ("judged", "11. Judged", JUDGED), ("in_place", "12. In place", IN_PLACE)]
+         ("trains", "10. Training", TRAINS), ("judged", "11. Judged", JUDGED), ("in_place", "12. In place", IN_PLACE),
+         ("settings", "13. Settings", SETTINGS)]
 
 
 def _notebook(path: Path, cells=CELLS) -> Path:
@@ -597,6 +617,10 @@ def test_the_student_code_works_on_the_cells_own_objects_as_in_a_kernel(graded):
     assert graded["key"]["in_place"].status == "passed"
     assert graded["copies"]["in_place"].message == "fill_ fills the cell's tensor and array in place"
     assert graded["no_step"]["in_place"].message == "train_step trains the cell's model"
+
+
+def test_the_student_code_runs_under_the_cells_no_grad_and_errstate(graded):
+    assert graded["key"]["settings"].status == "passed"
 
 
 def test_a_library_function_that_judges_runs_in_the_judge_on_the_students_values(graded):

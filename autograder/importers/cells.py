@@ -95,10 +95,12 @@ def seeded(program, seed: str) -> None:
 
 
 def notebook_cell(name: str, points: float, part: str, imports: list[str], source: str,
-                  earlier: tuple[tuple[str, str], ...] = (), seed: str = "", cell: int = 0):
+                  earlier: tuple[tuple[str, str], ...] = (), seed: str = "", cell: int = 0,
+                  depends_on: list[str] | tuple[str, ...] = ()):
     """A check that runs an imported test cell (hidden regions marked as in a source notebook) as a kernel would,
     after the earlier cells of its part `earlier` ((name, source), notebook order) when it reads their variables;
-    `cell`: its number in the source notebook, which the grader's messages about the cell's own code name."""
+    `cell`: its number in the source notebook, which the grader's messages about the cell's own code name;
+    `depends_on`: as check()'s (the notebook's names of other parts it calls, stood in for by the reference's)."""
     filename = f"<test cell {name}, source notebook cell {cell}>" if cell else f"<test cell {name}>"
 
     def run(sub, ref):
@@ -111,7 +113,7 @@ def notebook_cell(name: str, points: float, part: str, imports: list[str], sourc
         return partial_credit(value, points)
 
     run.__name__ = f"cell_{name}"
-    return check(name, points, part)(run)
+    return check(name, points, part, depends_on=tuple(depends_on))(run)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.notebook.extract import reads_from_outside
 from autograder.importers.report import ImportReport
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "submissions"}  # never shipped: checkpoints, students' work
@@ -119,15 +120,33 @@ def parse(source: str):
         return None
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+           ast.GeneratorExp)
+
+
 def top_level_bindings(node) -> set[str]:
+    """The module-level names a top-level statement binds: a definition's, an import's, an assignment's targets, and
+    those bound anywhere inside a block (`with torch.no_grad(): acc = ...`, a loop's variable, `except E as e`),
+    but not inside the functions, classes and comprehensions it holds."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in node.names}
-    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return set()
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is not node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
+                                             ast.ImportFrom)):
+            names |= top_level_bindings(n)
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        if n is node or not isinstance(n, _SCOPES):
+            stack.extend(ast.iter_child_nodes(n))
+    return names
 
 
 def loaded_names(tree) -> set[str]:
@@ -152,9 +171,14 @@ def notebook_names(sources: list[str]) -> set[str]:
 
 
 def names_read(tests: list[str], defined: set[str]) -> set[str]:
-    """Notebook names the tests read."""
-    return {name for source in tests for name in loaded_names(parse(source) or ast.Module([], []))
-            if name in defined and not hasattr(builtins, name)}
+    """Notebook names the tests read: read by a test before it, or an earlier test, binds them itself (a test's
+    `model, losses = train(X, y)` does not make the notebook's own `model = train(...)` run when it is loaded)."""
+    read: set[str] = set()
+    bound: set[str] = set()  # by the tests so far (test cells share their variables in notebook order)
+    for source in tests:
+        read |= reads_from_outside(source) - bound
+        bound |= {name for node in (parse(source) or ast.Module([], [])).body for name in top_level_bindings(node)}
+    return {name for name in read if name in defined and not hasattr(builtins, name)}
 
 
 # -- writing ---------------------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ class Check:
     scheme: list[str] = field(default_factory=list)  # a task's mark scheme (instructor-only), lines
     cell: int = 0  # its cell's number in the source notebook (1-based)
     magics: list[tuple[int, str]] = field(default_factory=list)  # IPython lines not converted: (line, text)
+    depends_on: list[str] = field(default_factory=list)  # its nbgrader metadata's "depends_on", as a source notebook's
 
     @property
     def manual(self) -> bool:
@@ -231,7 +232,9 @@ def _test_cell(cell, loc: str, part: str, report: ImportReport) -> Check:
     for line, before, after in converted:
         report.convert(f"{loc}, line {line}: IPython line `{before}` of test cell {name!r} -> "
                        + (f"`{after}` in its check (run once)" if after else "dropped from its check (display only)"))
-    return Check(name, points, part, source=source, cell=int(loc.split()[-1]), magics=left)
+    depends_on = meta.get("depends_on")
+    names = [n for n in depends_on if isinstance(n, str) and n.isidentifier()] if isinstance(depends_on, list) else []
+    return Check(name, points, part, source=source, cell=int(loc.split()[-1]), magics=left, depends_on=names)
 
 
 _TIMEIT_OPTIONS = re.compile(r"^(?:-[nrp]\s*\d+\s+|-[qoct]\s+)*")  # %timeit's options, before its statement
@@ -376,7 +379,7 @@ def tests_module(out: Conversion, notebook: str) -> str:
         shared = f", earlier=({''.join(e + ', ' for e in earlier)})" if earlier else ""
         lines += ["", f"SOURCE_{variable} = {literal(c.source)}",
                   f"check_{variable} = notebook_cell({c.name!r}, {c.points:g}, {c.part!r}, IMPORTS, SOURCE_{variable}"
-                  f"{shared}, cell={c.cell})"]
+                  f"{shared}, cell={c.cell}{f', depends_on={c.depends_on!r}' if c.depends_on else ''})"]
     return "\n".join(lines + reads_function(out.reads)) + "\n"
 
 

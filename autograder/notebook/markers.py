@@ -124,7 +124,7 @@ def cite_own_cell(text: str, grade_id: str, nb, heading: str | None) -> str:
     another notebook's; else as it was."""
     for number, cell in enumerate(nb.get("cells", []), 1):
         if nbgrader_meta(cell).get("grade_id") == grade_id:
-            return _CELL_NUMBER.sub(rf"\g<1> cell {number}", text, count=1)
+            return _CELL_NUMBER.sub(f"notebook cell {number}", text, count=1)  # (an import's "nbgrader cell" too)
     if heading is None:
         return text
     where = f"the cell under the heading \u201c{heading}\u201d" if heading else f"the cell whose grade_id is {grade_id}"

@@ -8,6 +8,7 @@ other object stays here and the judge receives a handle to it.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import faulthandler
 import importlib
 import io
@@ -190,6 +191,25 @@ def real_issubclass(sub, cls) -> bool:
     return _is_class(cls) and _library_metaclass(cls) and issubclass(sub, cls)
 
 
+_NUMPY_ERRORS = {"divide", "over", "under", "invalid"}
+_NUMPY_ACTIONS = {"ignore", "warn", "raise", "print", "log"}
+
+
+@contextlib.contextmanager
+def _settings(context: dict):
+    """torch's grad mode and numpy's floating-point error handling as a test cell's call had them in the judge."""
+    with contextlib.ExitStack() as stack:
+        if isinstance(context.get("grad"), bool):
+            stack.enter_context(torch.set_grad_enabled(context["grad"]))
+        errors = context.get("numpy_errors")
+        if isinstance(errors, dict) and errors:
+            import numpy
+
+            stack.enter_context(numpy.errstate(**{k: v for k, v in errors.items()
+                                                  if k in _NUMPY_ERRORS and v in _NUMPY_ACTIONS}))
+        yield
+
+
 class Worker:
     def __init__(self, out_stream, in_stream=None):
         self.out = out_stream
@@ -335,12 +355,14 @@ class Worker:
     def op_call(self, target, args, kwargs, keep):
         return target(*args, **kwargs), bool(keep)
 
-    def op_call_updating(self, target, args, kwargs, keep):
-        """A call as op_call, with what it changed in the judge's objects it was given (a test cell's call:
-        changes.py); returns (value, changes)."""
+    def op_call_updating(self, target, args, kwargs, keep, context=None):
+        """A test cell's call: as op_call, under the cell's settings (`context`: torch's grad mode, numpy's error
+        handling, as a kernel's call runs under the `with` blocks of its cell), with what it changed in the judge's
+        objects it was given (changes.py); returns (value, changes)."""
         tensors, decoder = self._received
         watch = Watch(tensors, decoder.numpy_keys, decoder.bundle or [])
-        value = target(*args, **kwargs)
+        with _settings(context if isinstance(context, dict) else {}):
+            value = target(*args, **kwargs)
         return (value, watch.changes()), bool(keep)
 
     def op_len(self, target):
