@@ -189,16 +189,15 @@ def pick_notebook(folder: Path, wanted: str | None, released: frozenset[str] = f
         return (unreadable[0], "") if unreadable else (None, "")
     rel = lambda p: p.relative_to(folder).as_posix()  # noqa: E731 - the notes name files as the student does
 
-    def also(chosen: Path) -> str:
-        return "; also submitted, not graded: " + ", ".join(
-            rel(p) + (" (another notebook of this course)" if p in theirs else "") for p in everything if p != chosen)
+    def also(chosen: Path) -> str:  # (the course's other notebooks are graded with their own assignments: not said)
+        left = [rel(p) for p in found if p != chosen]
+        return "; also submitted, not graded: " + ", ".join(left) if left else ""
 
     if len(found) == 1 and len(everything) == 1:
         return found[0], ""
-    if len(found) == 1:  # beside other notebooks of the course only
-        why = "it is named like the assignment's notebook" if wanted and named_like(found[0].name, wanted) else \
-            f"no notebook is named {wanted}"
-        return found[0], f"graded {rel(found[0])}: {why}" + also(found[0])
+    if len(found) == 1:  # beside other notebooks of the course only: the one to grade
+        renamed = wanted and not named_like(found[0].name, wanted)
+        return found[0], f"graded {rel(found[0])}: no notebook is named {wanted}" if renamed else ""
     stem = Path(wanted).stem.lower() if wanted else ""
     named = [p for p in found if p.name == wanted] + \
         [p for p in found if stem and p.name != wanted and p.stem.lower().startswith(stem)]

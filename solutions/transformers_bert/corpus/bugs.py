@@ -150,6 +150,28 @@ STEP_MASKING = ("    masked_ids, labels = mask_inputs(token_ids, mask_rate, mask
 
 BUGS: list[Bug] = [
     # -- part 1 ---------------------------------------------------------------------------------
+    Bug("sdp_without_none_guard",
+        {"    if mask is not None:\n        # (B, T) -> (B, 1, 1, T): one key mask shared by every head and every query\n"
+         "        logits = logits.masked_fill(mask[:, None, None, :].bool(), -1e9)":
+         "    # (B, T) -> (B, 1, 1, T): one key mask shared by every head and every query\n"
+         "    logits = logits.masked_fill(mask[:, None, None, :].bool(), -1e9)"},
+        {P1_WEIGHTS: "TypeError", P1_VALUES: "TypeError", P1_DROPOUT: "TypeError"},
+        "no `if mask is not None`: every call without a mask raises; the masking checks still pass", confined_to="1."),
+    Bug("weights_returned_before_dropout",
+        {"        attention = F.dropout(attention, p=attn_drop_rate)\n    values = attention @ v  # (B, H, T, D)":
+         "        values = F.dropout(attention, p=attn_drop_rate) @ v\n    else:\n        values = attention @ v"},
+        {P1_DROPOUT: "return the attention weights after dropout"},
+        "dropout applied to the values' weights but the weights returned before it", confined_to="1."),
+    Bug("mask_zeroed_after_softmax",
+        {"    if mask is not None:\n        # (B, T) -> (B, 1, 1, T): one key mask shared by every head and every query\n"
+         "        logits = logits.masked_fill(mask[:, None, None, :].bool(), -1e9)\n"
+         "    attention = torch.softmax(logits, dim=-1)  # (B, H, T, T), softmax over the keys\n":
+         "    attention = torch.softmax(logits, dim=-1)  # (B, H, T, T), softmax over the keys\n"
+         "    if mask is not None:\n"
+         "        attention = attention.masked_fill(mask[:, None, None, :].bool(), 0.0)\n"},
+        {P1_MASK: "", "part1_public": ""},
+        "padded weights zeroed after the softmax, rows not renormalised: the masking check's alone (the bool mask "
+        "is handled as the 0/1 one)", only=True),
     Bug("no_scaling",
         {"logits = q @ k.transpose(-2, -1) / math.sqrt(d)": "logits = q @ k.transpose(-2, -1)"},
         {P1_WEIGHTS: "not scaled"}, "forgot the 1/sqrt(D) factor"),
@@ -289,6 +311,11 @@ BUGS: list[Bug] = [
          "x = embedding + self.dropout(self.attn(self.norm1(embedding), mask))",
          "x = self.norm2(x + self.ffn(x))": "x = x + self.ffn(self.norm2(x))"},
         {P3_OUTPUT: "pre-norm", P3_POSTNORM: "pre-norm"}, "normalises before each sub-layer"),
+    Bug("block_functional_dropout_in_eval",
+        {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
+         "x = self.norm1(embedding + F.dropout(self.attn(embedding, mask), self.dropout.p))"},
+        {P3_DROPOUT: "a dropout acts in eval()", P3_OUTPUT: "", "part3_public": ""},
+        "F.dropout without training=self.training: dropout in eval() too", only=True),
     Bug("relu_instead_of_gelu",
         {"            nn.GELU(),\n": "            nn.ReLU(),\n"},
         {P3_OUTPUT: "ReLU", P3_FFN: "ReLU"}, "ReLU in the feed-forward network"),
@@ -444,6 +471,22 @@ BUGS: list[Bug] = [
     Bug("proportions_swapped_random_unchanged",
         {"to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.8)"},
         {P6_PROPORTIONS: "expected about 80%"}, "20% random, none unchanged"),
+    Bug("labels_copy_every_id",
+        {"labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))": "labels = token_ids.clone()"},
+        {"part6_public": "", P6_LABELS: "gives every real token a label"},
+        "the input copied as its labels, -100 forgotten: the labels check's alone (the selection and the 80/10/10 "
+        "corruption are right, read from the changes)", only=True),
+    Bug("labels_are_the_corrupted_ids",
+        {"    return masked_ids, labels  # the remaining 10% of selected tokens stay unchanged":
+         "    labels = torch.where(selected, masked_ids, labels)\n"
+         "    return masked_ids, labels  # the remaining 10% of selected tokens stay unchanged"},
+        {"part6_public": "ORIGINAL", P6_LABELS: "ORIGINAL token id"},
+        "labels taken from the corrupted ids: the labels check's alone", only=True),
+    Bug("rate_twelve_percent",
+        {"selected = torch.rand(shape, generator=generator).to(device) < mask_rate":
+         "selected = torch.rand(shape, generator=generator).to(device) < 0.8 * mask_rate"},
+        {"part6_public": "", P6_RATE: "expected about 15%"},
+        "selects at 80% of the rate: the rate check's alone (the 80/10/10 split and only_mask are right)", only=True),
     Bug("only_mask_ignored",
         {"    if only_mask:\n        masked_ids[selected] = mask_id\n        return masked_ids, labels\n": ""},
         {P6_ONLY_MASK: "with only_mask=True every selected token must become the mask id"}, "only_mask unused"),
@@ -676,7 +719,7 @@ BUGS: list[Bug] = [
     Bug("mask_inputs_returns_input_as_labels",
         {"    shape, device = token_ids.shape, token_ids.device\n":
          "    return token_ids.clone(), token_ids.clone()\n    shape, device = token_ids.shape, token_ids.device\n"},
-        {P6_LABELS: "selected every real token", P6_PADDING: "", P6_RATE: ""}, "returns (token_ids, token_ids)"),
+        {P6_LABELS: "gives every real token a label", P6_PADDING: "", P6_RATE: ""}, "returns (token_ids, token_ids)"),
     Bug("mask_inputs_selects_nothing",
         {"    shape, device = token_ids.shape, token_ids.device\n":
          "    return token_ids.clone(), torch.full_like(token_ids, -100)\n"

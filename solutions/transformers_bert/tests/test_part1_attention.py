@@ -186,7 +186,10 @@ def _check_mask(sub, ref, mask, what):
     q, k, v = _qkv(31, B, 2, T, 4)
     values, attention = _sdp(sub, q, k, v, attn_drop_rate=0.0, mask=mask)
     expect_shape(attention, (B, 2, T, T), f"attention with a {what}")
-    _, unmasked = _sdp(sub, q, k, v, attn_drop_rate=0.0)
+    try:
+        _, unmasked = _sdp(sub, q, k, v, attn_drop_rate=0.0)
+    except Fail:  # mask=None fails (no `if mask is not None`): the no-mask checks' mistake; judged by the reference
+        unmasked = torch.full_like(attention, float("nan"))
     expected = _masked_from_unmasked(unmasked, mask) if unmasked.shape == attention.shape else None
     _, reference = ref.scaled_dot_product(q, k, v, attn_drop_rate=0.0, mask=mask.float())
     if expected is not None and close(attention, expected) or close(attention, reference):
@@ -238,8 +241,23 @@ def attention_bool_mask(sub, ref):
             raise Fail(f"a bool mask (True = padding) gives other {name} than the same mask as 0/1 floats: "
                        "the docstring allows both")
     # the same result both ways only counts if it is attention: (q, q), NaN or zeros are the same both ways too
-    _require_attention(sub, q, k, v, *with_bool, "with a bool mask (True = padding)", attn_drop_rate=0.0,
-                       mask=mask.bool())
+    try:
+        _require_attention(sub, q, k, v, *with_bool, "with a bool mask (True = padding)", attn_drop_rate=0.0,
+                           mask=mask.bool())
+    except Fail:
+        # ... or a masking mistake (the weights zeroed after the softmax) on a function that is attention without a
+        # mask, whose masked weights are finite and read the queries: how it masks is the masking check's
+        if not (_attention_without_mask(sub, q, k, v) and bool(torch.isfinite(with_bool[1]).all())
+                and not _ignores_queries(sub, q, k, v, with_bool[1], attn_drop_rate=0.0, mask=mask.bool())):
+            raise
+
+
+def _attention_without_mask(sub, q, k, v) -> bool:
+    try:
+        _require_attention(sub, q, k, v, *_sdp(sub, q, k, v, attn_drop_rate=0.0), "without a mask", attn_drop_rate=0.0)
+    except Fail:
+        return False
+    return True
 
 
 @check("attention: dropout on the weights at rate p, exact at rate 0", points=1, part=PART)
@@ -264,6 +282,9 @@ def attention_dropout(sub, ref):
     # deviation of 0.0068, so [0.17, 0.33] is more than 11 standard deviations wide on each side
     # (false failure < 1e-25); no dropout (0), or dropping with 1 - p (0.75), is far outside.
     if frac < 0.17 or frac > 0.33:
+        if frac < 0.17 and values.shape == (4, 4, 16, 8) and not close(values, attention @ v.double(), atol=1e-4):
+            raise Fail("with attn_drop_rate=0.25 the values are not the returned weights applied to v: return the "
+                       "attention weights after dropout, the ones the values are computed from")
         raise Fail(f"with attn_drop_rate=0.25 about 25% of the attention weights should be dropped (set to 0); "
                    f"yours dropped {frac:.0%}")
     kept = ~dropped

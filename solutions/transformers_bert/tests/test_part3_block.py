@@ -465,6 +465,9 @@ def block_dropout(sub, ref):
     if not bool(torch.isfinite(_run(block, x, None)).all()):  # the branch read inside counts only then
         raise Fail("with a stand-in attention, a zero feed-forward network and identity norms the block in eval() "
                    "returns NaN or inf")
+    if not torch.equal(_run(block, x, None), _run(block, x, None)):
+        raise Fail("in eval() two forwards of the block give different outputs: a dropout acts in eval() (F.dropout(x, "
+                   "p) needs training=self.training; an nn.Dropout follows the block's mode)")
     branch = _attention_branch(sub, block, x, a)
     if branch is None:
         raise Fail("with a stand-in attention, a zero feed-forward network and identity norms the attention branch "

@@ -240,9 +240,22 @@ def unselected_label(labels, real, ids) -> int:
     return int(values[counts.argmax()])
 
 
-def selected_positions(ids, real, masked, labels):
-    """The positions the submission selected: labelled other than with its "ignore" label, or changed."""
-    return (labels != unselected_label(labels, real, ids)) | (masked != ids)
+def selection(ids, real, masked, labels):
+    """(selected, from_labels): the positions the submission selected, read from its labels and its changes. Labels
+    that give every real token a label (the input copied as its labels, "-100 elsewhere" forgotten: the labels
+    check's mistake) tell nothing of the selection: then only the changed positions are known, and from_labels is
+    False (the checks judge what those show, so that the labels' mistake costs the labels check only)."""
+    labelled = labels != unselected_label(labels, real, ids)
+    changed = masked != ids
+    if bool(labelled[real].all()):
+        return changed, False
+    return labelled | changed, True
+
+
+def changed_share(V: int) -> float:
+    """The share of selected tokens an 80/10/10 corruption changes: the mask id, or a random token other than the
+    original (1 in V of the random ones is the original itself)."""
+    return 0.8 + 0.1 * (V - 1) / V
 
 
 def _invariants(ids, masked, labels, what, real, strict=False):
@@ -263,14 +276,20 @@ def mlm_labels(sub, ref):
     V = 100
     ids, real = padded_batch(601, 200, 50, V)
     masked, labels = corrupt(sub, ids, 0.15, V, V, 0, strict=True)
+    other = unselected_label(labels, real, ids)
+    if other != -100:  # another "ignore" label: the selected positions' labels may be right
+        raise Fail(f"mask_inputs(ids, 0.15, ...) gives the positions it did not select the label {other}: they must "
+                   "get -100, the label the loss ignores")
     _invariants(ids, masked, labels, "mask_inputs(ids, 0.15, ...)", real, strict=True)
     if (labels != -100).sum() == 0:
         raise Fail("mask_inputs(ids, 0.15, ...) selected no token at all (every label is -100)")
     # labels everywhere (e.g. the input returned as its own labels) pass the invariants and label nothing
     # in particular. 15% of 5,000+ real tokens: selecting them all has probability 0.15^5000.
     if (labels[ids != 0] != -100).all():
-        raise Fail("mask_inputs(ids, 0.15, ...) selected every real token: select each non-padding token with "
-                   "probability mask_rate, and label only those")
+        changed = ((masked != ids) & real).double().sum().item() / real.sum().item()
+        raise Fail("mask_inputs(ids, 0.15, ...) gives every real token a label: label only the selected tokens (their "
+                   "original id), -100 everywhere else" + (f" (it changed {changed:.0%} of them: the selection itself "
+                                                         "may be right)" if 0.05 < changed < 0.5 else ""))
     if not sub.helpers.tb_mask_inputs_leaves_input(ids, 0.15, V, V, 0):
         raise Fail("mask_inputs modified the token_ids tensor it was given: corrupt a copy (token_ids.clone())")
     problem = _reproducibility_problem(sub)
@@ -305,27 +324,27 @@ def mlm_padding(sub, ref):
         for rate in (0.15, 0.9):
             masked, labels = corrupt(sub, ids, rate, V, V, pad_id, seed=seed)
             what = f"mask_inputs(ids, {rate}, ..., pad_id={pad_id})"
-            selected = selected_positions(ids, real, masked, labels)
+            selected, from_labels = selection(ids, real, masked, labels)
             changed = (masked[~real] != pad_id).any()
-            labelled = (labels != unselected_label(labels, real, ids))[~real].any()
+            # labels on padding count only where the labels tell the selection (else the labels check's mistake)
+            labelled = from_labels and (labels != unselected_label(labels, real, ids))[~real].any()
             if changed or labelled:
                 done = " and ".join(w for w, yes in (("were changed", changed), ("got a label", labelled)) if yes)
                 raise Fail(f"{what}: padding positions {done}: padding is never selected (it stays pad_id, its label "
                            "is -100)")
-            _invariants(ids, masked, labels, what, real)
             # selecting nothing at all would keep padding safe trivially. 1,500+ real tokens at rate 0.15:
-            # none selected has probability below 1e-100.
+            # none selected (or, read from the changes alone, none changed) has probability below 1e-80.
             if not selected[real].any():
-                raise Fail(f"{what}: no real token was selected (every label is -100), so the padding rule cannot "
-                           "be checked: select each non-padding token with probability mask_rate")
+                none = "every label is -100" if from_labels else "none was changed, and every token has a label"
+                raise Fail(f"{what}: no real token was selected ({none}), so the padding rule cannot be checked: "
+                           "select each non-padding token with probability mask_rate")
 
 
 def _big_sample(sub, mask_rate, only_mask=False, V=100):
-    """About 150,000 real tokens (lengths 100..200 of 200), pad_id 0, mask id V."""
+    """About 150,000 real tokens (lengths 100..200 of 200), pad_id 0, mask id V. What the labels hold is the labels
+    check's: the checks of the sample read the selection from them only where they tell it (`selection`)."""
     ids, real = padded_batch(621, 1000, 200, V, min_len=100)
     masked, labels = corrupt(sub, ids, mask_rate, V, V, 0, only_mask=only_mask, seed=3)
-    _invariants(ids, masked, labels, f"mask_inputs(ids, {mask_rate}, ...{', only_mask=True' if only_mask else ''})",
-                real)
     return ids, real, masked, labels
 
 
@@ -334,34 +353,54 @@ def mlm_rate(sub, ref):
     for rate in (0.15, 0.3):
         ids, real, masked, labels = _big_sample(sub, rate)
         n = real.sum().item()
-        frac = selected_positions(ids, real, masked, labels)[real].double().mean().item()
-        # n >= 100,000 real tokens: the selected fraction has sd sqrt(p(1-p)/n) <= 0.00145; the bound
-        # 0.01 is >= 6.9 sd (false failure < 1e-11 for each rate).
+        selected, from_labels = selection(ids, real, masked, labels)
+        share = selected[real].double().mean().item()
+        # labels that tell nothing: the changed share, over the share of selected tokens 80/10/10 changes
+        frac = share / (1 if from_labels else changed_share(100))
+        # n >= 100,000 real tokens: the selected fraction has sd sqrt(p(1-p)/n) <= 0.00145 (read from the changes,
+        # 0.0011 at p = 0.15 and 0.0016 at 0.3); the bound 0.01 is >= 6.2 sd (false failure < 1e-9 for each rate).
         if abs(frac - rate) > 0.01:
-            raise Fail(f"mask_inputs(ids, {rate}, ...) selected {frac:.1%} of the {n:,} real tokens; expected about "
-                       f"{rate:.0%}: select each non-padding token with probability mask_rate")
+            got = (f"selected {frac:.1%} of the {n:,} real tokens" if from_labels else
+                   f"changed {share:.1%} of the {n:,} real tokens (its labels label every token, so the selection is "
+                   f"read from the changes: selecting {rate:.0%} changes about {rate * changed_share(100):.1%})")
+            raise Fail(f"mask_inputs(ids, {rate}, ...) {got}; expected about {rate:.0%} selected: select each "
+                       "non-padding token with probability mask_rate")
 
 
 @check("MLM masking: 80% mask id, 10% random token, 10% unchanged", points=1, part=PART, timeout=BIG_SAMPLE_SECONDS)
 def mlm_proportions(sub, ref):
     V = 100
     ids, real, masked, labels = _big_sample(sub, 0.15, V=V)
-    selected = selected_positions(ids, real, masked, labels) & real  # padding: the padding check's
+    selected, from_labels = selection(ids, real, masked, labels)
+    if not from_labels:
+        return _proportions_of_the_changes(ids, real, masked, V)
+    selected &= real  # padding: the padding check's
     n_sel = selected.sum().item()
     to_mask = (masked == V)[selected].double().mean().item()
     unchanged = (masked == ids)[selected].double().mean().item()
     random_other = 1 - to_mask - unchanged
     # n_sel is about 22,500: the sd of the three fractions is at most 0.0027 (mask id, p = 0.8) and
-    # 0.0020 (p = 0.1); the bounds 0.02 and 0.015 are >= 7.4 sd (false failure < 2e-13 each).
+    # 0.0020 (p = 0.1); the bounds 0.02 and 0.015 are >= 7.4 sd (false failure < 2e-13 each). Fractions among the
+    # selected tokens: a wrong rate is the rate check's.
     if (n_sel < 15000 or abs(to_mask - 0.8) > 0.02 or abs(unchanged - 0.101) > 0.015
             or abs(random_other - 0.099) > 0.015):
         raise Fail(f"of the {n_sel:,} selected tokens {to_mask:.1%} became the mask id, {random_other:.1%} a different "
                    f"regular token and {unchanged:.1%} kept their id; expected about 80%, 9.9% and 10.1% (80% [MASK], "
                    "10% a uniformly random regular token, which can equal the original, 10% unchanged)")
-    changed = (masked != ids)[real].double().mean().item()
-    # 150,000 real tokens, p = 0.1349: sd 0.00088; the bound 0.006 is 6.8 sd (false failure < 1e-11).
-    if abs(changed - 0.15 * (0.8 + 0.1 * (V - 1) / V)) > 0.006:
-        raise Fail(f"{changed:.2%} of the real tokens were changed; expected about 13.5%")
+
+
+def _proportions_of_the_changes(ids, real, masked, V):
+    """The 80/10/10 split judged where the labels tell nothing of the selection (`selection`): the changed share of
+    the real tokens (mask rate times the share 80/10/10 changes) and the mask id's share of the changes."""
+    changed = (masked != ids) & real
+    share = changed[real].double().mean().item()
+    to_mask = (masked == V)[changed].double().mean().item() if changed.any() else 0.0
+    # 150,000 real tokens, p = 0.1349: sd 0.00088, the bound 0.006 is 6.8 sd; some 20,000 changes, the mask id's
+    # share 0.8899 has sd 0.0022, the bound 0.02 is 9 sd (false failure < 1e-11 each)
+    if abs(share - 0.15 * changed_share(V)) > 0.006 or abs(to_mask - 0.8 / changed_share(V)) > 0.02:
+        raise Fail(f"{share:.2%} of the real tokens were changed, {to_mask:.1%} of them into the mask id; expected "
+                   f"about {0.15 * changed_share(V):.1%} and {0.8 / changed_share(V):.1%} (80% [MASK], 10% a uniformly "
+                   "random regular token, 10% unchanged, of the 15% selected)")
 
 
 @check("MLM masking: random replacements are regular tokens, never the mask id", points=0.5, part=PART,
@@ -372,20 +411,24 @@ def mlm_random_tokens(sub, ref):
     masked, labels = corrupt(sub, ids, 0.15, V, V, 0, seed=4)
     if masked.min() < 0 or masked.max() > V:
         raise Fail("corrupted ids must be regular tokens (0..vocab_size-1) or the mask id")
-    selected = selected_positions(ids, real, masked, labels) & real  # padding: the padding check's
+    selected, from_labels = selection(ids, real, masked, labels)
+    selected &= real  # padding: the padding check's
     frac = (masked == V)[selected].double().mean().item()
     n_sel = selected.sum().item()
     # n_sel is about 75,000: with replacements from 0..V-1 the mask-id fraction is 0.8 (sd 0.00146); from
     # 0..V it is 0.82. The threshold 0.81 is 6.8 sd from both (false failure < 6e-12, missed bug < 1e-11).
+    # Read from the changes alone (labels that tell nothing), the mask id's share of the changes: 0.8 / 0.875 =
+    # 0.9143 from 0..V-1, 0.82 / 0.88 = 0.9318 from 0..V (sd 0.0011 over some 65,000 changes): threshold 0.923.
     # Far from both (70%, 90% [MASK]), the proportions are wrong: the proportions check grades that, and the mask
     # id's share then says nothing about the replacements.
-    if n_sel < 60000:
+    low, high, threshold = (0.78, 0.835, 0.81) if from_labels else (0.905, 0.94, 0.923)
+    if n_sel < (60000 if from_labels else 50000):
         raise Fail(f"with vocab_size=4 and mask_rate=0.15 only {n_sel:,} of some 500,000 real tokens were selected: "
                    "too few to judge the random replacements (see the rate check)")
-    if 0.78 <= frac <= 0.835 and frac > 0.81:
-        raise Fail(f"with vocab_size=4, {frac:.1%} of the selected tokens became the mask id instead of 80%, as if "
-                   "random replacements could be the mask id: draw them from the regular tokens 0..vocab_size-1, "
-                   "never the mask id")
+    if low <= frac <= high and frac > threshold:
+        raise Fail(f"with vocab_size=4, {frac:.1%} of the {'selected' if from_labels else 'changed'} tokens became the "
+                   f"mask id instead of {'80%' if from_labels else '91.4%'}, as if random replacements could be the "
+                   "mask id: draw them from the regular tokens 0..vocab_size-1, never the mask id")
     # about 7,500 random replacements over 4 ids, some 5,600 of them visible (another id than the original): each
     # id shows up (a missing one has probability < 4 * (3/4)^1400 < 1e-170)
     replaced = set((masked[selected & (masked != ids) & (masked != V)]).tolist())
@@ -398,13 +441,22 @@ def mlm_random_tokens(sub, ref):
 def mlm_only_mask(sub, ref):
     V = 100
     ids, real, masked, labels = _big_sample(sub, 0.15, only_mask=True, V=V)
-    selected = selected_positions(ids, real, masked, labels) & real  # padding: the padding check's
+    changed = (masked != ids) & real  # padding: the padding check's
+    labelled = (labels != unselected_label(labels, real, ids)) & real
+    from_labels = not bool(labelled[real].all())  # (labels that tell nothing of the selection: see `selection`)
+    selected = labelled | changed if from_labels else changed
+    if not selected.any():
+        raise Fail("with only_mask=True no real token was selected (none labelled, none changed)")
     if not (masked[selected] == V).all():
         share = (masked[selected] == V).double().mean().item()
         raise Fail(f"with only_mask=True every selected token must become the mask id; {share:.1%} did")
-    frac = selected[real].double().mean().item()
-    # as in the rate check: sd 0.00092 at p = 0.15, the bound 0.01 is 10 sd (false failure < 1e-20)
-    if abs(frac - 0.15) > 0.01:
+    if from_labels and not torch.equal(changed, labelled):
+        raise Fail("with only_mask=True the tokens that became the mask id are not the selected (labelled) ones: "
+                   "select as without only_mask, then put the mask id at every selected position")
+    # labels that tell nothing: the changed tokens are the selection, about 15% (sd 0.00092: the bound 0.01 is 10 sd);
+    # else the rate is the rate check's
+    frac = changed[real].double().mean().item()
+    if not from_labels and abs(frac - 0.15) > 0.01:
         raise Fail(f"with only_mask=True {frac:.1%} of the real tokens were selected; expected about 15%")
 
 
