@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import io
+import re
 import subprocess
 import time
 import types
@@ -20,7 +22,7 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
-from autograder.kernel import KernelNamespace, assertion_text, definitions_at_top, run_test_cell
+from autograder.kernel import KernelNamespace, assertion_text, definitions_at_top, hidden_failure, run_test_cell
 from autograder.kernel import earlier_cells as shared_cells
 from autograder.notebook.extract import Extraction
 from autograder.sandbox.client import (
@@ -178,12 +180,16 @@ class Program:
             self._hints = self.extraction.unbound_hints()
         return self._hints.get(name)
 
-    def _failed_binding(self, name: str) -> str | None:
+    def _failed_binding(self, name: str, depth: int = 0) -> str | None:
         report = self.worker.report
         for index, unit in enumerate(self.extraction.units):
             if name in unit.names and report and index in report.errors:
-                return (f"`{name}` is not available: cell {unit.cell} (line {unit.line}) failed when the grader "
-                        f"ran it: {report.errors[index]}")
+                why = report.errors[index]
+                found = f"`{name}` is not available: cell {unit.cell} (line {unit.line}) failed when the grader ran it: {why}"
+                # it failed for want of a name an earlier statement did not bind (it hung, say): that one is the cause
+                missing = re.search(r"NameError: name '(\w+)' is not defined", why)
+                cause = self._failed_binding(missing.group(1), depth + 1) if missing and depth < 5 else None
+                return f"{found}; {cause}" if cause else found
         return None
 
     def explain_missing(self, name: str) -> str:
@@ -279,7 +285,14 @@ def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, impor
     """A notebook test cell, with the meaning it has in the student's kernel (autograder/kernel.py), after the
     earlier cells of its part `earlier` ((name, source)) when it reads their variables."""
     namespace = KernelNamespace(sub, imports, {"reference": ref, "__name__": "__test_cell__"}, interface=ref)
-    run_test_cell(spec.source, f"<test cell {spec.name}>", namespace, list(earlier))
+    # what the cell prints is for a notebook's reader: never the grading command's output
+    with contextlib.redirect_stdout(_Discarded()), contextlib.redirect_stderr(_Discarded()):
+        run_test_cell(spec.source, f"<test cell {spec.name}>", namespace, list(earlier))
+
+
+class _Discarded(io.TextIOBase):
+    def write(self, text: str) -> int:
+        return len(text)
 
 
 def earlier_cells(checks: Sequence[CheckSpec]) -> dict[str, list[tuple[str, str]]]:
@@ -348,7 +361,7 @@ def _noted(message: str, note: str) -> str:
     return f"{message}\n{note}" if message else note
 
 
-def _instructors_mistake(exc: BaseException) -> bool:
+def instructors_mistake(exc: BaseException) -> bool:
     """A name the check's code does not have, a module without the attribute it asks for, an import or a syntax
     error: mistakes of the code that raised them, never of what student code returned (student values are
     plain data or proxies, never the judge's modules; a name the notebook lacks is MissingName)."""
@@ -361,7 +374,7 @@ def check_error(spec: CheckSpec, exc: BaseException) -> CheckBroken | None:
     """The check's own mistake as a CheckBroken naming where it is (file and line), or None."""
     if isinstance(exc, SyntaxError) and str(exc.filename or "").startswith("<test"):  # a test cell that is not Python
         return CheckBroken(f"{exc.filename}, line {exc.lineno}", exc)
-    frame = _check_frame(spec, exc) if _instructors_mistake(exc) else None
+    frame = _check_frame(spec, exc) if instructors_mistake(exc) else None
     if frame is None:
         return None
     from pathlib import Path
@@ -613,7 +626,8 @@ class Judge:
             broken = check_error(spec, exc)
             if broken is not None:
                 raise broken from exc
-            return 0.0, f"the grader could not use what your code returned ({type(exc).__name__}: {exc})"
+            hidden = hidden_failure(exc, f"<test cell {spec.name}>", spec.source) if spec.fn is None else None
+            return 0.0, hidden or f"the grader could not use what your code returned ({type(exc).__name__}: {exc})"
 
     @staticmethod
     def _after_check(program: Program) -> bool:

@@ -610,6 +610,14 @@ def assertion_text(exc: AssertionError, filename: str, source: str, show_line: b
     return f"this assertion failed: {source.split(chr(10))[line - 1].strip()}" if line and show_line else ""
 
 
+def hidden_failure(exc: BaseException, filename: str, source: str) -> str | None:
+    """What a student reads of an error (not an assertion: assertion_text) that the cell `source` met on a hidden line:
+    its type only ("a hidden test failed (RuntimeError)"), since its message may show the hidden values (torch's
+    "size of tensor b (3)"); None when it did not come through a hidden line."""
+    line = failing_line(exc, filename, source)
+    return f"a hidden test failed ({type(exc).__name__})" if line and line in hidden_lines(source) else None
+
+
 # -- what does not hold, said when the notebook is built ------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def test_ps1_problem1_verifies_and_problem2_has_no_automatic_check(ps1):
     report = verify(solutions / "ps1_problem1")
     assert report.ok, report.problems
     assert report.lines[0].startswith("manual: 7 point(s) graded by hand, pending in every total: check "
-                                      "sum_of_squares_equation (written answer, nbgrader cell 15, 1)")
+                                      "sum_of_squares_equation (written answer, notebook cell 15, 1)")
     report = verify(solutions / "ps1_problem2")
     assert [p.split(":")[0] for p in report.problems] == ["no check is graded automatically"]
 

@@ -560,6 +560,25 @@ def test_an_assertion_failing_on_a_hidden_line_of_a_test_cell_shows_no_message()
     assert failure(lambda x: x if x < 2 else 0) == "a hidden test failed"  # never 'DESIRED: 49 ...'
 
 
+def test_an_error_met_on_a_hidden_line_shows_its_type_only():
+    """torch's "size of tensor b (3)" on a hidden line would show the hidden shape: only the error's type is said."""
+    import torch
+
+    from autograder.kernel import hidden_failure
+
+    source = ("assert f(torch.ones(2)).shape == (2,)\n### BEGIN HIDDEN TESTS\n"
+              "assert torch.allclose(f(torch.ones(2)), torch.ones(3))\n### END HIDDEN TESTS")
+
+    def failure(f):
+        try:
+            exec(compile(source, "<test cell c>", "exec"), {"f": f, "torch": torch})
+        except Exception as exc:  # noqa: BLE001
+            return hidden_failure(exc, "<test cell c>", source)
+
+    assert failure(lambda x: x) == "a hidden test failed (RuntimeError)"
+    assert failure(lambda x: x[:1]) is None  # the public line failed: the judge says what it says
+
+
 def test_a_module_a_test_cell_patches_is_whole_again_for_the_next_check():
     """nbgrader courses forbid a function by `np.linalg.solve = None` in a hidden test: that must not reach the
     next check, or the next submission, graded in the same judge."""

@@ -31,10 +31,11 @@ import random
 import sys
 from collections.abc import Sequence
 
-from autograder.kernel import KernelNamespace, assertion_text, run_test_cell
+from autograder.kernel import KernelNamespace, assertion_text, hidden_failure, run_test_cell
 from autograder.sandbox.client import StudentError
 from autograder.sandbox.remote import Remote, remote_repr
-from autograder.testing import check
+from autograder.judge import instructors_mistake
+from autograder.testing import Fail, check
 
 # Shipped into both workers (autograder.testing.worker_helpers) by an assignment whose questions are seeded: the
 # seeding runs in the student's module, where the notebook's functions draw.
@@ -110,6 +111,13 @@ def notebook_cell(name: str, points: float, part: str, imports: list[str], sourc
                                   list(earlier))
         except AssertionError as exc:
             raise failed_assertion(exc, source, filename) from None
+        except (StudentError, Fail):
+            raise
+        except Exception as exc:
+            hidden = None if instructors_mistake(exc) else hidden_failure(exc, filename, source)
+            if hidden:
+                raise Fail(hidden) from None
+            raise
         return partial_credit(value, points)
 
     run.__name__ = f"cell_{name}"
