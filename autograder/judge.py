@@ -22,6 +22,7 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
+from autograder.sandbox.changes import undone_after
 from autograder.kernel import KernelNamespace, assertion_text, definitions_at_top, hidden_failure, run_test_cell
 from autograder.kernel import earlier_cells as shared_cells
 from autograder.notebook.extract import Extraction
@@ -599,7 +600,7 @@ class Judge:
             if prepare is not None:
                 prepare()
             seed_torch(0)
-            with complex_casts_raise():
+            with complex_casts_raise(), undone_after():  # (the judge's objects as they were, whatever the check wrote)
                 if spec.fn is not None:
                     value = spec.fn(sub, ref)
                 else:

@@ -608,3 +608,28 @@ def test_load_errors_a_notebook_forged_are_left_out():
                 "junk", {"unit": 3, "type": "E", "message": "n", "traceback": ["cell 1, line 1", 5]}]
     assert _load_errors(reported) == {2: "raised NameError: m", 3: "raised E: n (cell 1, line 1; 5)"}
     assert _load_errors({"unit": 1}) == {}
+
+
+def test_what_a_call_changed_is_written_into_the_judges_objects_until_the_check_ends():
+    """changes.py: a test cell's tensor filled in place, its model trained and its optimizer stepped by the student's
+    code are written back (as in a kernel) and put back when the check ends, so that an object the judge keeps
+    across checks (a model in a module the tests import) carries nothing of one student's into the next check;
+    a malformed state from the worker changes nothing."""
+    from autograder.sandbox.changes import undone_after, write_back
+
+    t, model = torch.zeros(3), torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    w0 = model.weight.detach().clone()
+    trained = torch.nn.Linear(2, 1)
+    trained.train(False)
+    changes = {"tensors": {"t0": torch.ones(3), "t9": torch.ones(3)},
+               "objects": {0: {"state": trained.state_dict(), "training": {"": False}, "requires_grad": {},
+                               "grads": {"weight": torch.ones(1, 2)}},
+                           1: {"state": "garbage"}, 7: {"state": {}}}}
+    with undone_after():
+        assert write_back(("value", changes), {"t0": t}, [model, optimizer]) == "value"
+        assert torch.equal(t, torch.ones(3)) and torch.equal(model.weight, trained.weight) and not model.training
+        assert torch.equal(model.weight.grad, torch.ones(1, 2))
+        assert optimizer.param_groups[0]["params"][0] is model.weight  # written into, never replaced
+    assert torch.equal(t, torch.zeros(3)) and torch.equal(model.weight.detach(), w0) and model.training
+    assert model.weight.grad is None

@@ -12,10 +12,15 @@ originals, so that the cell reads afterwards what it would read in a kernel:
 What else a call does to a judge's object (an attribute of its own, an item appended to a list) stays in the copy.
 Only data comes back: the judge loads it with torch's own load_state_dict and copy_, never runs the worker's code;
 what does not fit the original (another shape, a malformed state) is left out, and the original keeps its values.
+What is written holds until the check ends (`undone_after`): every object written into is then put back as it was,
+so that an object the judge keeps across checks (a model in a module the tests import) never carries one
+student's changes into another check or another student's grading.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import copy
+from typing import Any, Callable
 
 import torch
 
@@ -110,8 +115,49 @@ def _items(mapping) -> list:
     return list(mapping.items()) if isinstance(mapping, dict) else []
 
 
-def _write_tensor(original, new: torch.Tensor) -> None:
+_UNDO: list[Callable[[], None]] = []  # how to put back each object written into since the check began
+_REMEMBERED: set[int] = set()  # ... by id: each one once a check
+
+
+@contextlib.contextmanager
+def undone_after():
+    """Put every object write_back changes inside the block back as it was when the block ends."""
+    mark = len(_UNDO)
     try:
+        yield
+    finally:
+        while len(_UNDO) > mark:
+            try:
+                _UNDO.pop()()
+            except Exception:  # noqa: BLE001 - put back what can be; an object gone odd is the check's own
+                pass
+        if not _UNDO:
+            _REMEMBERED.clear()
+
+
+def _remember(original) -> None:
+    """Note how to put `original` back, before its first change of the check."""
+    if id(original) in _REMEMBERED:
+        return
+    try:
+        if isinstance(original, torch.Tensor):
+            before = original.detach().clone()
+            _UNDO.append(lambda: _write_tensor(original, before, remember=False))
+        elif isinstance(original, torch.nn.Module) or has_state(original):
+            state = copy.deepcopy(_state(original))
+            _UNDO.append(lambda: _load(original, state, remember=False))
+        else:  # a numpy array
+            array = original.copy()
+            _UNDO.append(lambda: _write_tensor(original, torch.as_tensor(array), remember=False))
+    except Exception:  # noqa: BLE001 - an original that cannot be copied is not written into
+        raise ValueError("cannot keep a copy") from None
+    _REMEMBERED.add(id(original))
+
+
+def _write_tensor(original, new: torch.Tensor, remember: bool = True) -> None:
+    try:
+        if remember:
+            _remember(original)
         if isinstance(original, torch.Tensor):
             if original.shape == new.shape:
                 with torch.no_grad():
@@ -122,8 +168,10 @@ def _write_tensor(original, new: torch.Tensor) -> None:
         pass  # (a dtype the original cannot hold: it keeps its values)
 
 
-def _load(original, state: dict) -> None:
+def _load(original, state: dict, remember: bool = True) -> None:
     try:
+        if remember:
+            _remember(original)
         if isinstance(original, torch.nn.Module):
             _load_module(original, state)
         elif isinstance(state.get("state"), dict):
@@ -132,7 +180,7 @@ def _load(original, state: dict) -> None:
                 mine = [p for group in original.param_groups for p in group["params"]]
                 for p, new in zip(mine, state["params"]):
                     if isinstance(new, torch.Tensor):
-                        _write_tensor(p, new)
+                        _write_tensor(p, new, remember)
     except (RuntimeError, TypeError, ValueError, KeyError, IndexError, AttributeError):
         pass  # a state that does not fit the original: it keeps what it had
 
