@@ -633,3 +633,32 @@ def test_what_a_call_changed_is_written_into_the_judges_objects_until_the_check_
         assert optimizer.param_groups[0]["params"][0] is model.weight  # written into, never replaced
     assert torch.equal(t, torch.zeros(3)) and torch.equal(model.weight.detach(), w0) and model.training
     assert model.weight.grad is None
+
+
+def test_a_forged_state_is_refused_and_changes_that_leave_no_version_are_seen():
+    """The worker's reply is the student's to forge: one tensor sent under many names (an optimizer's load_state_dict
+    would copy each: gigabytes in the judge from a small message), keys a scheduler would take as attributes (its
+    `step`), objects of the worker's are never loaded; and `x.data.fill_()` or a numpy view's write, which bump no
+    version counter, are seen by their values."""
+    from autograder.sandbox.changes import Watch, undone_after, write_back
+
+    model = torch.nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+    big = torch.zeros(64, 64)
+    amplified = {"state": {0: {"momentum_buffer": [big] * 100}},
+                 "param_groups": optimizer.state_dict()["param_groups"]}
+    injected = {**scheduler.state_dict(), "step": "hijacked", "optimizer": "hijacked", "last_epoch": 7}
+    with undone_after():
+        write_back((None, {"objects": {0: {"state": amplified}, 1: {"state": injected}}}), {}, [optimizer, scheduler])
+        assert not optimizer.state and callable(scheduler.step) and scheduler.optimizer is optimizer
+        assert scheduler.last_epoch == 7  # (the scheduler's own keys are taken)
+    assert scheduler.last_epoch == 0
+
+    x, array = torch.zeros(3), torch.zeros(2)
+    watch = Watch({"t0": x, "t1": array}, {"t1"}, [model])
+    x.data.fill_(1.0)
+    array.numpy()[...] = 2.0
+    model.weight.data.fill_(0.5)
+    changes = watch.changes()
+    assert sorted(changes["tensors"]) == ["t0", "t1"] and list(changes["objects"]) == [0]

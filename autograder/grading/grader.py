@@ -42,7 +42,7 @@ _SCRATCH = re.compile(r"/tmp/ag-worker-[A-Za-z0-9_]+")
 
 def error_result(release: Release, path: Path, sub_id: str, why: str, seconds: float = 0.0) -> SubmissionResult:
     """The row of a submission that could not be graded at all: every check 0, `why` as the error."""
-    checks = [CheckResult(c.name, c.part, c.points, 0.0, FAILED, f"not graded: {why}", c.visibility)
+    checks = [CheckResult(c.name, c.part, c.points, 0.0, FAILED, why, c.visibility)
               for c in release.checks]
     return SubmissionResult(sub_id, str(path), checks, [], why, seconds)
 

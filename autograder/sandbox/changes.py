@@ -8,10 +8,14 @@ originals, so that the cell reads afterwards what it would read in a kernel:
 - a tensor or numpy array changed in place: its new values;
 - an nn.Module: its parameters and buffers, its modules' train/eval modes, its parameters' requires_grad and .grad;
 - an optimizer: its state and its parameters' values; a learning-rate scheduler (or another of torch's objects
-  with a state_dict): its state.
+  with a state_dict): its state, under the keys it has (a key it lacks would become an attribute: `step`);
+a change is seen by value (a copy of each tensor, up to COMPARED_BYTES in all): `x.data.fill_(1)` and a numpy view's
+write change no version counter.
 What else a call does to a judge's object (an attribute of its own, an item appended to a list) stays in the copy.
 Only data comes back: the judge loads it with torch's own load_state_dict and copy_, never runs the worker's code;
-what does not fit the original (another shape, a malformed state) is left out, and the original keeps its values.
+what does not fit the original (another shape, a malformed state, an object of the worker's, more tensor data than
+four times the original's own state: one tensor sent under a thousand names would be copied a thousand times) is
+left out, and the original keeps its values.
 What is written holds until the check ends (`undone_after`): every object written into is then put back as it was,
 so that an object the judge keeps across checks (a model in a module the tests import) never carries one
 student's changes into another check or another student's grading.
@@ -38,29 +42,52 @@ def has_state(obj) -> bool:
 
 # -- in the worker: what a call changed ------------------------------------------------------------------------
 
+COMPARED_BYTES = 64 << 20  # tensors up to this much in all are compared by value: `x.data.fill_(1)` and a numpy
+# view's writes change no version counter; beyond it, by version and data pointer only
+
+
 class Watch:
     """The judge's objects of one request, as the worker received them; `changes()` after the call."""
 
     def __init__(self, tensors: dict[str, torch.Tensor], numpy_keys: set[str], objects: list):
+        self.budget = COMPARED_BYTES
         self.tensors = {name: t for name, t in tensors.items() if name != BUNDLE}
-        self.versions = {name: t._version for name, t in self.tensors.items()}
-        # a numpy array changed in place leaves its tensor's version as it was: its values are compared
-        self.copies = {name: self.tensors[name].clone() for name in numpy_keys if name in self.tensors}
+        self.before = {name: self._token(t) for name, t in self.tensors.items()}
         self.objects = {i: obj for i, obj in enumerate(objects) if has_state(obj)}
-        self.before = {i: _fingerprint(_state(obj, keep_vars=True)) for i, obj in self.objects.items()}
+        self.states = {i: _fingerprint(_state(obj, keep_vars=True), self._token) for i, obj in self.objects.items()}
+
+    def _token(self, t: torch.Tensor) -> tuple:
+        """What tells the tensor after the call from before: its values (a copy) while the budget lasts."""
+        size = t.numel() * t.element_size()
+        copy = None
+        if size <= self.budget:
+            self.budget -= size
+            copy = t.detach().clone()
+        return id(t), t._version, t.data_ptr(), copy
 
     def changes(self) -> dict:
-        tensors = {name: t for name, t in self.tensors.items() if self._changed(name, t)}
+        tensors = {name: t for name, t in self.tensors.items() if _differs(self.before[name], t)}
         objects = {}
         for i, obj in self.objects.items():
-            if _fingerprint(_state(obj, keep_vars=True)) != self.before[i]:
+            if not _same(self.states[i], _fingerprint(_state(obj, keep_vars=True), None)):
                 objects[i] = _state(obj)
         return {"tensors": tensors, "objects": objects}
 
-    def _changed(self, name: str, t: torch.Tensor) -> bool:
-        if name in self.copies:
-            return not torch.equal(t, self.copies[name])
-        return t._version != self.versions[name]
+
+def _differs(token: tuple, t: torch.Tensor) -> bool:
+    identity, version, pointer, copy = token
+    if identity != id(t) or version != t._version or pointer != t.data_ptr():
+        return True
+    return copy is not None and not (copy.shape == t.shape and torch.equal(copy, t.detach()))
+
+
+def _same(before, after) -> bool:
+    """Two fingerprints (_fingerprint) alike: the same structure, tensors unchanged (_differs)."""
+    if isinstance(before, tuple) and before and before[0] == "tensor":
+        return isinstance(after, tuple) and after[:1] == ("tensor",) and not _differs(before[1], after[2])
+    if isinstance(before, tuple) and isinstance(after, tuple) and len(before) == len(after):
+        return all(_same(a, b) for a, b in zip(before, after))
+    return before == after
 
 
 def _state(obj, keep_vars: bool = False) -> dict:
@@ -76,15 +103,15 @@ def _state(obj, keep_vars: bool = False) -> dict:
             "grads": {name: p.grad if keep_vars or p.grad is None else p.grad.detach() for name, p in params.items()}}
 
 
-def _fingerprint(value) -> Any:
-    """What tells a state before a call from the same state after it: tensors by identity and version (an in-place
-    change bumps it), everything else by value."""
+def _fingerprint(value, token) -> Any:
+    """What tells a state before a call from the same state after it: tensors by `token` (before the call; after it,
+    the tensor itself, compared by _same), everything else by value."""
     if isinstance(value, torch.Tensor):
-        return ("tensor", id(value), value._version)
+        return ("tensor", token(value), None) if token is not None else ("tensor", None, value)
     if isinstance(value, dict):
-        return ("dict", tuple((_fingerprint(k), _fingerprint(v)) for k, v in value.items()))
+        return ("dict", tuple((_fingerprint(k, token), _fingerprint(v, token)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_fingerprint(x) for x in value))
+        return (type(value).__name__, tuple(_fingerprint(x, token) for x in value))
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return ("object", id(value))
@@ -172,10 +199,12 @@ def _load(original, state: dict, remember: bool = True) -> None:
     try:
         if remember:
             _remember(original)
+        if not _fits(original, state):
+            return
         if isinstance(original, torch.nn.Module):
             _load_module(original, state)
         elif isinstance(state.get("state"), dict):
-            original.load_state_dict(state["state"])
+            original.load_state_dict(_as_the_originals(original, state["state"]))
             if isinstance(original, torch.optim.Optimizer) and isinstance(state.get("params"), list):
                 mine = [p for group in original.param_groups for p in group["params"]]
                 for p, new in zip(mine, state["params"]):
@@ -185,9 +214,50 @@ def _load(original, state: dict, remember: bool = True) -> None:
         pass  # a state that does not fit the original: it keeps what it had
 
 
+def _fits(original, state: dict) -> bool:
+    """Whether a state the worker sent may be loaded into `original`: plain data (no object of the worker's), and no
+    more tensor data than four times the original's own state and a megabyte (one tensor sent under many names is
+    counted as many: an optimizer's load_state_dict would copy each)."""
+    try:
+        own = _tensor_bytes(_state(original), 0)
+        return _tensor_bytes(state, 0) <= 4 * own + (1 << 20)
+    except ValueError:
+        return False
+
+
+def _tensor_bytes(value, depth: int) -> int:
+    """The bytes of the tensors `value` holds, each occurrence counted; ValueError for anything but plain data."""
+    if depth > 16:
+        raise ValueError("nested too deeply")
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(k, depth + 1) + _tensor_bytes(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(x, depth + 1) for x in value)
+    if value is None or type(value) in (bool, int, float, str):
+        return 0
+    raise ValueError(f"a {type(value).__name__} in a state")
+
+
+def _as_the_originals(original, state: dict) -> dict:
+    """A state for an optimizer or a scheduler with the original's own keys only (a scheduler's load_state_dict sets
+    every key it gets as an attribute: `step` or `get_last_lr` must stay the scheduler's methods)."""
+    mine = original.state_dict()
+    if isinstance(original, torch.optim.Optimizer):
+        groups = state.get("param_groups")
+        if not (isinstance(groups, list) and len(groups) == len(mine["param_groups"])
+                and all(isinstance(g, dict) and set(g) == set(m) for g, m in zip(groups, mine["param_groups"]))):
+            raise ValueError("param_groups that are not the original's")
+        return {"state": state.get("state") if isinstance(state.get("state"), dict) else {}, "param_groups": groups}
+    return {key: value for key, value in state.items() if key in mine}
+
+
 def _load_module(module: torch.nn.Module, state: dict) -> None:
     if isinstance(state.get("state"), dict):
-        module.load_state_dict(state["state"], strict=False)
+        mine = module.state_dict()
+        module.load_state_dict({k: v for k, v in state["state"].items() if k in mine and isinstance(v, torch.Tensor)
+                                and v.shape == mine[k].shape}, strict=False)
     modes, flags, grads = (_dict(state.get(key)) for key in ("training", "requires_grad", "grads"))
     for name, m in module.named_modules():
         if isinstance(modes.get(name), bool):
