@@ -358,7 +358,8 @@ def step(sub, ref):
         expected.backward()
         after = {k: v.double() for k, v in record["params"].items()}
         if all(torch.allclose(after[k], before[k]) for k in before):
-            raise Fail(f"{what}: the parameters did not change: call loss.backward() and optimizer.step()")
+            raise Fail(f"{what}: the parameters did not change: call loss.backward() and then optimizer.step(), with "
+                       "optimizer.zero_grad() before backward, never between backward and step (it wipes the gradients)")
         # The step is judged on its own: its update must follow the gradient of the correct joint loss or of the
         # student's own pretraining_loss (whose mistakes cost the loss check, not this one), on this batch.
         gradients = {"correct": torch.cat([p[k].grad.reshape(-1) for k in before])}

@@ -241,15 +241,17 @@ def unselected_label(labels, real, ids) -> int:
 
 
 def selection(ids, real, masked, labels):
-    """(selected, from_labels): the positions the submission selected, read from its labels and its changes. Labels
-    that give every real token a label (the input copied as its labels, "-100 elsewhere" forgotten: the labels
-    check's mistake) tell nothing of the selection: then only the changed positions are known, and from_labels is
-    False (the checks judge what those show, so that the labels' mistake costs the labels check only)."""
+    """(selected, from_labels): the positions the submission selected, read from its labels and its changes where
+    the labels follow the selection: every changed token labelled, some labelled tokens left unchanged (the 10% kept,
+    and random draws of the original), not every real token labelled. Labels that do not (the input copied as its
+    labels, only the mask id's positions labelled, only the changed ones: the labels check's mistakes) tell nothing
+    more than the changes: then the changed positions, and from_labels False (the checks judge what the changes
+    show, so that the labels' mistake costs the labels check only)."""
     labelled = labels != unselected_label(labels, real, ids)
     changed = masked != ids
-    if bool(labelled[real].all()):
-        return changed, False
-    return labelled | changed, True
+    follows = bool(((changed & ~labelled) & real).sum() == 0 and (labelled & ~changed & real).any()
+                   and not labelled[real].all())
+    return (labelled | changed, True) if follows else (changed, False)
 
 
 def changed_share(V: int) -> float:
