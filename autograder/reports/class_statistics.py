@@ -91,6 +91,7 @@ class ClassStatistics:
     max_score: float  # the assignment's total (every result lists every check, error rows too)
     scores: list[float]  # the final totals of the graded submissions, ascending
     checks: list[CheckStatistics]
+    full_marks: int = 0  # graded submissions with every point that is not pending (hand-graded, GPU rubric)
 
     @property
     def graded(self) -> int:
@@ -112,10 +113,6 @@ class ClassStatistics:
     @property
     def maximum(self) -> float | None:
         return self.scores[-1] if self.scores else None
-
-    @property
-    def full_marks(self) -> int:
-        return sum(1 for s in self.scores if s >= self.max_score)
 
     @property
     def zero(self) -> int:
@@ -199,6 +196,7 @@ def class_statistics(results: list[SubmissionResult]) -> ClassStatistics:
         max_score=max((r.max_score for r in results), default=0.0),
         scores=sorted(r.score for r in final),
         checks=check_statistics(results),
+        full_marks=sum(1 for r in final if r.score >= r.max_score - r.pending_points - 1e-9),
     )
 
 
