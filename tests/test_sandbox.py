@@ -656,7 +656,7 @@ def test_a_forged_state_is_refused_and_changes_that_leave_no_version_are_seen():
     assert scheduler.last_epoch == 0
 
     x, array = torch.zeros(3), torch.zeros(2)
-    watch = Watch({"t0": x, "t1": array}, {"t1"}, [model])
+    watch = Watch({"t0": x, "t1": array}, [model])
     x.data.fill_(1.0)
     array.numpy()[...] = 2.0
     model.weight.data.fill_(0.5)

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.notebook.extract import reads_from_outside
+from autograder.notebook.extract import bound_names, reads_from_outside
 from autograder.importers.report import ImportReport
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "submissions"}  # never shipped: checkpoints, students' work
@@ -120,33 +120,10 @@ def parse(source: str):
         return None
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
-           ast.GeneratorExp)
-
-
 def top_level_bindings(node) -> set[str]:
-    """The module-level names a top-level statement binds: a definition's, an import's, an assignment's targets, and
-    those bound anywhere inside a block (`with torch.no_grad(): acc = ...`, a loop's variable, `except E as e`),
-    but not inside the functions, classes and comprehensions it holds."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    names: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n is not node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
-                                             ast.ImportFrom)):
-            names |= top_level_bindings(n)
-            continue
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            names.add(n.id)
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            names.add(n.name)
-        if n is node or not isinstance(n, _SCOPES):
-            stack.extend(ast.iter_child_nodes(n))
-    return names
+    """The module-level names a top-level statement binds (extract.bound_names: inside its blocks too, `with
+    torch.no_grad(): acc = ...`, never inside the functions, classes and comprehensions it holds)."""
+    return set(bound_names(node))
 
 
 def loaded_names(tree) -> set[str]:

@@ -147,8 +147,9 @@ def _keep(node: ast.stmt) -> bool:
     return False
 
 
-def _bound_names(node: ast.stmt) -> list[str]:
-    """The global names a top-level statement binds (not the local names of the functions it defines)."""
+def bound_names(node: ast.stmt) -> list[str]:
+    """The global names a top-level statement binds, at any depth of its blocks (a `with` or `for` body too), not
+    the local names of the functions, classes and comprehensions it holds; walked without recursion."""
     names: set[str] = set()
     todo: list[ast.AST] = [node]
     while todo:
@@ -289,7 +290,7 @@ def _top_level_binding_names(source: str) -> tuple[str, ...]:
         return ()
     names: set[str] = set()
     for node in tree.body:
-        names.update(_bound_names(node))
+        names.update(bound_names(node))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
     return tuple(sorted(names))
@@ -311,14 +312,6 @@ def _too_deep(node: ast.AST) -> bool:
             return True
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(n))
     return False
-
-
-def _top_level_names(node: ast.stmt) -> set[str]:
-    """The names a statement binds at its top (a definition's name, an assignment's plain targets)."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-    return {t.id for t in targets if isinstance(t, ast.Name)}
 
 
 @dataclass
@@ -361,7 +354,7 @@ def _statements(nb, skipped: list[Skipped], not_run: list[NotRun]) -> list[_Stat
             if _too_deep(node):  # (the analysis below recurses once per level)
                 skipped.append(Skipped(index, f"its statement at line {first} is nested more than {MAX_DEPTH} levels "
                                               "deep (a very long expression?); the rest of the cell was read",
-                                       sorted(_top_level_names(node))))
+                                       bound_names(node)))
                 continue
             text = "\n".join(lines[first - 1:node.end_lineno])
             unit = None
@@ -369,7 +362,7 @@ def _statements(nb, skipped: list[Skipped], not_run: list[NotRun]) -> list[_Stat
                 kind = ("import" if isinstance(node, (ast.Import, ast.ImportFrom)) else
                         "definition" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
                         "constant")
-                unit = Unit(index, first, text, _bound_names(node), kind)
+                unit = Unit(index, first, text, bound_names(node), kind)
             elif type(node) in _NOT_RUN:
                 bound = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
                 changed = _changed_in_place(node)

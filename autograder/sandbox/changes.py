@@ -49,7 +49,7 @@ COMPARED_BYTES = 64 << 20  # tensors up to this much in all are compared by valu
 class Watch:
     """The judge's objects of one request, as the worker received them; `changes()` after the call."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor], numpy_keys: set[str], objects: list):
+    def __init__(self, tensors: dict[str, torch.Tensor], objects: list):
         self.budget = COMPARED_BYTES
         self.tensors = {name: t for name, t in tensors.items() if name != BUNDLE}
         self.before = {name: self._token(t) for name, t in self.tensors.items()}
@@ -197,10 +197,10 @@ def _write_tensor(original, new: torch.Tensor, remember: bool = True) -> None:
 
 def _load(original, state: dict, remember: bool = True) -> None:
     try:
-        if remember:
-            _remember(original)
         if not _fits(original, state):
             return
+        if remember:
+            _remember(original)
         if isinstance(original, torch.nn.Module):
             _load_module(original, state)
         elif isinstance(state.get("state"), dict):

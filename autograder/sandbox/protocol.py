@@ -289,7 +289,6 @@ class Decoder:
         self.tensors = tensors
         self.unpickle = unpickle  # a worker takes the judge's pickled objects; the judge refuses any
         self.bundle: list | None = None  # those objects, once unpickled (Pickled)
-        self.numpy_keys: set[str] = set()  # the tensors that arrived as numpy arrays (changes.py)
         self.make_handle = make_handle
         self.build_configs = build_configs
         # (id, name) -> the worker's function calling the judge's back; None (the judge): a message with one is refused
@@ -323,7 +322,6 @@ class Decoder:
             if t is None:
                 raise ProtocolError("message refers to a tensor it does not carry")
             if data.get("numpy"):
-                self.numpy_keys.add(str(data["__tensor__"]))
                 return t.numpy()
             return self._with_autograd(t, data) if data.get("requires_grad") else t
         if "__handle__" in data:

@@ -360,7 +360,7 @@ class Worker:
         handling, as a kernel's call runs under the `with` blocks of its cell), with what it changed in the judge's
         objects it was given (changes.py); returns (value, changes)."""
         tensors, decoder = self._received
-        watch = Watch(tensors, decoder.numpy_keys, decoder.bundle or [])
+        watch = Watch(tensors, decoder.bundle or [])
         with _settings(context if isinstance(context, dict) else {}):
             value = target(*args, **kwargs)
         return (value, watch.changes()), bool(keep)
