@@ -1,8 +1,9 @@
-"""A class night on one machine: N answer keys of an assignment plus a hostile batch written against it, graded in
-one `autograder grade --jobs J` run. Prints the wall time, submissions per minute, the peak PSS of the whole process
-tree (the command, grading processes, fork servers, workers: sampled from /proc every 0.2 s), how busy the machine's
-cores were (core-seconds per submission: what bounds the rate once every core is busy) and, for each hostile
-notebook, its row; checks that every answer key got the answer key's score and every submission has a row.
+"""A class night on one machine: N answer keys of an assignment plus a hostile batch written against it, graded by
+`autograder grade --jobs J`, twice: a rate run (wall time, submissions per minute, how busy the machine's cores were:
+core-seconds per submission, what bounds the rate once every core is busy; each hostile notebook's row), then a
+memory run of the same folder that reads the peak PSS of the whole process tree (the command, grading processes,
+fork servers, workers: from /proc every 0.2 s, which costs the machine some 5% of its CPU: not in the rate). Each
+run prints its rows: every answer key must get the answer key's score, every submission a row.
 
     python benchmarks/class_run.py                                 # transformers_bert, 200 keys + 20 hostile, --jobs 2
     python benchmarks/class_run.py --keys 40 --jobs 2
@@ -137,14 +138,45 @@ def graded(cmd: list[str], every: float = 0.2) -> tuple[float, int, int, str, fl
     return seconds, peak[0], proc.returncode, err[-2000:], busy, busy / max(busy + idle, 1e-9)
 
 
+def report_run(name: str, every: float, release: Path, subs: Path, out: Path, args, hostile: list[Path]) -> None:
+    """One graded run of the folder, its figures and rows printed. The rate run reads no memory (reading the PSS of
+    every process costs the machine some 5% of its CPU at every 0.2 s, and slows the run it measures); the memory
+    run reads it every `every` seconds."""
+    cmd = [sys.executable, "-m", "autograder", "grade", str(release), str(subs), "--out", str(out), "--jobs",
+           str(args.jobs), "--quiet"]
+    seconds, peak_kb, status, err, busy, fraction = graded(cmd, every)
+    rows = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/grading.json")}
+    table = (out / "grades.csv").read_text().splitlines()
+    key_rows = [r for sub_id, r in rows.items() if sub_id.startswith("key")]
+    key_seconds = sorted(r.get("execution_time", 0) for r in key_rows)
+    scores = {r["score"] for r in key_rows}
+    n = args.keys + len(hostile)
+    memory = f"peak PSS of the process tree {peak_kb / 2**20:.2f} GiB (read every {every:g} s)" if every else \
+        "no memory read"
+    print(f"{name} run: wall {seconds:.1f} s, {n / seconds * 60:.0f} submissions/min, {memory}, exit {status}")
+    print(f"  CPU: the machine's {os.cpu_count()} cores {fraction:.0%} busy, {busy:.0f} core-seconds, "
+          f"{busy / n:.2f} per submission")
+    print(f"  rows: {len(rows)} result folders, {len(table) - 1} rows in grades.csv (of {n} inputs); answer keys: "
+          f"{len(key_rows)} graded, scores {sorted(scores)}, median {key_seconds[len(key_seconds) // 2]:.2f} s each")
+    for path in hostile if name == "rate" else []:
+        sub_id = next((s for s, r in rows.items() if Path(r.get("file", "")).name == path.name), None)
+        r = rows.get(sub_id or "", {})
+        first = (r.get("error") or "").splitlines()[0][:90] if r.get("error") else ""
+        ungraded = sum(1 for c in r.get("checks", []) if c.get("status") == "not graded")
+        print(f"  {path.name:24s} -> {sub_id or 'NO ROW'}: {r.get('score', '-')}/{r.get('max_score', '-')}"
+              f" ({ungraded} not graded) in {r.get('execution_time', 0):.1f} s {first}")
+    if status not in (0, 3):
+        print(err)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--assignment", default=str(ROOT / "solutions" / "transformers_bert"))
     ap.add_argument("--keys", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--memory-every", type=float, default=0.2, metavar="SECONDS",
-                    help="how often the PSS of the tree is read (each reading costs the machine some 20-40 ms of "
-                         "CPU; 0: never, for the rate alone)")
+                    help="how often the memory run reads the PSS of the tree (each reading costs the machine some 20-40 "
+                         "ms of CPU, so the rate is measured in a run of its own first); 0: no memory run")
     ap.add_argument("--no-hostile", dest="hostile", action="store_false", help="the answer keys alone")
     ap.add_argument("--recording-from-elsewhere", action="store_true",
                     help="mark the release's recording as made in another environment, as that of a release built "
@@ -168,33 +200,10 @@ def main(argv=None) -> int:
         for i in range(args.keys):
             shutil.copyfile(key, subs / f"key{i:04d}.ipynb")
         hostile = hostile_batch(key, subs) if args.hostile else []
-        out = work / "out"
-        cmd = [sys.executable, "-m", "autograder", "grade", str(release), str(subs), "--out", str(out), "--jobs",
-               str(args.jobs), "--quiet"]
-        seconds, peak_kb, status, err, busy, fraction = graded(cmd, args.memory_every)
-        rows = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/grading.json")}
-        table = (out / "grades.csv").read_text().splitlines()
-        key_rows = [r for name, r in rows.items() if name.startswith("key")]
-        key_seconds = sorted(r.get("execution_time", 0) for r in key_rows)
-        scores = {r["score"] for r in key_rows}
-        n = args.keys + len(hostile)
+        runs = [("rate", 0.0)] + ([("memory", args.memory_every)] if args.memory_every else [])
         print(f"{Path(args.assignment).name}: {args.keys} answer keys + {len(hostile)} hostile inputs, --jobs {args.jobs}")
-        print(f"wall {seconds:.1f} s, {n / seconds * 60:.0f} submissions/min, peak PSS of the process tree "
-              f"{peak_kb / 2**20:.2f} GiB, exit {status}")
-        print(f"CPU: the machine's {os.cpu_count()} cores {fraction:.0%} busy, {busy:.0f} core-seconds, "
-              f"{busy / n:.2f} per submission"
-              + (f" (PSS read every {args.memory_every:g} s included)" if args.memory_every else ""))
-        print(f"rows: {len(rows)} result folders, {len(table) - 1} rows in grades.csv (of {n} inputs); answer keys: "
-              f"{len(key_rows)} graded, scores {sorted(scores)}, median {key_seconds[len(key_seconds) // 2]:.2f} s each")
-        for path in hostile:
-            sub_id = next((name for name, r in rows.items() if Path(r.get("file", "")).name == path.name), None)
-            r = rows.get(sub_id or "", {})
-            first = (r.get("error") or "").splitlines()[0][:90] if r.get("error") else ""
-            ungraded = sum(1 for c in r.get("checks", []) if c.get("status") == "not graded")
-            print(f"  {path.name:24s} -> {sub_id or 'NO ROW'}: {r.get('score', '-')}/{r.get('max_score', '-')}"
-                  f" ({ungraded} not graded) in {r.get('execution_time', 0):.1f} s {first}")
-        if status not in (0, 3):
-            print(err)
+        for name, every in runs:
+            report_run(name, every, release, subs, work / f"out-{name}", args, hostile)
     return 0
 
 
