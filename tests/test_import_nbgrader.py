@@ -15,7 +15,8 @@ import nbformat
 import pytest
 
 from autograder.build import build
-from autograder.importers.nbgrader import import_assignment, normalize_delimiters
+from autograder.importers.common import ImportFailed
+from autograder.importers.nbgrader import TESTS_FILE, import_assignment, normalize_delimiters
 from autograder.notebook.markers import MarkerError
 
 PS1 = Path(__file__).parent / "nbgrader_ps1"
@@ -271,6 +272,52 @@ def test_a_test_cell_reading_another_questions_variable_runs_after_that_cell(tmp
 def test_nbgraders_delimiters_anywhere_in_a_line_become_exact_markers():
     source = "def f():\n    # BEGIN SOLUTION (delete me)\n    return 1\n    #END SOLUTION here"
     assert normalize_delimiters(source) == "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+
+
+COURSE_CONFIG = """c = get_config()
+c.ClearSolutions.begin_solution_delimeter = "BEGIN ANSWER"
+c.ClearSolutions.end_solution_delimeter = "END ANSWER"
+c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN CHECKS"
+c.ClearHiddenTests.end_test_delimeter = "END HIDDEN CHECKS"
+c.ExecutePreprocessor.timeout = 120
+"""
+
+
+def test_a_courses_own_delimiters_and_timeout_are_read_from_its_nbgrader_config(tmp_path):
+    course = tmp_path / "course"
+    source = _nbgrader_notebook(course / "source" / "hw" / "hw.ipynb")
+    nb = nbformat.read(source, as_version=4)
+    for cell in nb.cells:  # the course writes its own delimiters, which nbgrader finds anywhere in a line
+        cell.source = cell.source.replace("BEGIN SOLUTION", "BEGIN ANSWER").replace("END SOLUTION", "END ANSWER")
+        cell.source = cell.source.replace("HIDDEN TESTS", "HIDDEN CHECKS")
+    nbformat.write(nb, source)
+    (course / "nbgrader_config.py").write_text(COURSE_CONFIG)
+    (report,) = import_assignment(source.parent, "hw", course / "solutions")
+    assert report.not_converted == []
+    converted = "\n".join(report.converted)
+    assert "'BEGIN ANSWER' / 'END ANSWER'" in converted and "'BEGIN HIDDEN CHECKS' / 'END HIDDEN CHECKS'" in converted
+    imported = (course / "solutions" / "hw" / "hw.ipynb").read_text()
+    assert "### BEGIN SOLUTION" in imported and "ANSWER" not in imported
+    tests = (course / "solutions" / "hw" / "tests" / TESTS_FILE).read_text()
+    assert "### BEGIN HIDDEN TESTS" in tests and "CHECKS" not in tests
+    # nbgrader gives every cell 120 s: so does every check and the notebook's loading
+    toml = (course / "solutions" / "hw" / "assignment.toml").read_text()
+    assert "[limits]\ncheck_min_seconds = 120\ncheck_seconds = 120\nimport_seconds = 120" in toml
+    # the same notebook without the course's configuration: the delimiters are nobody's, and named
+    bare = tmp_path / "bare" / "hw.ipynb"
+    bare.parent.mkdir()
+    shutil.copy(source, bare)
+    (plain,) = import_assignment(bare, "hw", tmp_path / "solutions")
+    assert any("'### BEGIN ANSWER'" in line for line in plain.not_converted)
+
+
+def test_an_nbgrader_config_that_cannot_be_read_is_named(tmp_path):
+    course = tmp_path / "course"
+    source = _nbgrader_notebook(course / "source" / "hw" / "hw.ipynb")
+    (course / "nbgrader_config.py").write_text("c = get_config()\nc.Execute.timeout = (\n")
+    with pytest.raises(ImportFailed, match=r"nbgrader_config.py: cannot be read \(SyntaxError"):
+        import_assignment(source, "hw", course / "solutions")
+    assert not (course / "solutions").exists()
 
 
 def test_the_command_line_imports_and_refuses_to_overwrite(tmp_path, capsys):

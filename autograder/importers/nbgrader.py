@@ -30,6 +30,7 @@ from autograder.importers.common import (
     ImportFailed, NothingToImport, literal, loaded_names, names_read, nbgrader_cells, nothing_to_import, notebook_imports,
     notebook_names, parse, points_text, prepare, reads_function, tests_header, top_level_bindings, write_assignment,
 )
+from autograder.config import Limits
 from autograder.importers.report import ImportReport
 from autograder.kernel import earlier_cells
 from autograder.notebook.foreign import AUTOTEST, OWN, find_foreign
@@ -39,10 +40,55 @@ from autograder.notebook.markers import (
 
 TESTS_FILE = "nbgrader_tests.py"
 SKIP_TAG = "skip-grading"
-_DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _POINTS = re.compile(r"\s*\(\s*\d+(\.\d+)?\s+points?\s*\)\s*$", re.I)
-_MARK_SCHEME = ("BEGIN MARK SCHEME", "END MARK SCHEME")  # nbgrader's ClearMarkScheme delimiters, anywhere in a line
+
+
+@dataclass(frozen=True)
+class CourseSettings:
+    """What a course's nbgrader configuration (nbgrader_config.py) changes in how its notebooks read: the delimiters
+    nbgrader finds anywhere in a line (ClearSolutions, ClearHiddenTests, ClearMarkScheme), and the seconds a cell
+    may run (Execute.timeout, or ExecutePreprocessor.timeout, which it inherits). nbgrader's own defaults
+    otherwise."""
+    solution: tuple[str, str] = ("BEGIN SOLUTION", "END SOLUTION")
+    hidden_tests: tuple[str, str] = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+    mark_scheme: tuple[str, str] = ("BEGIN MARK SCHEME", "END MARK SCHEME")
+    timeout: int | None = None  # only where the configuration sets it (nbgrader's default is 30 s a cell)
+    source: str = ""  # the course's nbgrader_config.py the settings were read from, if any
+
+    @property
+    def own_markers(self) -> dict[str, str]:
+        """Each delimiter -> the marker of this project it becomes."""
+        return dict(zip((*self.solution, *self.hidden_tests),
+                        ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")))
+
+
+NBGRADER_DEFAULTS = CourseSettings()
+
+
+def course_settings(nb_path: Path) -> CourseSettings:
+    """The settings nbgrader would grade `nb_path` with: its configuration as nbgrader reads it in the course's
+    folder, the nearest folder above the notebook with an nbgrader_config.py (the user's and the system's Jupyter
+    configuration folders first). ImportFailed when that file cannot be read."""
+    from autograder.export.nbgrader import nbgrader_config
+
+    course = next((p for p in nb_path.resolve().parents if (p / "nbgrader_config.py").is_file()), None)
+    try:
+        config = nbgrader_config(course or nb_path.resolve().parent)
+    except Exception as exc:  # noqa: BLE001 - the file is Python: anything can go wrong in it
+        raise ImportFailed(f"{course / 'nbgrader_config.py' if course else 'nbgrader configuration'}: cannot be read "
+                           f"({type(exc).__name__}: {exc})") from None
+    solutions, hidden, scheme = config.ClearSolutions, config.ClearHiddenTests, config.ClearMarkScheme
+    timeout = config.Execute.get("timeout", config.ExecutePreprocessor.get("timeout"))
+    d = NBGRADER_DEFAULTS
+    return CourseSettings(
+        (str(solutions.get("begin_solution_delimeter", d.solution[0])),
+         str(solutions.get("end_solution_delimeter", d.solution[1]))),
+        (str(hidden.get("begin_test_delimeter", d.hidden_tests[0])), str(hidden.get("end_test_delimeter", d.hidden_tests[1]))),
+        (str(scheme.get("begin_mark_scheme_delimeter", d.mark_scheme[0])),
+         str(scheme.get("end_mark_scheme_delimeter", d.mark_scheme[1]))),
+        timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
+        str(course / "nbgrader_config.py") if course else "")
 
 
 @dataclass
@@ -69,6 +115,7 @@ class Conversion:
     test_cells: set[int] = field(default_factory=set)  # indices of the cells whose checks moved to tests/
     imports: list[str] = field(default_factory=list)  # the notebook's import statements (the judge runs them)
     reads: set[str] = field(default_factory=set)  # notebook names the test cells read
+    settings: str = ""  # assignment.toml's tables from the course's configuration (its timeout)
 
 
 def source_notebooks(source: Path) -> list[Path]:
@@ -95,45 +142,46 @@ def valid_points(value) -> float | None:
     return points if points >= 0 else None
 
 
-def mark_scheme(source: str) -> tuple[str, list[str] | None, str]:
+def mark_scheme(source: str, delimiters: tuple[str, str] = NBGRADER_DEFAULTS.mark_scheme
+                ) -> tuple[str, list[str] | None, str]:
     """(the source without nbgrader's mark scheme regions, their lines or None when there is none, what nbgrader
     refuses in them or ""): ClearMarkScheme removes each region, its delimiter lines included."""
     kept, scheme, inside = [], None, False
     for line in source.split("\n"):
-        if _MARK_SCHEME[0] in line:
+        if delimiters[0] in line:
             if inside:
                 return source, None, "a mark scheme begins inside another"
             inside, scheme = True, scheme or []
-        elif _MARK_SCHEME[1] in line:
+        elif delimiters[1] in line:
             inside = False
         elif inside:
             scheme.append(line)
         else:
             kept.append(line)
     if inside:
-        return source, None, "a mark scheme without END MARK SCHEME"
+        return source, None, f"a mark scheme without {delimiters[1]}"
     if scheme is None:
         return source, None, ""
     return "\n".join(kept).strip("\n"), "\n".join(scheme).strip("\n").split("\n"), ""
 
 
-def _mark_scheme_problem(cell) -> str:
+def _mark_scheme_problem(cell, delimiters: tuple[str, str]) -> str:
     """What nbgrader refuses about the cell's mark scheme: unbalanced, or outside a task cell."""
-    _, scheme, problem = mark_scheme(cell_source(cell))
+    _, scheme, problem = mark_scheme(cell_source(cell), delimiters)
     if not problem and scheme is not None and not nbgrader_meta(cell).get("task"):
         problem = "a mark scheme outside a task cell ('Manually graded task')"
     return problem
 
 
-def metadata_problems(nb) -> list[str]:
+def metadata_problems(nb, settings: CourseSettings = NBGRADER_DEFAULTS) -> list[str]:
     """`cell N: ...` for each grade_id blank or used by an earlier cell, each grade cell or task without valid
     points, each mark scheme unbalanced or outside a task cell: nbgrader refuses such a notebook, and converting it
     would drop or invent a check (or show a mark scheme to students)."""
     problems, seen = [], {}
     for index, cell in enumerate(nb.cells):
         meta, loc = nbgrader_meta(cell), f"cell {index + 1}"
-        if _MARK_SCHEME[0] in cell_source(cell) or _MARK_SCHEME[1] in cell_source(cell):
-            problems += [f"{loc}: {p}" for p in [_mark_scheme_problem(cell)] if p]
+        if any(d in cell_source(cell) for d in settings.mark_scheme):
+            problems += [f"{loc}: {p}" for p in [_mark_scheme_problem(cell, settings.mark_scheme)] if p]
         if not (meta.get("grade") or meta.get("solution") or meta.get("task")):
             continue
         grade_id = meta.get("grade_id")
@@ -148,9 +196,9 @@ def metadata_problems(nb) -> list[str]:
     return problems
 
 
-def refuse_invalid(nb, nb_path: Path) -> None:
+def refuse_invalid(nb, nb_path: Path, settings: CourseSettings = NBGRADER_DEFAULTS) -> None:
     """Raise ImportFailed, one line per problem, when nbgrader itself would refuse the notebook's metadata."""
-    problems = metadata_problems(nb)
+    problems = metadata_problems(nb, settings)
     if problems:
         raise ImportFailed("\n".join(f"{nb_path}: {p} (nbgrader refuses this notebook too: fix the cell (its nbgrader "
                                       "metadata, or its delimiters) and import again)" for p in problems))
@@ -158,11 +206,12 @@ def refuse_invalid(nb, nb_path: Path) -> None:
 
 # -- one notebook ------------------------------------------------------------------------------------------
 
-def normalize_delimiters(source: str) -> str:
-    """nbgrader's delimiters (found anywhere in a line) as this project's exact markers, indentation kept."""
-    lines = source.split("\n")
+def normalize_delimiters(source: str, settings: CourseSettings = NBGRADER_DEFAULTS) -> str:
+    """nbgrader's delimiters (found anywhere in a line; the course's own where its configuration sets them) as this
+    project's exact markers, indentation kept."""
+    lines, markers = source.split("\n"), settings.own_markers
     for i, line in enumerate(lines):
-        found = [d for d in _DELIMITERS if d in line]
+        found = [marker for d, marker in markers.items() if d in line]
         if found:
             lines[i] = line[: len(line) - len(line.lstrip())] + "### " + found[0]
     return "\n".join(lines)
@@ -186,14 +235,14 @@ def public_part(source: str, where: str) -> str:
     return "\n".join(line for i, line in enumerate(lines) if i not in hidden).rstrip("\n")
 
 
-def convert(nb, where: str, report: ImportReport) -> Conversion:
+def convert(nb, where: str, report: ImportReport, settings: CourseSettings = NBGRADER_DEFAULTS) -> Conversion:
     """The notebook with this project's markers, and the checks of its test and hand-graded cells."""
     out = Conversion(copy.deepcopy(nb))
     part = Path(where).stem
     for index, cell in enumerate(out.notebook.cells):
         loc = f"cell {index + 1}"
         part = heading(cell) or part
-        cell["source"], scheme, _ = mark_scheme(normalize_delimiters(cell_source(cell)))
+        cell["source"], scheme, _ = mark_scheme(normalize_delimiters(cell_source(cell), settings), settings.mark_scheme)
         foreign = find_foreign(cell["source"].split("\n"), cell.get("cell_type", ""))
         if foreign:
             _refuse_foreign(cell, loc, foreign[0], report)
@@ -403,19 +452,50 @@ def convert_notebook(nb_path: Path, target: Path) -> tuple[ImportReport, Convers
     nb = nbformat.read(nb_path, as_version=4)
     if not nbgrader_cells(nb):
         raise nothing_to_import(nb, nb_path, "nbgrader", "nbgrader cell (metadata solution, grade or task)")
-    refuse_invalid(nb, nb_path)
+    settings = course_settings(nb_path)
+    refuse_invalid(nb, nb_path, settings)
     report = ImportReport("nbgrader", nb_path, target)
     try:
-        out = convert(nb, str(nb_path), report)
+        out = convert(nb, str(nb_path), report, settings)
     except MarkerError as exc:  # nbgrader itself would refuse it: an unclosed region, say
         raise ImportFailed(f"{nb_path}: {exc}") from None
+    out.settings = course_notes(report, settings)
     add_notes(report, out)
     return report, out
 
 
+def course_notes(report: ImportReport, settings: CourseSettings) -> str:
+    """The report's lines on what the course's configuration changed, and assignment.toml's [limits] for its
+    timeout: a check (one test cell) and the notebook's loading get at least the seconds nbgrader gives a cell."""
+    changed = [f"{what} {pair[0]!r} / {pair[1]!r}" for what, pair, default in (
+        ("solution delimiters", settings.solution, NBGRADER_DEFAULTS.solution),
+        ("hidden-test delimiters", settings.hidden_tests, NBGRADER_DEFAULTS.hidden_tests),
+        ("mark scheme delimiters", settings.mark_scheme, NBGRADER_DEFAULTS.mark_scheme)) if pair != default]
+    if changed:
+        report.convert(f"the course's {', '.join(changed)} ({settings.source or 'Jupyter configuration'}) -> this "
+                       "project's markers")
+    if settings.timeout is None:
+        return ""
+    defaults = Limits()
+    # nbgrader gives every cell its timeout: so does every check here (one test cell), however fast the reference
+    wanted = {key: max(getattr(defaults, key), settings.timeout)
+              for key in ("check_min_seconds", "check_seconds", "import_seconds")}
+    changed_limits = {key: value for key, value in wanted.items() if value != getattr(defaults, key)}
+    if not changed_limits:
+        report.note(f"nbgrader stops a cell after {settings.timeout} s (Execute.timeout); here a check may take "
+                    f"{defaults.check_min_seconds:g} to {defaults.check_seconds:g} s and loading the notebook "
+                    f"{defaults.import_seconds:g} s (assignment.toml [limits])")
+        return ""
+    lines = [f"{key} = {value:g}" for key, value in changed_limits.items()]
+    report.convert(f"the course's Execute.timeout of {settings.timeout} s a cell -> {', '.join(lines)} in "
+                   "assignment.toml [limits]")
+    return "\n".join(["[limits]", *lines])
+
+
 def write_notebook(report: ImportReport, out: Conversion, title: str, force: bool) -> ImportReport:
     prepare(report.target, force)
-    write_assignment(report, out.notebook, tests_module(out, report.source.name), title, TESTS_FILE)
+    write_assignment(report, out.notebook, tests_module(out, report.source.name), title, TESTS_FILE,
+                     settings=out.settings)
     return report
 
 
