@@ -311,6 +311,18 @@ def test_a_courses_own_delimiters_and_timeout_are_read_from_its_nbgrader_config(
     assert any("'### BEGIN ANSWER'" in line for line in plain.not_converted)
 
 
+@pytest.mark.parametrize("timeout, limits", [
+    (-1, ""), (5, ""), (30, "[limits]\ncheck_min_seconds = 30"),
+    (120, "[limits]\ncheck_min_seconds = 120\ncheck_seconds = 120\nimport_seconds = 120")])
+def test_nbgraders_timeout_is_the_least_a_check_gets_never_less_than_the_projects_own(tmp_path, timeout, limits):
+    from autograder.importers.nbgrader import timeout_limits
+    from autograder.importers.report import ImportReport
+
+    report = ImportReport("nbgrader", tmp_path / "hw.ipynb", tmp_path / "hw")
+    assert timeout_limits(report, timeout) == limits
+    assert (report.notes if not limits else report.converted)[-1].startswith("nbgrader" if not limits else "the course")
+
+
 def test_an_nbgrader_config_that_cannot_be_read_is_named(tmp_path):
     course = tmp_path / "course"
     source = _nbgrader_notebook(course / "source" / "hw" / "hw.ipynb")

@@ -466,7 +466,7 @@ def convert_notebook(nb_path: Path, target: Path) -> tuple[ImportReport, Convers
 
 def course_notes(report: ImportReport, settings: CourseSettings) -> str:
     """The report's lines on what the course's configuration changed, and assignment.toml's [limits] for its
-    timeout: a check (one test cell) and the notebook's loading get at least the seconds nbgrader gives a cell."""
+    timeout (timeout_limits)."""
     changed = [f"{what} {pair[0]!r} / {pair[1]!r}" for what, pair, default in (
         ("solution delimiters", settings.solution, NBGRADER_DEFAULTS.solution),
         ("hidden-test delimiters", settings.hidden_tests, NBGRADER_DEFAULTS.hidden_tests),
@@ -474,20 +474,27 @@ def course_notes(report: ImportReport, settings: CourseSettings) -> str:
     if changed:
         report.convert(f"the course's {', '.join(changed)} ({settings.source or 'Jupyter configuration'}) -> this "
                        "project's markers")
-    if settings.timeout is None:
-        return ""
+    return "" if settings.timeout is None else timeout_limits(report, settings.timeout)
+
+
+def timeout_limits(report: ImportReport, timeout: int) -> str:
+    """assignment.toml's [limits] for the seconds nbgrader gives every cell: each check (one test cell) and the
+    notebook's loading get at least as many, never less than this project's own; the report says which."""
     defaults = Limits()
+    ours = (f"here a check may take {defaults.check_min_seconds:g} to {defaults.check_seconds:g} s and loading the "
+            f"notebook {defaults.import_seconds:g} s (assignment.toml [limits])")
+    if timeout <= 0:  # nbclient's "no limit"
+        report.note(f"nbgrader runs cells without a time limit (Execute.timeout = {timeout}); {ours}")
+        return ""
     # nbgrader gives every cell its timeout: so does every check here (one test cell), however fast the reference
-    wanted = {key: max(getattr(defaults, key), settings.timeout)
+    wanted = {key: max(getattr(defaults, key), timeout)
               for key in ("check_min_seconds", "check_seconds", "import_seconds")}
     changed_limits = {key: value for key, value in wanted.items() if value != getattr(defaults, key)}
     if not changed_limits:
-        report.note(f"nbgrader stops a cell after {settings.timeout} s (Execute.timeout); here a check may take "
-                    f"{defaults.check_min_seconds:g} to {defaults.check_seconds:g} s and loading the notebook "
-                    f"{defaults.import_seconds:g} s (assignment.toml [limits])")
+        report.note(f"nbgrader stops a cell after {timeout} s (Execute.timeout); {ours}")
         return ""
     lines = [f"{key} = {value:g}" for key, value in changed_limits.items()]
-    report.convert(f"the course's Execute.timeout of {settings.timeout} s a cell -> {', '.join(lines)} in "
+    report.convert(f"the course's Execute.timeout of {timeout} s a cell -> {', '.join(lines)} in "
                    "assignment.toml [limits]")
     return "\n".join(["[limits]", *lines])
 
