@@ -15,7 +15,6 @@ import nbformat
 import pytest
 
 from autograder.build import build
-from autograder.importers.common import ImportFailed
 from autograder.importers.nbgrader import TESTS_FILE, import_assignment, normalize_delimiters
 from autograder.notebook.markers import MarkerError
 
@@ -323,13 +322,14 @@ def test_nbgraders_timeout_is_the_least_a_check_gets_never_less_than_the_project
     assert (report.notes if not limits else report.converted)[-1].startswith("nbgrader" if not limits else "the course")
 
 
-def test_an_nbgrader_config_that_cannot_be_read_is_named(tmp_path):
+def test_an_nbgrader_config_that_cannot_be_read_is_named_and_nbgraders_defaults_are_used(tmp_path):
     course = tmp_path / "course"
     source = _nbgrader_notebook(course / "source" / "hw" / "hw.ipynb")
-    (course / "nbgrader_config.py").write_text("c = get_config()\nc.Execute.timeout = (\n")
-    with pytest.raises(ImportFailed, match=r"nbgrader_config.py: cannot be read \(SyntaxError"):
-        import_assignment(source, "hw", course / "solutions")
-    assert not (course / "solutions").exists()
+    (course / "nbgrader_config.py").write_text("from some_plugin_not_here import Penalty\nc = get_config()\n")
+    (report,) = import_assignment(source, "hw", course / "solutions")
+    assert report.not_converted == []
+    assert any("nbgrader_config.py could not be read (ModuleNotFoundError" in note for note in report.notes)
+    assert "could not be read" in (course / "solutions" / "hw" / "IMPORT.md").read_text()
 
 
 def test_the_command_line_imports_and_refuses_to_overwrite(tmp_path, capsys):

@@ -55,6 +55,7 @@ class CourseSettings:
     mark_scheme: tuple[str, str] = ("BEGIN MARK SCHEME", "END MARK SCHEME")
     timeout: int | None = None  # only where the configuration sets it (nbgrader's default is 30 s a cell)
     source: str = ""  # the course's nbgrader_config.py the settings were read from, if any
+    unread: str = ""  # why the configuration could not be read (nbgrader's defaults are used instead)
 
     @property
     def own_markers(self) -> dict[str, str]:
@@ -69,15 +70,16 @@ NBGRADER_DEFAULTS = CourseSettings()
 def course_settings(nb_path: Path) -> CourseSettings:
     """The settings nbgrader would grade `nb_path` with: its configuration as nbgrader reads it in the course's
     folder, the nearest folder above the notebook with an nbgrader_config.py (the user's and the system's Jupyter
-    configuration folders first). ImportFailed when that file cannot be read."""
+    configuration folders first). nbgrader's defaults, and why, when it cannot be read here (a syntax error, a
+    plugin of a package this environment lacks)."""
     from autograder.export.nbgrader import nbgrader_config
 
     course = next((p for p in nb_path.resolve().parents if (p / "nbgrader_config.py").is_file()), None)
     try:
         config = nbgrader_config(course or nb_path.resolve().parent)
     except Exception as exc:  # noqa: BLE001 - the file is Python: anything can go wrong in it
-        raise ImportFailed(f"{course / 'nbgrader_config.py' if course else 'nbgrader configuration'}: cannot be read "
-                           f"({type(exc).__name__}: {exc})") from None
+        where = str(course / "nbgrader_config.py") if course else "the Jupyter configuration's nbgrader_config.py"
+        return CourseSettings(unread=f"{where} could not be read ({type(exc).__name__}: {exc})")
     solutions, hidden, scheme = config.ClearSolutions, config.ClearHiddenTests, config.ClearMarkScheme
     timeout = config.Execute.get("timeout", config.ExecutePreprocessor.get("timeout"))
     d = NBGRADER_DEFAULTS
@@ -474,6 +476,10 @@ def course_notes(report: ImportReport, settings: CourseSettings) -> str:
     if changed:
         report.convert(f"the course's {', '.join(changed)} ({settings.source or 'Jupyter configuration'}) -> this "
                        "project's markers")
+    if settings.unread:
+        report.note(f"{settings.unread}: nbgrader's own delimiters and this project's time limits are used (a "
+                    "delimiter of the course's own is then refused by name below); fix it, or install what it imports, "
+                    "and import again")
     return "" if settings.timeout is None else timeout_limits(report, settings.timeout)
 
 
