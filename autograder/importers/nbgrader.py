@@ -80,17 +80,19 @@ def course_settings(nb_path: Path) -> CourseSettings:
     except Exception as exc:  # noqa: BLE001 - the file is Python: anything can go wrong in it
         where = str(course / "nbgrader_config.py") if course else "the Jupyter configuration's nbgrader_config.py"
         return CourseSettings(unread=f"{where} could not be read ({type(exc).__name__}: {exc})")
-    solutions, hidden, scheme = config.ClearSolutions, config.ClearHiddenTests, config.ClearMarkScheme
-    timeout = config.Execute.get("timeout", config.ExecutePreprocessor.get("timeout"))
     d = NBGRADER_DEFAULTS
+    timeout = config.Execute.get("timeout", config.ExecutePreprocessor.get("timeout"))
     return CourseSettings(
-        (str(solutions.get("begin_solution_delimeter", d.solution[0])),
-         str(solutions.get("end_solution_delimeter", d.solution[1]))),
-        (str(hidden.get("begin_test_delimeter", d.hidden_tests[0])), str(hidden.get("end_test_delimeter", d.hidden_tests[1]))),
-        (str(scheme.get("begin_mark_scheme_delimeter", d.mark_scheme[0])),
-         str(scheme.get("end_mark_scheme_delimeter", d.mark_scheme[1]))),
-        timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
-        str(course / "nbgrader_config.py") if course else "")
+        solution=_delimiters(config.ClearSolutions, "solution", d.solution),
+        hidden_tests=_delimiters(config.ClearHiddenTests, "test", d.hidden_tests),
+        mark_scheme=_delimiters(config.ClearMarkScheme, "mark_scheme", d.mark_scheme),
+        timeout=timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
+        source=str(course / "nbgrader_config.py") if course else "")
+
+
+def _delimiters(section, what: str, default: tuple[str, str]) -> tuple[str, str]:
+    """A preprocessor's begin_<what>_delimeter and end_<what>_delimeter (nbgrader's spelling), else `default`."""
+    return (str(section.get(f"begin_{what}_delimeter", default[0])), str(section.get(f"end_{what}_delimeter", default[1])))
 
 
 @dataclass
