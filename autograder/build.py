@@ -34,6 +34,7 @@ from autograder.notebook.seedvar import cell_seeding, for_grading, record_cells,
 from autograder.files import write_atomic
 from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
 from autograder.testing import CheckSpec, hand_graded_check, hidden_test_files, load_test_file, test_cell_check
+from autograder.deferred.hand import graded_by_hand
 
 class BuildError(ValueError):
     pass
@@ -120,7 +121,7 @@ def _hand_graded(cell, number: int, where: str) -> CheckSpec:
 def _numbered_in(student, spec: CheckSpec) -> CheckSpec:
     """A hand-graded check names its cell by the number it has in the student notebook, which has cells of its own
     added (install, setup, each part's check cell): the cell a student finds under that number."""
-    if getattr(spec.fn, "_ag_manual", None) is None:
+    if not graded_by_hand(spec):
         return spec
     for number, cell in enumerate(student.cells, start=1):
         if hand_graded(cell) and nbgrader_meta(cell).get("grade_id") == spec.name:
@@ -353,7 +354,7 @@ def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str
     for unit in reference.units:
         for name in unit.names:
             calls.setdefault(name, set()).update(_free_reads(unit.source))
-    direct = {spec.name: _check_reads(spec, helper_reads) for _, spec in checks if getattr(spec.fn, "_ag_manual", None) is None}
+    direct = {spec.name: _check_reads(spec, helper_reads) for _, spec in checks if not graded_by_hand(spec)}
     parts, heading = definition_parts(nb, checks, direct)
     notes = []
     for file, spec in checks:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autograder.export.gradescope import (
-    ZIP_NAME, export_gradescope, missing_checkpoints, points_summary, run, validate_results,
+    ZIP_NAME, export_gradescope, notes_at_submission, points_summary, run, validate_results,
 )
 from autograder.judge import CheckResult
 from autograder.release import load_release
@@ -334,10 +334,10 @@ def test_a_missing_checkpoint_is_reported_at_submission_time(tmp_path):
     spec = rubric_check(points=8, part="7")._ag_check
     rel = SimpleNamespace(checks=[spec])
     nb = tmp_path / "transformers_bert.ipynb"
-    [message] = missing_checkpoints(rel, nb).values()
+    [message] = notes_at_submission(rel, nb).values()
     assert "no `bert_gru_sentiment.pt` next to transformers_bert.ipynb" in message and "Submit again" in message
     (tmp_path / "bert_gru_sentiment.pt").write_bytes(b"weights")
-    assert missing_checkpoints(rel, nb) == {}
+    assert notes_at_submission(rel, nb) == {}
 
 
 def test_visibility_and_pending_in_results():

@@ -23,7 +23,7 @@ from autograder.grading import build_and_record
 from autograder.entrypoints import command_line as main
 from autograder.grading import GradeOptions, grade
 from autograder.release import load_release
-from autograder.rubric.check import rubric_configs
+from autograder.deferred.accuracy.check import rubric_configs
 from tests.notebook_kernel import execute_in_folder
 from tests.transformers_bert.tiny_world import build_world
 

@@ -30,7 +30,7 @@ def test_the_instructor_gets_the_command_for_gpu_checks_and_the_names_of_hand_gr
 
 
 def test_the_rubric_command_offered_for_a_zip_export_unpacks_it_first():
-    from autograder.rubric.config import RubricConfig
+    from autograder.deferred.accuracy.config import RubricConfig
 
     rubric = SimpleNamespace(fn=SimpleNamespace(_ag_rubric=RubricConfig()), name="acc", points=8, part="7", gpu=False)
     release = SimpleNamespace(checks=[rubric], config=SimpleNamespace(name="tb", gpu_checks=[]))

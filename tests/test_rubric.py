@@ -23,7 +23,7 @@ from autograder.reports.results import SubmissionResult, gradescope_json, write_
 from autograder.reports.table import write_grades
 from autograder.rubric import RubricConfig, RubricOptions, rubric_check, rubric_points
 from autograder.rubric.data import eval_batches, train_valid_split
-from autograder.rubric.merge import merge_check
+from autograder.grading.merge import merge_check
 from tests.transformers_bert.tiny_world import NEUTRAL, build_world
 
 transformers = pytest.importorskip("transformers")
@@ -458,7 +458,7 @@ def test_merge_keeps_every_other_check(tmp_path):
     assert bob["1. attention"] == "1" and bob["2. mha"] == "3" and bob[CONFIG.name] == "6"
     assert bob["total"] == "10" and bob["pending"] == "0"
     from autograder.reports.summary import write_summary
-    from autograder.rubric.merge import refresh_summary
+    from autograder.grading.merge import refresh_summary
 
     write_summary(out, before, "Transformers", ["Isolation: test."])
     refresh_summary(out)
@@ -586,7 +586,7 @@ def test_grade_keeps_the_rubric_measured_from_the_same_files(tmp_path, rubric_re
     the notebook and checkpoint are those it measured; otherwise it stays pending with a note."""
     from autograder.grading import GradeOptions, grade
     from autograder.release import load_release
-    from autograder.rubric.check import RUBRIC_FILE, measured_from
+    from autograder.deferred.accuracy.check import RUBRIC_FILE, measured_from
 
     nb = tmp_path / "subs" / "ann" / "transformers_bert.ipynb"
     nb.parent.mkdir(parents=True)

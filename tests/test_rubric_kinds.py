@@ -1,4 +1,4 @@
-"""The rubric's checkpoint kinds (autograder.rubric.kinds): a fine-tuned `sequence_classifier`.
+"""The rubric's checkpoint kinds (autograder.deferred.accuracy.checkpoints): a fine-tuned `sequence_classifier`.
 
 The checkpoint holds a whole fine-tuned AutoModelForSequenceClassification; the grader builds the library's
 class from its encoder configuration, loads the checkpoint in a confined worker, and runs every validation
@@ -14,7 +14,7 @@ import torch
 
 from autograder.rubric import RubricConfig, RubricOptions, rubric_check, rubric_points
 from autograder.rubric.data import encode_reviews, load_imdb, pad_batch, real_token_mask, train_valid_split
-from autograder.rubric.kinds import KINDS
+from autograder.deferred.accuracy.checkpoints import KINDS
 from tests.transformers_bert.tiny_world import build_world
 
 transformers = pytest.importorskip("transformers")

@@ -23,7 +23,7 @@ from tests.goldens import compare_or_update, grades, messages_showing
 from autograder.grading import build_and_record
 from autograder.grading import GradeOptions, grade
 from autograder.release import load_release
-from autograder.rubric.check import rubric_configs
+from autograder.deferred.accuracy.check import rubric_configs
 from autograder.verify import corpus_notebooks, grade_batch, verify
 
 pytest.importorskip("transformers")

@@ -90,45 +90,22 @@ def jobs_for_this_machine(jobs: int, cluster: bool) -> int:
     return cpus
 
 
-def _unzipped(submissions: list[str]) -> tuple[str, list[str]]:
-    """(the commands that unpack the zip files among `submissions`, `submissions` with each zip replaced by its
-    folder)."""
-    import shlex
-
-    commands, given = [], []
-    for s in submissions:
-        if s.lower().endswith(".zip"):
-            folder = s[:-4] or "submissions"
-            commands.append(f"unzip -q {shlex.quote(s)} -d {shlex.quote(folder)} && ")
-            given.append(folder)
-        else:
-            given.append(s)
-    return "".join(commands), given
-
-
 def pending_advice(release, results, submissions: list[str], out: str) -> list[str]:
-    """What the instructor does about pending points (the students' messages do not say it)."""
+    """What the instructor does about pending points (the students' messages do not say it): each deferred kind's
+    advice (autograder.deferred), the GPU checks' regrade, then any other pending check by name."""
     import shlex
 
-    from autograder.rubric.check import rubric_configs
+    from autograder.deferred import AdviceContext, advice
     from autograder.status import PENDING
 
-    lines = []
     pending = {c.name for r in results for c in r.checks if c.status == PENDING}
-    for config in rubric_configs(release.checks):
-        if config.name in pending:
-            unzip, given = _unzipped(submissions)  # the rubric reads checkpoints beside the notebooks: unpacked
-            lines.append(f"pending: {config.points:g} points of the accuracy rubric ({config.name!r}); on a machine "
-                         f"with CUDA, with the same submissions and this results folder: {unzip}autograder rubric "
-                         f"{shlex.quote(release.config.name)} {' '.join(map(shlex.quote, given))} --out "
-                         f"{shlex.quote(out)}")
-            pending.discard(config.name)
-    gpu = sorted(pending & ({c.name for c in release.checks if c.gpu} | set(release.config.gpu_checks)))
+    lines, left = advice(release.checks, pending, AdviceContext(release.config.name, tuple(submissions), out))
+    gpu = sorted(left & ({c.name for c in release.checks if c.gpu} | set(release.config.gpu_checks)))
     if gpu:
         lines.append(f"pending: {len(gpu)} check(s) need a GPU ({', '.join(gpu)}); on a machine with CUDA: autograder "
                      f"grade {shlex.quote(release.config.name)} {' '.join(map(shlex.quote, submissions))} --out "
                      f"{shlex.quote(out)} --regrade")
-    manual = sorted(pending - set(gpu))
-    if manual:
-        lines.append(f"pending: {len(manual)} other check(s) not graded here (graded by hand): " + ", ".join(manual))
+    other = sorted(left - set(gpu))
+    if other:
+        lines.append(f"pending: {len(other)} other check(s) not graded here (graded by hand): " + ", ".join(other))
     return lines

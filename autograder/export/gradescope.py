@@ -266,12 +266,13 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) 
 def pending_on_gradescope(release) -> list[tuple[str, float, str]]:
     """(check, points, why) for every check Gradescope cannot score: the accuracy rubric and GPU checks (it has
     no GPU) and checks graded by hand. Their points are not in the autograder's score."""
+    from autograder.deferred import why_pending
+
     out = []
     for spec in release.checks:
-        if getattr(spec.fn, "_ag_rubric", None) is not None:
-            why = "the accuracy rubric: `autograder rubric` measures it on a GPU"
-        elif getattr(spec.fn, "_ag_manual", None) is not None:
-            why = f"graded by hand ({spec.fn._ag_manual})"
+        why = why_pending(spec)
+        if why:
+            pass
         elif spec.gpu or spec.name in release.config.gpu_checks:
             why = "needs a GPU: `autograder grade` on a GPU machine scores it"
         else:
@@ -325,19 +326,12 @@ def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -
 
 # -- Gradescope side -----------------------------------------------------------------------------
 
-def missing_checkpoints(release, notebook: Path) -> dict[str, str]:
-    """Messages for the saved models the accuracy rubric will measure later (autograder.rubric) that are not
-    beside the submitted notebook: said now, while the student can still submit them."""
-    from autograder.rubric.check import rubric_configs
+def notes_at_submission(release, notebook: Path) -> dict[str, str]:
+    """What the deferred checks tell a student now, by check name (a saved model the accuracy rubric will measure
+    that is not beside the notebook): said while the student can still submit again."""
+    from autograder.deferred import student_notes
 
-    out = {}
-    for config in rubric_configs(release.checks):
-        if not (notebook.parent / config.checkpoint).is_file():
-            out[config.name] = (f"Your submission has no `{config.checkpoint}` next to {notebook.name}: the {config.points:g} "
-                       f"points of \"{config.name}\" are measured from that file (the model your notebook saves), "
-                       f"so without it they will be 0. Submit again with {config.checkpoint} added, in the same "
-                       f"folder as the notebook.")
-    return out
+    return student_notes(release.checks, notebook)
 
 
 def validate_results(data) -> list[str]:
@@ -449,9 +443,9 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
             return 0
         with tempfile.TemporaryDirectory(prefix="ag-gradescope-") as tmp:
             [result] = grade(release, [notebook], GradeOptions(Path(tmp), quiet=True))
-        missing = missing_checkpoints(release, notebook)
+        missing = notes_at_submission(release, notebook)
         result.notes[:0] = [n for n in (note, *missing.values()) if n]
-        for check in result.checks:  # the pending rubric check says it too, where the student reads it
+        for check in result.checks:  # the pending check says it too, where the student reads it
             if check.name in missing and check.status == PENDING:
                 check.message = f"{check.message}\n{missing[check.name]}"
         data = gradescope_json(result)

@@ -84,7 +84,9 @@ def _mark_hand_graded(nb, release) -> None:
     """A check graded by hand (`manual(...)`) makes the answer cell it names nbgrader's manually graded answer, with
     the check's points: the cell whose grade_id is the check's name, else the first answer cell whose grade_id
     starts with it (otter's `q3_solution_3` for question q3). An imported course keeps those points in its tests."""
-    manual = {c.name: c.points for c in release.checks if c.fn is not None and hasattr(c.fn, "_ag_manual")}
+    from autograder.deferred import kind_of
+
+    manual = {c.name: c.points for c in release.checks if (kind := kind_of(c)) and kind.nbgrader_hand_graded}
     metas = [(c, nbgrader_meta(c)) for c in nb.cells]
     answers = [(c, m) for c, m in metas if m.get("solution") and not m.get("task")]
     for name, points in manual.items():

@@ -30,6 +30,7 @@ from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.protocol import Handle
 from autograder.status import FAILED, MANUAL, PASSED, PENDING, UNGRADED
 from autograder.sandbox.remote import Remote
+from autograder.deferred.hand import graded_by_hand
 
 # What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):
 # a message of a check, and the notes of a submission.
@@ -218,7 +219,7 @@ class Grader:
         self._reference_as_submission: Program | None = None
         self.names_read = release.names_read_from_submissions()
         self.locked = handed_out_locked(release)
-        self.manual = {c.name for c in release.checks if getattr(c.fn, "_ag_manual", None) is not None}
+        self.manual = {c.name for c in release.checks if graded_by_hand(c)}
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
                                   set(release.config.gpu_checks), cuda, self.reference_as_submission)
         if self.recording is not None:

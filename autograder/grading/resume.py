@@ -13,7 +13,7 @@ from pathlib import Path
 from autograder.files import file_digest, package_digest, resolved
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
-from autograder.rubric.check import RUBRIC_FILE
+from autograder.deferred import results_files
 
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
 # what must match for a result to stand: the bytes and the release (not the path they were given by: the same
@@ -78,8 +78,10 @@ def _earlier_ids(out_dir: Path) -> dict[str, str]:
     return found
 
 
-# any of them: a result's folder (rubric.json: `autograder rubric` measured it first, `grade` merges into it)
-RESULT_FILES = (MARKER, "grading.json", "results.json", RUBRIC_FILE)
+def result_files() -> tuple[str, ...]:
+    """Any of them makes a result's folder; a deferred kind's file too (rubric.json, hand.json: its command recorded
+    it first, `grade` merges it in)."""
+    return (MARKER, "grading.json", "results.json", *results_files())
 
 
 def not_a_result_folder(folder: Path) -> bool:
@@ -87,7 +89,7 @@ def not_a_result_folder(folder: Path) -> bool:
     try:
         if not folder.is_dir():
             return folder.exists() or folder.is_symlink()
-        return any(folder.iterdir()) and not any((folder / name).exists() for name in RESULT_FILES)
+        return any(folder.iterdir()) and not any((folder / name).exists() for name in result_files())
     except OSError:
         return True
 

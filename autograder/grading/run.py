@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from autograder.deferred import merge_into, read_back
 from autograder.files import write_atomic
 from autograder.grading.resume import (
     MARKER, apart_from_earlier, fingerprint, graded_by_another_version, previous, release_fingerprint,
@@ -35,7 +36,6 @@ from autograder.reports.class_statistics import class_statistics, format_mean
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
-from autograder.rubric.check import put_check, recorded_rubric
 from autograder.sandbox.cgroups import run_memory_groups
 from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.isolation import level_of
@@ -142,7 +142,7 @@ class Run:
         note = self.notes.get(result.submission)
         if note and note not in result.notes and note != result.error:
             result.notes.insert(0, note)
-        self._keep_rubric(i, result)
+        self._keep_deferred(i, result)
         write_submission(self.out, result, self.release.config.title)
         write_atomic(self.out / result.submission / MARKER, json.dumps(self.prints[i], indent=1, sort_keys=True))
         self.results[i] = result
@@ -150,15 +150,13 @@ class Run:
             self.write_table()
         self.progress.update(result)
 
-    def _keep_rubric(self, i: int, result: SubmissionResult) -> None:
-        """The rubric result `autograder rubric` recorded in the submission's folder goes into `result` (merged as
-        that command merges it) while it was measured from the same notebook and checkpoint; otherwise the rubric
-        stays pending and the notes say that the earlier result was for other files."""
-        check, note = recorded_rubric(self.out / result.submission, self.given[i])
-        if check is not None and check.name in self.names:
-            put_check(result.checks, check)
-        elif note and note not in result.notes:
-            result.notes.append(note)
+    def _keep_deferred(self, i: int, result: SubmissionResult) -> None:
+        """What the deferred kinds' commands recorded in the submission's folder (the accuracy rubric, hand grades:
+        autograder.deferred) goes into `result` while it was decided from the same files; otherwise those checks
+        stay pending and the notes say that the earlier results were for other files."""
+        found = read_back(self.out / result.submission, self.given[i], set(self.names))
+        merge_into(result.checks, found)
+        result.notes += [note for note in found.notes if note not in result.notes]
 
     def write_table(self) -> None:
         """grades.csv: every result the folder holds (OutDirLost where the folder is no longer this run's)."""

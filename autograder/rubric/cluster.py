@@ -22,7 +22,8 @@ from pathlib import Path
 
 from autograder.grading.cluster import connect
 from autograder.grading.pool import POOL_ATTEMPTS
-from autograder.rubric.config import RubricConfig, RubricOptions
+from autograder.deferred.accuracy.config import RubricConfig
+from autograder.rubric.options import RubricOptions
 from autograder.rubric.stage import Graded, RubricOutcome
 from autograder.status import PENDING
 
@@ -71,7 +72,7 @@ def actor_resources(ray, device: str) -> tuple[dict, int]:
 
 def pending_outcome(config: RubricConfig, why: str) -> RubricOutcome:
     from autograder.judge import CheckResult
-    from autograder.rubric.config import pending_message
+    from autograder.deferred.accuracy.config import pending_message
 
     check = CheckResult(config.name, config.part, config.points, 0.0, PENDING, pending_message(config, cuda=False),
                         config.visibility)

@@ -14,7 +14,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from autograder.rubric.config import RubricConfig, RubricOptions
+from autograder.deferred.accuracy.config import RubricConfig
+from autograder.rubric.options import RubricOptions
 from autograder.files import write_atomic
 from autograder.status import PENDING
 
@@ -28,7 +29,7 @@ def assignment_rubric(assignment: str) -> tuple[RubricConfig, str | None, str | 
     student notebook's code cells (so that the rubric picks the notebooks `autograder grade` picked). Raises
     NoRubric rather than guess: another assignment's settings would merge a wrong grade into the results."""
     from autograder.grading import resolve_release
-    from autograder.rubric.check import rubric_configs
+    from autograder.deferred.accuracy.check import rubric_configs
 
     try:
         release = resolve_release(assignment)
@@ -79,7 +80,7 @@ def run(args) -> int:
 
 def _run(args, out: Path) -> int:
     from autograder.grading.cluster import ClusterUnavailable
-    from autograder.rubric.merge import refresh_summary
+    from autograder.grading.merge import refresh_summary
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover
 
@@ -175,9 +176,9 @@ def _on_cluster(args, config, options, out: Path, jobs: list[tuple[str, str]], l
 def _record(out: Path, sub_id: str, notebook: Path, item, title: str | None) -> None:
     """Merge one submission's rubric into its results, with the details beside them (rubric.json), the check and
     the digests of the files measured included: a later `autograder grade` keeps it while they still match."""
-    from autograder.rubric.merge import merge_check
+    from autograder.grading.merge import merge_check
 
-    from autograder.rubric.check import RUBRIC_FILE, measured_from
+    from autograder.deferred.accuracy.check import RUBRIC_FILE, measured_from
 
     merge_check(out, sub_id, item.outcome.check, title, str(notebook))
     checkpoint = Path(item.outcome.details.get("checkpoint", ""))

@@ -1,7 +1,7 @@
 """The accuracy rubric stage: grade a student's saved classifier by the validation accuracy the grader
 measures itself.
 
-What the checkpoint is depends on the assignment's kind (autograder.rubric.kinds). The steps below are
+What the checkpoint is depends on the assignment's kind (autograder.deferred.accuracy.checkpoints). The steps below are
 those of the default kind, `frozen_encoder_class`; for `sequence_classifier` the checkpoint holds a whole
 fine-tuned library model: the worker builds the library's class from the grader's encoder configuration
 (no student code is loaded), loads the checkpoint into it, and every batch runs through its full forward
@@ -45,7 +45,8 @@ from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
 from autograder.recording import modules_hint
 from autograder.rubric.cache import HiddenStateCache, build_cache
-from autograder.rubric.config import RubricConfig, RubricOptions, pending_message
+from autograder.deferred.accuracy.config import RubricConfig, pending_message
+from autograder.rubric.options import RubricOptions
 from autograder.rubric.data import ValidationSet, validation_set
 from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder, load_encoder
 from autograder.rubric.formula import rubric_points

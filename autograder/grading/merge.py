@@ -1,6 +1,7 @@
-"""Merging rubric points into the results of an earlier `autograder grade` run.
+"""Merging a deferred check's result (the accuracy rubric's points, a hand grade) into the results of an earlier
+`autograder grade` run: what a deferred kind's command does once it has decided a check (autograder.deferred).
 
-Only the rubric's check changes: it replaces the check of the same name (pending until now) in
+Only that check changes: it replaces the check of the same name (pending until now) in
 DIR/<submission>/grading.json, results.json and feedback.md are rewritten from it, and in
 DIR/grades.csv only that submission's row is recomputed; every other row and every other check's
 cell stay byte for byte as they were.
@@ -16,7 +17,7 @@ from autograder.judge import CheckResult
 from autograder.files import write_atomic
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.table import grades_csv
-from autograder.rubric.check import put_check
+from autograder.deferred.recorded import put_check
 
 TABLE = "grades.csv"
 
@@ -37,12 +38,12 @@ def _title(folder: Path) -> str | None:
 
 
 def merge_check(out_dir: Path, sub_id: str, check: CheckResult, title: str | None = None,
-                file: str = "") -> SubmissionResult:
+                file: str = "", by: str = "autograder rubric") -> SubmissionResult:
     """Put `check` into the submission's results (replacing the check of the same name) and its row of grades.csv."""
     out_dir = Path(out_dir)
     result = load_result(out_dir, sub_id)
     if result is None:
-        result = SubmissionResult(sub_id, file, [], ["graded by `autograder rubric` only: no earlier results were found"])
+        result = SubmissionResult(sub_id, file, [], [f"graded by `{by}` only: no earlier results were found"])
     put_check(result.checks, check)
     title = title or _title(out_dir / sub_id) or "Grades"
     write_submission(out_dir, result, title)
@@ -80,7 +81,7 @@ def update_table(out_dir: Path, result: SubmissionResult, check_name: str) -> Pa
 
 def refresh_summary(out_dir: Path, title: str | None = None) -> Path | None:
     """Rewrite the class summary (summary.md, summary.csv) of an earlier run from the merged results,
-    when there is one: it was written while the rubric was still pending."""
+    when there is one: it was written while the merged checks were still pending."""
     from autograder.reports.summary import write_summary
 
     out_dir = Path(out_dir)

@@ -12,23 +12,21 @@ the message would then be the generic one.
 
 `autograder rubric` records its result in DIR/<submission>/rubric.json with digests of the notebook and
 the checkpoint it measured; `autograder grade` carries that result into the results it writes while the
-digests still match (`recorded_rubric`, `put_check`: the same merge as `autograder rubric`'s).
+digests still match (`recorded_rubric`, through the kind's `read_back`: autograder.deferred.accuracy).
 """
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from autograder import files
+from autograder.deferred.accuracy.config import RubricConfig, pending_message
+from autograder.deferred.recorded import check_result, decided_from, file_digest, read_json
 from autograder.judge import CheckResult
 from autograder.status import PENDING
-from autograder.testing import Pending
-from autograder.rubric.config import RubricConfig, pending_message
-from autograder.testing import CheckSpec
+from autograder.testing import CheckSpec, Pending
 
 
 def rubric_check(name: str | None = None, points: float | None = None, part: str | None = None,
@@ -36,7 +34,7 @@ def rubric_check(name: str | None = None, points: float | None = None, part: str
     """A check that stands for the accuracy rubric in `autograder grade`. `settings`: RubricConfig fields
     (kind, assignment, checkpoint, model_class, num_labels, max_len, floor, full, ...); the defaults are the
     Transformers & BERT notebook's, `assignment` defaults to the name of the folder holding the calling test
-    file's tests/ folder. `kind` says what the checkpoint is and how it is loaded (autograder.rubric.kinds)."""
+    file's tests/ folder. `kind` says what the checkpoint is and how it is loaded (autograder.deferred.accuracy.checkpoints)."""
     if "assignment" not in settings:  # the test file lives in solutions/<name>/tests/ or release/<name>/tests/
         caller = sys._getframe(1).f_globals.get("__file__")
         if caller and Path(caller).parent.name == "tests":
@@ -69,50 +67,19 @@ OTHER_FILES = ("the earlier rubric result ({file}) was measured from other files
                "changed since): the rubric stays pending until `autograder rubric` runs again")
 
 
-def file_digest(path: Path) -> str | None:
-    """sha256 of the file's bytes, read in blocks (a checkpoint may be gigabytes); None when it cannot be read."""
-    digest = files.file_digest(Path(path))
-    return None if digest.startswith("unreadable") else digest
-
-
 def measured_from(notebook: Path, checkpoint: Path) -> dict:
     """What a rubric result records of the files it measured (compared by `recorded_rubric`)."""
     return {"notebook_sha256": file_digest(notebook), "checkpoint_sha256": file_digest(checkpoint)}
-
-
-def put_check(checks: list[CheckResult], check: CheckResult) -> None:
-    """Put `check` in place of the check of the same name (keeping that one's part, when it has one, and its
-    visibility), or at the end when there is none. Both `autograder rubric` and `autograder grade` merge so."""
-    for i, old in enumerate(checks):
-        if old.name == check.name:
-            check.part = old.part or check.part
-            check.visibility = old.visibility
-            checks[i] = check
-            return
-    checks.append(check)
-
-
-def _still_matches(recorded: dict, notebook: Path) -> bool:
-    """Whether the notebook (and the checkpoint the result names) are the bytes the result was measured from;
-    a result without digests matches when the notebook it names has the same bytes as `notebook`."""
-    if "notebook_sha256" not in recorded:
-        return file_digest(Path(recorded.get("notebook", ""))) == file_digest(notebook) is not None
-    return (recorded["notebook_sha256"] == file_digest(notebook) is not None
-            and recorded.get("checkpoint_sha256") == file_digest(Path(recorded.get("checkpoint", ""))))
 
 
 def recorded_rubric(folder: Path, notebook: Path) -> tuple[CheckResult | None, str | None]:
     """The rubric result recorded in `folder` (DIR/<submission>) for `notebook`: (check, None) when it was
     measured from these files; (None, note for the student) when it was measured from others; (None, None)
     when there is none, or none that names its check (the rubric then stays as grading left it)."""
-    path = Path(folder) / RUBRIC_FILE
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-        check = CheckResult(**recorded["check"])
-    except (OSError, ValueError, KeyError, TypeError):
+    recorded = read_json(Path(folder) / RUBRIC_FILE)
+    check = check_result(recorded.get("check")) if recorded else None
+    if recorded is None or check is None or check.status == PENDING:  # nothing measured: grading's check stands
         return None, None
-    if check.status == PENDING:  # nothing measured: grading's own pending check stands
-        return None, None
-    if not _still_matches(recorded, Path(notebook)):
+    if not decided_from(recorded, Path(notebook), also=("checkpoint",)):
         return None, OTHER_FILES.format(file=RUBRIC_FILE)
     return check, None
