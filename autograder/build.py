@@ -34,7 +34,7 @@ from autograder.notebook.seedvar import cell_seeding, for_grading, record_cells,
 from autograder.files import write_atomic
 from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
 from autograder.testing import CheckSpec, hand_graded_check, hidden_test_files, load_test_file, test_cell_check
-from autograder.deferred.hand import graded_by_hand
+from autograder.deferred import graded_by_hand
 
 class BuildError(ValueError):
     pass

@@ -33,12 +33,11 @@ def _modules_importing(prefix: str) -> list[str]:
     return found
 
 
-def test_grading_resume_the_grade_command_and_the_exports_name_no_kind():
-    users = {m for m in _modules_importing("autograder.deferred.") if m.split("/")[0] in
-             ("grading", "commands", "export")}
-    named = [m for m in users if m != "grading/grader.py"]  # the grader zeroes an unanswered written answer
-    assert not [m for m in named if any(k in Path(PACKAGE / m).read_text() for k in
-                                        ("deferred.accuracy", "deferred.hand"))], named
+def test_only_a_kinds_own_command_imports_the_kind():
+    """Grading, resume, the grade command, the exports and the build use the face (autograder.deferred) only; the
+    rubric's measuring (rubric/) is the accuracy kind's command."""
+    users = _modules_importing("autograder.deferred.accuracy") + _modules_importing("autograder.deferred.hand")
+    assert users and all(m.startswith("rubric/") for m in users), users
 
 
 def test_every_kind_records_in_a_file_that_marks_a_result_folder():

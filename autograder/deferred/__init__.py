@@ -14,13 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.deferred.accuracy import AccuracyRubric
-from autograder.deferred.hand import HandGraded
+from autograder.deferred.hand import HandGraded, graded_by_hand
 from autograder.deferred.protocol import AdviceContext, DeferredKind, ReadBack
 from autograder.deferred.recorded import put_check
 from autograder.judge import CheckResult
 from autograder.testing import CheckSpec
 
-__all__ = ["KINDS", "AdviceContext", "DeferredKind", "ReadBack", "advice", "kind_of", "merge_into", "put_check",
+__all__ = ["KINDS", "AdviceContext", "DeferredKind", "ReadBack", "advice", "graded_by_hand", "kind_of", "merge_into", "put_check",
            "read_back", "results_files", "student_notes", "why_pending"]
 
 KINDS: tuple[DeferredKind, ...] = (AccuracyRubric(), HandGraded())

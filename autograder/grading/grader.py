@@ -30,7 +30,7 @@ from autograder.sandbox.forkserver import preload_modules
 from autograder.sandbox.protocol import Handle
 from autograder.status import FAILED, MANUAL, PASSED, PENDING, UNGRADED
 from autograder.sandbox.remote import Remote
-from autograder.deferred.hand import graded_by_hand
+from autograder.deferred import graded_by_hand
 
 # What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):
 # a message of a check, and the notes of a submission.
