@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.errors import UserError
 from autograder.config import load_config
 from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at_top
 from autograder.notebook.extract import extract, module_source
@@ -36,7 +37,7 @@ from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, Re
 from autograder.testing import CheckSpec, hand_graded_check, hidden_test_files, load_test_file, test_cell_check
 from autograder.deferred import graded_by_hand
 
-class BuildError(ValueError):
+class BuildError(UserError, ValueError):
     pass
 
 

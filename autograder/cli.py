@@ -14,21 +14,12 @@ from autograder.files import DiskFull
 
 
 def _user_errors() -> tuple:
-    """Errors that are the user's to fix: a message, no traceback. Imported when needed: what a command
-    does not use, it does not import."""
-    from autograder.build import BuildError
-    from autograder.config import ConfigError
-    from autograder.corpus import CorpusError
-    from autograder.grading import ConfinementUnavailable
-    from autograder.grading.cluster import ClusterUnavailable
-    from autograder.grading.outdir import OutDirBusy, OutDirLost, OutDirUnusable
-    from autograder.notebook.markers import MarkerError
-    from autograder.release import ReleaseError
+    """Errors that are the user's to fix: a message, no traceback (every project error of that kind subclasses
+    autograder.errors.UserError), and a path given on the command line that is missing, a file where a folder goes,
+    a folder that cannot be written."""
+    from autograder.errors import UserError
 
-    # a path given on the command line that is missing, a file where a folder goes, a folder that cannot be written
-    paths = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
-    return (BuildError, ConfigError, CorpusError, MarkerError, ReleaseError, *paths, ConfinementUnavailable, OutDirBusy,
-            OutDirLost, OutDirUnusable, ClusterUnavailable)
+    return (UserError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
 def parser() -> argparse.ArgumentParser:

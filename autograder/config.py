@@ -6,10 +6,12 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from autograder.errors import UserError
+
 CONFIG_FILE = "assignment.toml"
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     pass
 
 

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+
+from autograder.errors import UserError
 from autograder.status import FAILED, PARTIAL
 
 CORPUS_DIR = "corpus"
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
     pass
 
 

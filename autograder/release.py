@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.errors import UserError
 from autograder.config import AssignmentConfig
 from autograder.recording import Recording
 from autograder.notebook.extract import Extraction, Unit
@@ -16,7 +17,7 @@ MANIFEST = "manifest.json"
 BUILD_FORMAT = 6  # bump when the release layout or the extraction changes: old releases are rebuilt
 
 
-class ReleaseError(ValueError):
+class ReleaseError(UserError, ValueError):
     pass
 
 

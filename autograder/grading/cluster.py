@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from autograder.errors import UserError
 from autograder.grading.grader import ungraded_result
 from autograder.grading.options import GradeOptions
 from autograder.grading.pool import GRADING_PROCESS_DIED, POOL_ATTEMPTS, GradingProcess, Task
@@ -28,7 +29,7 @@ from autograder.release import Release
 from autograder.reports.results import SubmissionResult
 
 
-class ClusterUnavailable(RuntimeError):
+class ClusterUnavailable(UserError, RuntimeError):
     """Ray is not installed, or the cluster cannot be reached."""
 
 

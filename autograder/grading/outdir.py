@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from autograder.errors import UserError
 from autograder.reports.results import SubmissionResult
 from autograder.submissions import OUTPUT_LOCK
 
@@ -28,15 +29,15 @@ LOCK = OUTPUT_LOCK  # (submissions.py leaves out the folders holding one)
 _held: dict[str, list[int]] = {}  # resolved folder -> [how many claims this process holds on it, the lock's fd]
 
 
-class OutDirBusy(RuntimeError):
+class OutDirBusy(UserError, RuntimeError):
     """Another command is grading into the same --out folder."""
 
 
-class OutDirUnusable(RuntimeError):
+class OutDirUnusable(UserError, RuntimeError):
     """The --out path cannot be a results folder: a file is there, or it cannot be created or written."""
 
 
-class OutDirLost(RuntimeError):
+class OutDirLost(UserError, RuntimeError):
     """The --out folder, or its lock file, was removed or replaced while this command graded into it."""
 
 

@@ -20,6 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from autograder.errors import UserError
 from autograder.notebook.foreign import find_foreign
 
 SOLUTION, HIDDEN = "SOLUTION", "HIDDEN TESTS"
@@ -42,7 +43,7 @@ STUB_LINES = frozenset(line.strip() for stub in (*CODE_STUB, ANSWER_STUB, *WHOLE
                        for line in stub.split("\n") if line.strip())
 
 
-class MarkerError(ValueError):
+class MarkerError(UserError, ValueError):
     """A malformed source notebook; the message starts with `file: cell N, line L:`."""
 
 

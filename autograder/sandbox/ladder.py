@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from autograder.errors import UserError
 from autograder.sandbox.isolation import FULL, RESTRICTED, TRUSTED, Confinement, probe
 
 RESTRICTED_LIMITS = ("the worker reads the machine's /proc files that are not processes' (cpuinfo, meminfo...)",
@@ -31,7 +32,7 @@ RESTRICTED_LIMITS = ("the worker reads the machine's /proc files that are not pr
 Probe = Callable[[Confinement], tuple[bool, str]]
 
 
-class ConfinementUnavailable(RuntimeError):
+class ConfinementUnavailable(UserError, RuntimeError):
     """Student code cannot be confined here at any level the run allows."""
 
 
