@@ -35,9 +35,9 @@ def _modules_importing(prefix: str) -> list[str]:
 
 def test_only_a_kinds_own_command_imports_the_kind():
     """Grading, resume, the grade command, the exports and the build use the face (autograder.deferred) only; the
-    rubric's measuring (rubric/) is the accuracy kind's command."""
+    rubric's measuring (rubric/) and the review page (review/) are the kinds' commands."""
     users = _modules_importing("autograder.deferred.accuracy") + _modules_importing("autograder.deferred.hand")
-    assert users and all(m.startswith("rubric/") for m in users), users
+    assert users and all(m.startswith(("rubric/", "review/")) for m in users), users
 
 
 def test_every_kind_records_in_a_file_that_marks_a_result_folder():

@@ -41,6 +41,8 @@ commands_dict: dict[str, CommandInfo] = {
                           "be converted"),
     "rubric": CommandInfo("autograder.commands.rubric", "RubricCommand",
                           "GPU accuracy rubric: grade saved models, merge the points into results"),
+    "review": CommandInfo("autograder.commands.review", "ReviewCommand",
+                          "grade written answers by hand on a local web page, merge the grades into results"),
 }
 
 
