@@ -20,7 +20,10 @@
     python -m autograder.entrypoints gradescope run ...           Gradescope's run_autograder
                                                                   (export/gradescope.py main)
 
-Every arrow ends in a process whose parent-death signal is set: nothing outlives the command. This module is the
+Every arrow ends in a process whose parent-death signal is set: nothing outlives the command. Signals that stop a
+command (Ctrl-C, SIGTERM, SIGHUP) are the command process's to act on: it stops in order (cli.stopped_by_signals) and
+ends the processes under it; fork servers and grading processes ignore them, which a group-wide signal (`timeout`,
+systemd, a terminal) would otherwise end halfway; workers have them as a new interpreter does. This module is the
 top of the package: it may import anything (inside the role that needs it, so a worker imports only a worker's
 code); nothing imports it. Lower layers start these processes by role name (environment.python_command).
 """
