@@ -3,8 +3,9 @@
 Submissions are graded by `jobs` grading processes side by side (grading/pool.py), or in this process with
 --jobs 1 (grading/grader.py); every submission still gets its own worker process. Results are written as each
 submission finishes (grades.csv at most once a second while the run goes on: rewriting a table of every row
-after each of thousands of submissions would cost more than grading some of them; always at the end), so an
-interrupted run loses nothing: running again skips submissions already graded from
+after each of thousands of submissions would cost more than grading some of them; always at the end, and when the
+run is stopped halfway: Ctrl-C, SIGTERM, SIGHUP or a full disk leave tables listing every result the folder holds,
+and no staged copy), so an interrupted run loses nothing: running again skips submissions already graded from
 the same notebook and the same release (grading/resume.py; `regrade` grades them again). Scores and messages
 do not depend on the order, on the batch, or on `jobs` (see docs/isolation.md for what is and is not
 deterministic).
