@@ -20,7 +20,10 @@
     python -m autograder.entrypoints gradescope run ...           Gradescope's run_autograder
                                                                   (export/gradescope.py main)
 
-Every arrow ends in a process whose parent-death signal is set: nothing outlives the command. This module is the
+Every arrow ends in a process whose parent-death signal is set: nothing outlives the command. Signals that stop a
+command (Ctrl-C, SIGTERM, SIGHUP) are the command process's to act on: it stops in order (cli.stopped_by_signals) and
+ends the processes under it; fork servers and grading processes ignore them, which a group-wide signal (`timeout`,
+systemd, a terminal) would otherwise end halfway; workers have them as a new interpreter does. This module is the
 top of the package: it may import anything (inside the role that needs it, so a worker imports only a worker's
 code); nothing imports it. Lower layers start these processes by role name (environment.python_command).
 """
@@ -76,6 +79,8 @@ def resumed_command(fd: int) -> None:
     code = 1
     try:
         code = _run_command(*cli.parse(saved["argv"]), restarted=True)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM while the arguments are parsed
+        code = cli.say_interrupted(interrupt)
     except SystemExit as exc:  # argparse's
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - report, then leave without running the server's loop
@@ -131,10 +136,23 @@ def _outlive_closed_pipes() -> None:
 
 
 def _run_command(command, args, restarted: bool) -> int:
-    """Run a parsed command; one that starts workers gets its fork server early and ends it when done."""
+    """Run a parsed command; one that starts workers gets its fork server early and ends it when done. SIGTERM and
+    SIGHUP stop it as Ctrl-C does, wherever they come (cli.stopped_by_signals): the signal reaches this process
+    (Kubernetes and `kill` send it here only; `timeout`, systemd and a closed terminal to its children too, which
+    leave it to this one: the fork servers and grading processes ignore them as they ignore Ctrl-C), which stops
+    its grading processes and fork server, whose workers follow (parent-death signals)."""
     from autograder import cli
 
     _outlive_closed_pipes()
+    with cli.stopped_by_signals():
+        try:
+            return _run_verb(command, args, restarted)
+        except KeyboardInterrupt as interrupt:  # before or after the verb's own run (which reports its own)
+            return cli.say_interrupted(interrupt)
+
+
+def _run_verb(command, args, restarted: bool) -> int:
+    from autograder import cli
 
     if not command.starts_workers:
         return cli.run(command, args)

@@ -21,12 +21,43 @@ from pathlib import Path
 
 
 class DiskFull(OSError):
-    """No space (or quota) left where the package writes: nothing half-written is left, the run can resume."""
+    """A write the storage refused for the machine's cause: no space or quota left, or a file system that turned
+    read-only (ext4's errors=remount-ro) or refuses a file that large. Nothing half-written is left, the run can
+    resume once the cause is fixed (`remedy`). The command says so in one line, exit code 4 (cli.py)."""
+
+    remedy = "free some space"
+
+
+class ReadOnlyStorage(DiskFull):
+    remedy = "make the file system writable again (the system log says why it turned read-only)"
+
+
+# errno -> (the one line, {where}: " holding <folder>" where known; the class): the write failures that are the
+# storage's, never a student's
+STORAGE_ERRORS = {errno.ENOSPC: ("no space left on the device{where}", DiskFull),
+                  errno.EDQUOT: ("disk quota exceeded on the device{where}", DiskFull),
+                  errno.EFBIG: ("a file too large for the file system{where}", DiskFull),
+                  errno.EROFS: ("the file system{where} is read-only", ReadOnlyStorage)}
+
+
+def storage_failure(exc: BaseException, path: Path | str | None = None) -> DiskFull | None:
+    """`exc` as the DiskFull the command reports (a DiskFull as it is), naming the file written (`path`, else the
+    error's own file name) where known; None where it is no storage failure."""
+    if isinstance(exc, DiskFull):
+        return exc
+    if not isinstance(exc, OSError) or exc.errno not in STORAGE_ERRORS:
+        return None
+    line, kind = STORAGE_ERRORS[exc.errno]
+    written = path if path is not None else exc.filename
+    if written is None:  # a write to a descriptor: the path is not known here
+        return kind(exc.errno, line.format(where=""))
+    written = Path(os.fsdecode(written))
+    return kind(exc.errno, line.format(where=f" holding {written.parent}") + f" (writing {written.name})")
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
-    """Write `data` (text as UTF-8, each lone surrogate as U+FFFD) to a temporary file beside `path`, then rename it over `path`. A full disk
-    raises DiskFull naming the path."""
+    """Write `data` (text as UTF-8, each lone surrogate as U+FFFD) to a temporary file beside `path`, then rename it over `path`. A write the
+    storage refuses (no space, quota, read-only) raises DiskFull naming the path."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{os.getpid()}", dir=path.parent)
@@ -48,10 +79,8 @@ def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None
 
 
 def _full(exc: OSError, path: Path) -> OSError:
-    """DiskFull for "no space" and "quota exceeded", the error itself otherwise."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFull(exc.errno, f"no space left on the device holding {path.parent} (writing {path.name})")
-    return exc
+    """DiskFull for a write the storage refused (STORAGE_ERRORS), the error itself otherwise."""
+    return storage_failure(exc, path) or exc
 
 
 @contextlib.contextmanager

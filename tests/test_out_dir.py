@@ -201,7 +201,7 @@ def test_links_fifos_and_dangling_entries_of_a_folder_each_get_a_row(tmp_path, e
     assert "not a regular file" in results["fifo"].error and "cannot read" in results["dangling"].error
 
 
-def test_a_result_whose_results_json_is_missing_or_cut_is_graded_again(tmp_path, example_release, submission):
+def test_a_result_whose_results_json_is_missing_or_cut_is_written_again(tmp_path, example_release, submission):
     out, nb = tmp_path / "out", submission("s.ipynb")
     grade(example_release, [nb], GradeOptions(out, quiet=True))
     for broken in ('{"score": 1', "{}", '{"score": 11, "tests": []}'):  # cut short by a full disk, emptied by hand

@@ -10,7 +10,6 @@ import re
 import signal
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 

@@ -19,15 +19,53 @@ from autograder.status import UNGRADED
 
 
 def test_identical_notebooks_share_one_staged_copy_under_their_own_names(tmp_path):
-    (tmp_path / "a.ipynb").write_text("{}")
-    (tmp_path / "b.ipynb").write_text("{}")
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.ipynb").write_text("{}")
     staging = Staging(tmp_path / "out")
-    (a, digest_a), (b, digest_b) = staging.stage(tmp_path / "a.ipynb"), staging.stage(tmp_path / "b.ipynb")
+    (a, digest_a), (b, digest_b), (c, _) = (staging.stage(tmp_path / f"{name}.ipynb") for name in "abc")
     assert digest_a == digest_b == hashlib.sha256(b"{}").hexdigest()
     assert a.parent == b.parent and (a.name, b.name) == ("a.ipynb", "b.ipynb")
+    assert os.path.samefile(a, b) and os.path.samefile(a, c)  # once per content: one file, three names
+    assert staging.stage(tmp_path / "a.ipynb")[0] == a  # the same file again: the same copy
     assert staging.stage(tmp_path / "missing.ipynb")[1].startswith("unreadable")
     staging.close()
     assert not (tmp_path / "out" / STAGED).exists()
+
+
+def test_where_hard_links_are_refused_each_name_keeps_a_copy_of_its_own(tmp_path, monkeypatch):
+    """(a file system without hard links: a message must name the file as its own student named it)"""
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.ipynb").write_text("{}")
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refused)
+    staging = Staging(tmp_path / "out")
+    (a, _), (b, _) = staging.stage(tmp_path / "a.ipynb"), staging.stage(tmp_path / "b.ipynb")
+    assert (a.name, b.name) == ("a.ipynb", "b.ipynb") and a.read_text() == b.read_text() == "{}"
+    assert not [p for p in (tmp_path / "out" / STAGED).iterdir() if p.name.startswith(".copy-")]
+
+
+def test_a_resumed_result_gets_back_every_file_derived_from_its_record_without_being_graded_again(
+        example_release, tmp_path, monkeypatch):
+    from autograder.grading.grader import Grader
+
+    key = example_release.dir / "answer_key.ipynb"
+    out = tmp_path / "out"
+    grade(example_release, [key], GradeOptions(out, quiet=True))
+    folder = out / "answer_key"
+    written = {name: (folder / name).read_bytes() for name in ("feedback.md", "results.json", "grading.json")}
+    (folder / "feedback.md").unlink()  # removed by hand, a sync tool, a disk that filled up
+    (folder / "results.json").write_text('{"score": 1')  # cut short
+
+    def never(*args, **kwargs):
+        raise AssertionError("a result whose record is whole is not graded again")
+
+    monkeypatch.setattr(Grader, "grade_one", never)
+    [again] = grade(example_release, [key], GradeOptions(out, quiet=True))
+    assert again.score == 11
+    assert {name: (folder / name).read_bytes() for name in written} == written
 
 
 def test_a_notebook_replaced_while_the_run_goes_on_is_graded_as_it_was_read(example_release, tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """The --out folder of a grading run: one command at a time, and everything it holds.
 
 - `claim(out_dir)`: DIR made if missing (OutDirUnusable, one line, where it is a file or cannot be made or
-  written); an exclusive lock on DIR/.grading.lock for as long as the command grades into DIR. A second
+  written; DiskFull, files.storage_failure, where the disk is full: the machine's cause, exit 4); an exclusive lock on DIR/.grading.lock for as long as the command grades into DIR. A second
   command on the same folder (an impatient re-run, two terminals, two CI jobs) stops at once with a message
   saying which process holds it, before it unpacks or writes anything: it never deletes inputs another run
   reads, nor writes results beside it. The lock is the kernel's (flock): it goes with the process that held it,
@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from autograder.errors import UserError
+from autograder.files import storage_failure
 from autograder.reports.results import SubmissionResult
 from autograder.submissions import OUTPUT_LOCK
 
@@ -55,7 +57,7 @@ def claim(out_dir: Path) -> Iterator[None]:
     try:
         fd = os.open(out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise OutDirUnusable(f"cannot write into the results folder {out_dir}: {exc.strerror}") from None
+        raise _unusable(exc, out_dir, f"cannot write into the results folder {out_dir}") from None
     try:
         _lock(fd, out_dir)
         _held[key] = [1, fd]
@@ -74,7 +76,16 @@ def _make(out_dir: Path) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutDirUnusable(f"cannot create the results folder {out_dir}: {exc.strerror}") from None
+        raise _unusable(exc, out_dir, f"cannot create the results folder {out_dir}") from None
+
+
+def _unusable(exc: OSError, out_dir: Path, what: str) -> Exception:
+    """A disk that is full is the machine's (DiskFull); a folder this user may not write, or a file system mounted
+    read-only, is the user's choice of --out (OutDirUnusable)."""
+    full = storage_failure(exc, out_dir / LOCK)
+    if full is not None and exc.errno != errno.EROFS:
+        return full
+    return OutDirUnusable(f"{what}: {exc.strerror}")
 
 
 def _lock(fd: int, out_dir: Path) -> None:
@@ -84,8 +95,11 @@ def _lock(fd: int, out_dir: Path) -> None:
         holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
         raise OutDirBusy(f"{out_dir} is being graded into by another autograder command (pid {holder}); wait for "
                          f"it to end, or give this one another --out") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    try:  # who holds it, for the message of a second command
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError as exc:
+        raise storage_failure(exc, out_dir / LOCK) or exc from None
 
 
 def ensure_held(out_dir: Path) -> None:

@@ -51,7 +51,10 @@ def serve() -> None:
     it (the cluster's actors, which read answers one by one) only result lines are written."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; a terminal's Ctrl-C is its business
+    # the run stops us (it kills us, or closes our input); a terminal's Ctrl-C, `timeout`'s or systemd's SIGTERM to
+    # the whole group, a closed terminal's SIGHUP are its business: it writes its tables whole first
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_IGN)
     _enter_lane()
     fork_zygote()  # first: its fork server, forked before this process reads anything (its environment included)
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")

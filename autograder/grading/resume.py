@@ -3,16 +3,17 @@ grader the result in DIR/<id>/ was graded (the notebook as the checksum of the b
 later run with the same --out skips a submission whose fingerprints match (a changed notebook, a rebuilt release or
 another version of this package is graded again: a grader's fix reaches every result), unless its result is not
 final for a cause of the grader's (NOT GRADED checks: a system fault, a reference that failed here), which is graded
-again."""
+again. A result is resumed from its record (DIR/<id>/grading.json); the files derived from it (results.json,
+feedback.md) that are missing or damaged are written again from that record (restore_derived), not graded again."""
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
 
-from autograder.files import file_digest, package_digest, resolved
+from autograder.files import file_digest, package_digest, resolved, write_atomic
 from autograder.release import Release
-from autograder.reports.results import SubmissionResult
+from autograder.reports.results import RECORD, SubmissionResult, derived_files
 from autograder.deferred import results_files
 
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
@@ -81,7 +82,7 @@ def _earlier_ids(out_dir: Path) -> dict[str, str]:
 def result_files() -> tuple[str, ...]:
     """Any of them makes a result's folder; a deferred kind's file too (rubric.json, hand.json: its command recorded
     it first, `grade` merges it in)."""
-    return (MARKER, "grading.json", "results.json", *results_files())
+    return (MARKER, RECORD, "results.json", *results_files())
 
 
 def not_a_result_folder(folder: Path) -> bool:
@@ -124,24 +125,31 @@ def graded_by_another_version(out_dir: Path, sub_id: str, fingerprint: dict) -> 
 
 
 def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult | None:
-    """The result already in DIR for this id, if it was graded from the same notebook and release."""
+    """The result already in DIR for this id, if it was graded from the same notebook and release (its record,
+    grading.json: the files derived from it are restore_derived's)."""
     folder = out_dir / sub_id
     marker = _marker(folder)
     if not marker or any(marker.get(key) != fingerprint[key] for key in SAME):
         return None
     try:
-        shown = json.loads((folder / "results.json").read_text(encoding="utf-8"))  # missing or truncated: again
-        result = SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text(encoding="utf-8")))
+        result = SubmissionResult.from_dict(json.loads((folder / RECORD).read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not _shows(shown, result):
-        return None  # a results.json that is not this result's (emptied, cut short, another's): grade again
+        return None  # no record to resume from: graded again
     return None if result.ungraded else result  # not graded for the grader's cause: try again
 
 
-def _shows(results: object, result: SubmissionResult) -> bool:
-    """Whether a results.json holds one test per check of `result`, by name, in order (its scores may have been
-    completed since, by `autograder rubric`)."""
-    tests = results.get("tests") if isinstance(results, dict) else None
-    return isinstance(tests, list) and [t.get("name") if isinstance(t, dict) else None for t in tests] == \
-        [c.name for c in result.checks]
+def restore_derived(out_dir: Path, result: SubmissionResult, title: str) -> list[str]:
+    """A resumed result's folder made whole again from its record: each derived file (results.json, feedback.md)
+    that is missing, cut short or not what the record gives (emptied by hand, another's copied over it) is written
+    again; the names of those written. The record holds everything they show (`autograder rubric` merges into it
+    too), so none of them needs the notebook graded again."""
+    folder, written = out_dir / result.submission, []
+    for name, text in derived_files(result, title).items():
+        try:
+            if (folder / name).read_text(encoding="utf-8") == text:
+                continue
+        except (OSError, ValueError):  # missing, unreadable, not UTF-8
+            pass
+        write_atomic(folder / name, text)
+        written.append(name)
+    return written

@@ -3,8 +3,9 @@
 Submissions are graded by `jobs` grading processes side by side (grading/pool.py), or in this process with
 --jobs 1 (grading/grader.py); every submission still gets its own worker process. Results are written as each
 submission finishes (grades.csv at most once a second while the run goes on: rewriting a table of every row
-after each of thousands of submissions would cost more than grading some of them; always at the end), so an
-interrupted run loses nothing: running again skips submissions already graded from
+after each of thousands of submissions would cost more than grading some of them; always at the end, and when the
+run is stopped halfway: Ctrl-C, SIGTERM, SIGHUP or a full disk leave tables listing every result the folder holds,
+and no staged copy), so an interrupted run loses nothing: running again skips submissions already graded from
 the same notebook and the same release (grading/resume.py; `regrade` grades them again). Scores and messages
 do not depend on the order, on the batch, or on `jobs` (see docs/isolation.md for what is and is not
 deterministic).
@@ -22,7 +23,7 @@ import torch
 from autograder.deferred import merge_into, read_back
 from autograder.files import write_atomic
 from autograder.grading.resume import (
-    MARKER, apart_from_earlier, fingerprint, graded_by_another_version, previous, release_fingerprint,
+    MARKER, apart_from_earlier, fingerprint, graded_by_another_version, previous, release_fingerprint, restore_derived,
 )
 from autograder.grading.grader import Grader, error_result, imported_modules, recorded_modules
 from autograder.grading.options import GradeOptions
@@ -106,12 +107,13 @@ GRADES_EVERY_SECONDS = 1.0  # how often grades.csv is rewritten while a run goes
 class Run:
     """The results of one grading run, written into its folder as each submission finishes."""
 
-    def __init__(self, release: Release, options: GradeOptions, paths: list[Path], ids: list[str], notes: dict):
+    def __init__(self, release: Release, options: GradeOptions, paths: list[Path], ids: list[str], notes: dict,
+                 staging: Staging):
         self.release, self.options, self.out, self.notes = release, options, options.out_dir, notes
         self.names = [c.name for c in release.checks]
         release_id = release_fingerprint(release)
         self.given = list(paths)  # the paths as given, which results name
-        self.staging = Staging(self.out, enabled=not options.cluster)
+        self.staging = staging
         self.prints = [fingerprint(path, release_id) for path in paths]  # the bytes as they are now
         self.results: list[SubmissionResult | None] = [None] * len(paths)
         # results of earlier commands in the same folder: the tables list them too
@@ -122,6 +124,7 @@ class Run:
         for i, (path, sub_id) in enumerate(zip(paths, ids)):
             earlier = None if options.regrade else previous(self.out, sub_id, self.prints[i])
             if earlier is not None:
+                restore_derived(self.out, earlier, release.config.title)  # a feedback.md removed, say
                 self.results[i] = earlier
                 continue
             self.other_version += not options.regrade and graded_by_another_version(self.out, sub_id, self.prints[i])
@@ -163,6 +166,19 @@ class Run:
         ensure_held(self.out)
         write_grades(self.out, self.in_folder(), self.names)
         self.grades_written = time.monotonic()
+
+    def write_tables_as_stopped(self) -> None:
+        """A run stopped halfway (Ctrl-C, SIGTERM, SIGHUP, a full disk): grades.csv and the summary list every result
+        the folder holds now, read again from it (one written the moment the signal came is a row too); nothing
+        where it holds none (a run refused before grading anything writes no table)."""
+        ensure_held(self.out)
+        present = {**results_in(self.out), **{r.submission: r for r in self.in_folder()}}
+        if not present:
+            return
+        every = [present[k] for k in sorted(present)]
+        write_grades(self.out, every, self.names)
+        if self.options.summary:
+            write_summary(self.out, every, self.release.config.title, self._summary_lines(every))
 
     def done(self) -> list[SubmissionResult]:
         """This command's results, in the order given."""
@@ -207,11 +223,13 @@ class Run:
     def summarize(self) -> None:
         """summary.md and summary.csv, and a few lines on stderr (unless quiet)."""
         final, every = self.done(), self.in_folder()
-        extra = [isolation_line(every, self.status)] if any(r.confinement for r in every) or self.status else []
-        extra += [f"Memory: {self.memory}."] if self.memory else []
-        write_summary(self.out, every, self.release.config.title, extra)
+        write_summary(self.out, every, self.release.config.title, self._summary_lines(every))
         if not self.options.quiet:
             print("\n".join(self._closing_lines(final)), file=sys.stderr, flush=True)
+
+    def _summary_lines(self, every: list[SubmissionResult]) -> list[str]:
+        extra = [isolation_line(every, self.status)] if any(r.confinement for r in every) or self.status else []
+        return extra + ([f"Memory: {self.memory}."] if self.memory else [])
 
     def _closing_lines(self, final: list[SubmissionResult]) -> list[str]:
         progress, elapsed = self.progress, time.monotonic() - self.progress.start
@@ -249,36 +267,24 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
 def _grade(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
     paths = [Path(s.path) if isinstance(s, Submission) else Path(s) for s in submissions]
     ids, notes = _ids_and_notes(submissions, paths, options)
-    run = Run(release, options, paths, ids, notes)
-    try:
-        return _grade_run(run, release, submissions, options)
+    staging = Staging(options.out_dir, enabled=not options.cluster)
+    try:  # the staged copies go whatever ends the run, staging itself included (a full disk, a signal)
+        return _grade_run(Run(release, options, paths, ids, notes, staging), release, submissions, options)
     finally:
         try:
             ensure_held(options.out_dir)
-            run.staging.close()
+            staging.close()
         except OutDirLost:  # the folder's new owner stages its own copies there: leave them
             pass
 
 
 def _grade_run(run: Run, release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
-    run.refuse({i: s.refused for i, s in enumerate(submissions) if isinstance(s, Submission) and s.refused})
-    if run.todo and run.jobs == 1 and not options.cluster:  # the fork server imports what the workers will need while this process goes on
-        preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
-    run.status = preflight(release, options) if run.todo else ""
-    if run.other_version:  # whatever `quiet` says: grades that change under the same notebooks are news
-        print(f"{run.other_version} submission(s) in {options.out_dir} were graded by another version of autograder: "
-              "graded again", file=sys.stderr, flush=True)
-    if run.progress.skipped and not options.quiet:
-        print(f"{run.progress.skipped} submission(s) already graded in {options.out_dir}: skipped (--regrade grades "
-              "them again)", file=sys.stderr, flush=True)
     threads = torch.get_num_threads()
     try:
-        torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
-        with run_memory_groups() as (_, run.memory):
-            run.grade_todo()
-    except BaseException:  # interrupted, out of disk...: the table still lists every result written so far
+        _start_and_grade(run, release, submissions, options)
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM, SIGHUP), out of disk...: the tables list every result written
         with contextlib.suppress(Exception):
-            run.write_table()
+            run.write_tables_as_stopped()
         raise
     finally:
         torch.set_num_threads(threads)
@@ -289,3 +295,19 @@ def _grade_run(run: Run, release: Release, submissions: list, options: GradeOpti
     if options.summary:
         run.summarize()
     return final
+
+
+def _start_and_grade(run: Run, release: Release, submissions: list, options: GradeOptions) -> None:
+    run.refuse({i: s.refused for i, s in enumerate(submissions) if isinstance(s, Submission) and s.refused})
+    if run.todo and run.jobs == 1 and not options.cluster:  # the fork server imports what the workers will need while this process goes on
+        preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
+    run.status = preflight(release, options) if run.todo else ""
+    if run.other_version:  # whatever `quiet` says: grades that change under the same notebooks are news
+        print(f"{run.other_version} submission(s) in {options.out_dir} were graded by another version of autograder: "
+              "graded again", file=sys.stderr, flush=True)
+    if run.progress.skipped and not options.quiet:
+        print(f"{run.progress.skipped} submission(s) already graded in {options.out_dir}: skipped (--regrade grades "
+              "them again)", file=sys.stderr, flush=True)
+    torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
+    with run_memory_groups() as (_, run.memory):
+        run.grade_todo()

@@ -5,14 +5,16 @@ re-extracted while the run goes on (a student's late upload, another tool unpack
 it was when the run read it, and graded again by the next run if it changed.
 
 Guarantees: a staged copy is complete or absent (written under a temporary name, then renamed); identical
-notebooks share one copy; the folder is removed when the run ends (`Staging.close`), and a run that crashed leaves
-one that the next run in the same DIR removes first. Submission ids never start with a dot, so the folder never
-meets a result's. What cannot be staged (not a regular file, unreadable) is graded from its path as given, which
-then says why it cannot be read.
+notebooks are stored once, whatever their names: the first copy of some bytes stays, and each other file with the
+same bytes is a hard link to it under its own name (messages name the file as the student named it; a copy of its
+own where the file system has no hard links); the folder is removed when the run ends (`Staging.close`), and a
+run that crashed leaves one that the next run in the same DIR removes first. Submission ids never start with a
+dot, so the folder never meets a result's. What cannot be staged (not a regular file, unreadable) is graded from its
+path as given, which then says why it cannot be read. A write the storage refuses (no space, quota, read-only) is
+the run's DiskFull (files.storage_failure), never a row.
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import shutil
@@ -20,7 +22,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from autograder.files import DiskFull, file_digest
+from autograder.files import file_digest, storage_failure
 
 STAGED = ".staged"  # DIR/.staged/<sha256>/<file name>
 
@@ -46,9 +48,9 @@ class Staging:
                 return path, file_digest(path)
             return self._copy(path)
         except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # the command says so in one line, exit code 4
-                raise DiskFull(exc.errno, f"no space left on the device holding {self.root} (staging {path.name})") \
-                    from None
+            full = storage_failure(exc, self.root / path.name)
+            if full is not None:  # the command says so in one line, exit code 4
+                raise full from None
             return path, file_digest(path)
 
     def _copy(self, path: Path) -> tuple[Path, str]:
@@ -62,11 +64,31 @@ class Staging:
                     dst.write(block)
             folder = self.root / digest.hexdigest()
             folder.mkdir(exist_ok=True)
-            os.replace(temp, folder / path.name)
+            staged = folder / path.name
+            first = next(iter(sorted(folder.iterdir())), None)
+            # the same bytes under another name: one copy, named as this student named it
+            if first is None or first == staged or not _linked(first, staged):
+                os.replace(temp, staged)
+            Path(temp).unlink(missing_ok=True)
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
-        return folder / path.name, digest.hexdigest()
+        return staged, digest.hexdigest()
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _linked(first: Path, name: Path) -> bool:
+    """Whether `name` is now a hard link to `first` (or was there already: the same bytes); False where the file
+    system refuses hard links (the caller keeps its own copy: a message must name the file as its student named it,
+    never another's)."""
+    try:
+        os.link(first, name)
+    except FileExistsError:
+        return True
+    except OSError as exc:
+        if storage_failure(exc) is not None:
+            raise
+        return False
+    return True

@@ -176,9 +176,21 @@ def part_score(checks: list[CheckResult]) -> str:
     return f"{got:g} / {total:g}" + (f" ({pending:g} pending)" if pending else "")
 
 
+RECORD = "grading.json"  # DIR/<id>/grading.json: the result itself; every other file of the folder is derived from it
+
+
+def derived_files(result: SubmissionResult, title: str) -> dict[str, str]:
+    """The files of a result's folder made from its record, by name (results.json last: it is what says the result
+    is complete, grading/outdir.py results_in)."""
+    return {"feedback.md": feedback_markdown(result, title),
+            "results.json": json.dumps(gradescope_json(result), indent=1, sort_keys=True)}
+
+
 def write_submission(out_dir: Path, result: SubmissionResult, title: str) -> Path:
     folder = out_dir / result.submission
-    write_atomic(folder / "feedback.md", feedback_markdown(result, title))
-    write_atomic(folder / "grading.json", json.dumps(result.to_dict(), indent=1, sort_keys=True))
-    write_atomic(folder / "results.json", json.dumps(gradescope_json(result), indent=1, sort_keys=True))
+    derived = derived_files(result, title)
+    write_atomic(folder / "feedback.md", derived.pop("feedback.md"))
+    write_atomic(folder / RECORD, json.dumps(result.to_dict(), indent=1, sort_keys=True))
+    for name, text in derived.items():
+        write_atomic(folder / name, text)
     return folder

@@ -23,7 +23,8 @@ def serve(sock_fd: int, judge_pid: int) -> None:
     from autograder.sandbox import linux
 
     linux.set_pdeathsig(judge_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the judge stops us (it kills us, or dies): a
+        signal.signal(stop, signal.SIG_IGN)  # signal to the whole group is its to act on, in order
     with imports_without_collector():
         import torch
 
@@ -129,7 +130,8 @@ def _become_worker(request: dict, fds: list[int], server_fd: int) -> None:
         os.setsid()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as a new interpreter has them
+            signal.signal(stop, signal.SIG_DFL)
         r_in, w_out, log = fds
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
