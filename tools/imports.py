@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                 "autograder.kernel", "autograder.judge"]),
     ("release format and recording data", ["autograder.recording", "autograder.release"]),
     ("results and inputs", ["autograder.reports", "autograder.submissions"]),
-    ("build", ["autograder.student", "autograder.build", "autograder.corpus"]),
+    ("build", ["autograder.student_checks", "autograder.student", "autograder.build", "autograder.corpus"]),
     ("grading", ["autograder.grading"]),
     ("services", ["autograder.check", "autograder.verify", "autograder.export", "autograder.rubric",
                   "autograder.importers", "autograder.scaffold", "autograder.mutants"]),
