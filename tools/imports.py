@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "autograder"
 
 # lowest first; a module belongs to the first entry whose prefix names it (a package prefix covers its modules)
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["autograder.status", "autograder.files", "autograder.seeding", "autograder.config",
+    ("foundations", ["autograder.pins", "autograder.status", "autograder.files", "autograder.seeding", "autograder.config",
                      "autograder.notebook"]),
     ("processes", ["autograder.sandbox"]),
     ("checks", ["autograder.testing", "autograder.rubric.check", "autograder.rubric.config",
