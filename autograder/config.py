@@ -6,6 +6,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from autograder import DISTRIBUTION
 from autograder.errors import UserError
 
 CONFIG_FILE = "assignment.toml"
@@ -102,9 +103,6 @@ def seed_options(data, where: str = "assignment.toml") -> dict:
 
 
 STUDENT_OPTIONS = {"checks", "install"}  # the [student] table's settings (autograder/student.py)
-# the distribution that provides `autograder.student`, which the in-notebook check() imports: added to an install
-# cell that does not say where `autograder` comes from ({module = "autograder", pip = "..."} says it)
-DEFAULT_CHECKS_PACKAGE = "torchgrade"
 
 
 def student_options(data, where: str = "assignment.toml") -> dict:
@@ -127,8 +125,11 @@ def student_options(data, where: str = "assignment.toml") -> dict:
         else:
             raise ConfigError(f"{where}: [student] install entries are requirement strings or "
                                f"{{module = \"...\", pip = \"...\"}} tables, not {item!r}")
-    if checks and install and not any(module == "autograder" for module, _ in install):
-        install.append(["autograder", DEFAULT_CHECKS_PACKAGE])  # what check() imports, unless listed from elsewhere
+    for module, pip in install:  # check() needs nothing installed: the setup cell carries its code (student_checks.py)
+        if module == "autograder" or _module_of(pip) == DISTRIBUTION:
+            raise ConfigError(f"{where}: [student] install lists {pip!r}: check() needs nothing installed (the "
+                              "notebook carries its code), and students cannot install this project from a "
+                              "package index; remove the entry")
     return {"checks": checks, "install": install} if (checks or install) else {}
 
 

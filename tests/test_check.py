@@ -21,7 +21,7 @@ from tests.conftest import EXAMPLE_SOURCE, make_submission
 STUDENT_TABLE = '''
 [student]
 checks = true
-install = ["torch", {module = "autograder", pip = "autograder @ git+https://example.org/course/autograder.git"}]
+install = ["torch", {module = "sklearn", pip = "scikit-learn"}]
 '''
 
 VARIANTS = {
@@ -80,6 +80,66 @@ def test_build_stays_reproducible(course, tmp_path):
     assert (paths.assignment / "vectors.ipynb").read_bytes() == first
 
 
+BLOCK_THIS_PROJECT = """
+import importlib.abc, json, sys
+class NotInstalled(importlib.abc.MetaPathFinder):  # as on Colab: this project cannot be imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "autograder" or name.startswith("autograder."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NotInstalled())
+nb = json.load(open(sys.argv[1]))
+namespace, said = {"__name__": "__main__"}, []
+for cell in nb["cells"]:
+    tags = cell.get("metadata", {}).get("tags", [])
+    if cell["cell_type"] != "code" or "autograder-install" in tags:  # %pip: IPython syntax, and nothing to install
+        continue
+    import contextlib, io, traceback
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            exec(compile("".join(cell["source"]), "<cell>", "exec"), namespace)
+        except Exception as exc:  # --allow-errors: the next cell runs
+            print(f"{type(exc).__name__}: {exc}")
+    if "autograder-check" in tags:
+        said.append(out.getvalue())
+print(json.dumps(said))
+assert "autograder" not in sys.modules
+"""
+
+
+def test_check_needs_nothing_of_this_project_in_the_students_kernel(course, tmp_path):
+    """The student notebook run top to bottom where `autograder` cannot be imported: every check(...) cell prints
+    its verdict (the setup cell carries check()'s code). The slow twin: tests/test_student_fresh_machine.py."""
+    import subprocess
+    import sys
+
+    _, subs = course
+    script = tmp_path / "run_notebook.py"
+    script.write_text(BLOCK_THIS_PROJECT)
+    for name, passing in (("untouched", 0), ("unnormalised_softmax", 1), ("full", 2)):
+        done = subprocess.run([sys.executable, "-I", str(script), str(subs[name])], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        said = json.loads(done.stdout.strip().splitlines()[-1])
+        assert [text.split(":")[0] for text in said] == ["1. Normalize", "2. Softmax"], said
+        assert sum("1 of 1 public check(s) pass" in text for text in said) == passing, (name, said)
+
+
+def test_the_student_side_imports_only_the_standard_library():
+    """autograder/student_checks.py is what a student's kernel runs: no import outside Python's standard library."""
+    import ast
+    import sys
+
+    from autograder import student_checks
+
+    tree = ast.parse(open(student_checks.__file__, encoding="utf-8").read())
+    imported = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    assert imported and imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level], "no relative imports"
+
+
 def test_install_cell_is_valid_ipython(course):
     from IPython.core.inputtransformer2 import TransformerManager
 
@@ -100,9 +160,14 @@ def test_student_options_are_validated(tmp_path):
             load_config(source)
     (source / "assignment.toml").write_text(toml + "[student]\ninstall = ['scikit-learn>=1.3']\n")
     assert load_config(source).student == {"checks": False, "install": [["scikit_learn", "scikit-learn>=1.3"]]}
-    # with check() cells, the install cell brings the package check() imports unless told where it comes from
+    # check() needs nothing installed (the notebook carries its code): the install cell never installs this project,
+    # which no package index serves
     (source / "assignment.toml").write_text(toml + "[student]\nchecks = true\ninstall = ['torch']\n")
-    assert load_config(source).student["install"] == [["torch", "torch"], ["autograder", "torchgrade"]]
+    assert load_config(source).student["install"] == [["torch", "torch"]]
+    for this_project in ("'torchgrade'", "'torchgrade>=0.1'", "{module = 'autograder', pip = 'x @ git+https://e.org/x'}"):
+        (source / "assignment.toml").write_text(toml + f"[student]\nchecks = true\ninstall = [{this_project}]\n")
+        with pytest.raises(ConfigError, match="check\\(\\) needs nothing installed"):
+            load_config(source)
 
 
 def test_limits_are_numbers(tmp_path):

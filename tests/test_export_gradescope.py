@@ -351,7 +351,17 @@ def test_visibility_and_pending_in_results():
     assert [tests[n]["visibility"] for n in "abc"] == ["visible", "hidden", "after_due_date"]
     assert "score" not in tests["acc"] and tests["acc"]["output"] == "Pending: needs a GPU"
     assert data["score"] == 3 and data["extra_data"]["pending_points"] == 4
-    assert "Pending: 4 points (1 check(s)) are not graded yet" in data["output"]
+    # the score out of what Gradescope's Autograder points are (the total less the pending points), and what is pending
+    assert data["output"].startswith("Score: 3 / 6 (the autograded points; the assignment's total is 10)")
+    assert "Pending: 4 points (1 check(s): acc (4)) are not graded yet" in data["output"]
+    # Markdown, as the messages are written (code in backticks), with what came from a submission made inert
+    assert data["output_format"] == data["test_output_format"] == "md"
+    marked = CheckResult("d", "1. A", 1, 0, "failed", "calling `f` raised: see [here](http://x) <b>\nsecond line")
+    [test] = gradescope_json(SubmissionResult("s", "s.ipynb", [marked]))["tests"]
+    assert test["output"] == "calling `f` raised: see \\[here\\](http://x) \\<b>  \nsecond line"
+    hidden = CheckResult("secret", "4", 2, 0, "pending", "by hand", "hidden")
+    text = gradescope_json(SubmissionResult("s", "s.ipynb", [*checks, hidden]))["output"]
+    assert "acc (4), hidden checks (2)" in text and "secret" not in text  # counted, never named
     said_pending = CheckResult("m", "4", 1, 0, "pending", "pending: graded by hand")
     assert gradescope_json(SubmissionResult("s", "s.ipynb", [said_pending]))["tests"][0]["output"] == \
         "pending: graded by hand"  # never "Pending: pending"
@@ -423,3 +433,27 @@ def test_the_zip_reads_shipped_files_and_restores_read_only_cells(tmp_path, tmp_
     assert "read-only" in data["output"]
     assert (root / "source" / "release" / "reads" / "files" / "data" / "n.txt").is_file()
     assert not (root / "source" / "release" / "reads" / "manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_the_export_text_docs_platforms_quotes_is_the_exports(tmp_path, capsys):
+    """docs/platforms.md quotes what `autograder export gradescope transformers_bert` prints: every line as the export
+    prints it (the notebook's cell numbers, the points), the zip's size to within 10% (it grows with the source)."""
+    import re
+
+    from autograder.build import build
+    from autograder.entrypoints import command_line
+
+    root = Path(__file__).resolve().parent.parent
+    source = tmp_path / "solutions" / "transformers_bert"
+    shutil.copytree(root / "solutions" / "transformers_bert", source)
+    build(source)  # no recording: the zip does not carry it
+    assert command_line(["export", "gradescope", str(source)]) == 0
+    printed = capsys.readouterr().out.replace(f"{tmp_path}/", "").strip().splitlines()
+    docs = (root / "docs" / "platforms.md").read_text(encoding="utf-8")
+    quoted = docs.split("```\nGradescope autograder: ", 1)[1].split("```", 1)[0]
+    quoted = ("Gradescope autograder: " + quoted).strip().splitlines()
+    size = re.compile(r"\((\d+) KiB\)")
+    kib = [int(size.search(lines[0]).group(1)) for lines in (quoted, printed)]
+    assert abs(kib[0] - kib[1]) <= 0.1 * kib[1], f"docs/platforms.md says {kib[0]} KiB, the export {kib[1]} KiB"
+    assert [size.sub("", line) for line in quoted] == [size.sub("", line) for line in printed]

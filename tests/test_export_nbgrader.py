@@ -212,7 +212,7 @@ def test_the_course_lands_outside_the_project_by_default(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, monkeypatch):
+def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, monkeypatch, capfd):
     """nbgrader's own commands hand out, collect and return; `autograder nbgrader-grade`, run from the course
     folder, grades in between. bob submits after the due date under penalty_method = "zero"."""
     from nbgrader.api import Gradebook
@@ -265,6 +265,16 @@ def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, 
         got = {s: (gb.find_submission("vectors", s).score, gb.find_submission("vectors", s).late_submission_penalty)
                for s in ("alice", "bob")}
     assert got == {"alice": (11.0, 0.0), "bob": (9.0, 9.0)}, got  # "zero": the late penalty is the whole score
+    # formgrader shows the autograded copy: each grade cell prints its check's score and message, the reason for
+    # "1 / 3" (never a cell without output)
+    for student, printed in (("alice", "softmax: values along every dim: 3 / 3"),
+                             ("bob", "softmax: values along every dim: 1 / 3\n")):
+        graded = nbformat.read(course / "autograded" / student / "vectors" / "vectors.ipynb", as_version=4)
+        cells = [c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("ag_")]
+        assert cells and all(c.outputs and c.outputs[0]["name"] == "stdout" for c in cells), student
+        said = "".join(o["text"] for c in cells for o in c.outputs)
+        assert printed in said, said
+    assert "dim" in said.split("softmax: values along every dim: 1 / 3\n")[1].split("\n")[0]  # bob's reason
 
     nbgrader(course, "release_feedback", "vectors")
     for student, late in (("alice", False), ("bob", True)):
@@ -295,8 +305,12 @@ def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, 
     with Gradebook(db, "vectors101") as gb:
         gb.find_grade("q_softmax", "vectors", "vectors", "alice").manual_score = 2.0
         gb.db.commit()
-    assert command_line(["nbgrader-grade", "vectors", "--quiet", "--student", "alice"]) == 0
+    capfd.readouterr()
+    assert command_line(["nbgrader-grade", "vectors", "--student", "alice"]) == 0
     shutdown_fork_server()
+    said = capfd.readouterr()
+    assert "[1/1] alice: 13/13 (" in said.err, said.err  # the progress line: the new total, nothing pending
+    assert "alice: 13\n" in said.out
     page = (course / "feedback" / "alice" / "vectors" / "vectors.html").read_text()
     assert "graded by hand: 2 / 2" in page and "13 / 13" in page
     with Gradebook(db, "vectors101") as gb:

@@ -204,9 +204,13 @@ def test_every_submission_has_results_and_a_grades_row(graded):
 
 def test_feedback_never_shows_hidden_test_source(graded):
     _, out = graded
+    from autograder.reports.results import plain
+
     text = (out / "buggy" / "feedback.md").read_text() + (out / "buggy" / "results.json").read_text()
     assert "reference.normalize" not in text and "manual_seed(1)" not in text
-    assert "normalize([[3, 4]]) should be [[0.6, 0.8]]" in text  # the assertion's message, not its code
+    outputs = [t["output"] for t in json.loads((out / "buggy" / "results.json").read_text())["tests"]]
+    for markdown in ((out / "buggy" / "feedback.md").read_text(), "\n".join(outputs)):  # both Markdown, made inert
+        assert plain("normalize([[3, 4]]) should be [[0.6, 0.8]]") in markdown  # the assertion's message, not its code
 
 
 def test_partial_credit_is_clamped_and_proportional(submission, example_release, tmp_path):

@@ -216,3 +216,46 @@ def test_the_cpu_job_replayed_as_an_unprivileged_user_refused_user_namespaces(su
     assert "job succeeded" in done.stdout and "--- Grade: exit status 0" in done.stdout
     level = "isolated: allowlist root" if sudo else "restricted: no namespaces"
     assert f"transformers_bert_submission: 42.5/71, confined: {level}" in done.stdout, done.stdout[-4000:]
+
+
+def test_the_replays_setup_python_sees_the_packages_of_a_venv_it_runs_from(tmp_path):
+    """tools/replay_workflow.py run from a virtual environment: its setup-python stand-in sees that venv's own
+    packages (not only the base interpreter's), as the replay's later steps need."""
+    venv, tool = tmp_path / "venv", tmp_path / "tool"
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    subprocess.run([base, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    Path(site, "only_in_this_venv.py").write_text("HERE = True\n")
+    driver = ("import sys; sys.path.insert(0, sys.argv[1]); import replay_workflow as r; from pathlib import Path; "
+              "print(r.setup_python_script(Path(sys.argv[2])))")
+    script = subprocess.run([str(python), "-c", driver, str(ROOT / "tools"), str(tool)], capture_output=True,
+                            text=True, check=True).stdout
+    subprocess.run(["bash", "-eo", "pipefail", "-c", script], check=True)
+    seen = subprocess.run([str(tool / "bin" / "python"), "-c", "import only_in_this_venv, yaml; print('seen')"],
+                          capture_output=True, text=True)
+    assert seen.stdout.strip() == "seen", seen.stderr
+
+
+def test_torch_is_pinned_from_one_place_everywhere_it_is_installed(workflow):
+    """The CI workflow (both jobs), .ci/run, README's commands and the Gradescope bundle install the same torch, the
+    one pin of autograder/pins.py (`python -m autograder.pins` prints it for the shell)."""
+    from autograder.export.gradescope import requirements
+    from autograder.pins import TORCH_VERSION
+
+    printed = subprocess.run([sys.executable, "-m", "autograder.pins"], cwd=ROOT, capture_output=True, text=True)
+    assert printed.stdout.strip() == TORCH_VERSION
+    for job in workflow["jobs"].values():
+        installs = [line for line in _runs(job).splitlines() if re.search(r"pip install .*\btorch\b", line)]
+        assert installs and all("torch==$(" in line and "-m autograder.pins)" in line for line in installs), installs
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'pip install -q "torch==$(python -m autograder.pins)"' in ci
+    readme = (ROOT / "README.md").read_text()
+    assert set(re.findall(r"torch==([\w.]+)", readme)) == {TORCH_VERSION}
+
+    class Release:  # what requirements() reads of a release: the answer key's imports
+        reference = type("Reference", (), {"units": []})()
+
+    lines, torch_line, _ = requirements(Release())
+    assert torch_line == f"torch=={TORCH_VERSION}" and torch_line in lines

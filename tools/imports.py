@@ -17,14 +17,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "autograder"
 
 # lowest first; a module belongs to the first entry whose prefix names it (a package prefix covers its modules)
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["autograder.errors", "autograder.status", "autograder.files", "autograder.seeding", "autograder.config",
+    ("foundations", ["autograder.errors", "autograder.pins", "autograder.status", "autograder.files", "autograder.seeding", "autograder.config",
                      "autograder.notebook"]),
     ("processes", ["autograder.sandbox"]),
     ("checks", ["autograder.testing", "autograder.substitution", "autograder.kernel", "autograder.judge",
                 "autograder.deferred"]),
     ("release format and recording data", ["autograder.recording", "autograder.release"]),
     ("results and inputs", ["autograder.reports", "autograder.submissions"]),
-    ("build", ["autograder.student", "autograder.build", "autograder.corpus"]),
+    ("build", ["autograder.student_checks", "autograder.student", "autograder.build", "autograder.corpus"]),
     ("grading", ["autograder.grading"]),
     ("services", ["autograder.check", "autograder.verify", "autograder.export", "autograder.rubric", "autograder.review",
                   "autograder.importers", "autograder.scaffold", "autograder.mutants"]),

@@ -9,9 +9,9 @@ restriction (a broker started here runs it with the caller's terminal, working f
 Run as root (it creates the user with useradd when missing and lays out the workspace). Each `run:` step runs
 with the runner's shell (`bash --noprofile --norc -eo pipefail`), the workflow's env and inputs, GITHUB_ENV and
 GITHUB_STEP_SUMMARY files. Steps that `uses:` an action are done locally: checkout copies the repository's
-files, setup-python gives a virtual environment over this interpreter's packages, upload-artifact copies the
-path. The install step is replaced by an offline install of this checkout into that environment (this machine
-may not reach PyPI); what it installs is the same project. Exit status: the job's (0 when every step passed).
+files, setup-python gives a virtual environment over this interpreter's packages (a venv's own included),
+upload-artifact copies the path. The install step is replaced by an offline install of this checkout into that
+environment (this machine may not reach PyPI); what it installs is the same project. Exit status: the job's (0 when every step passed).
 """
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ import socket
 import threading
 import pwd
 import re
+import shlex
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -153,7 +155,7 @@ class Runner:
         if name == "actions/checkout":
             return self._checkout(given)
         if name == "actions/setup-python":
-            return self.shell(f"{sys.executable} -m venv --system-site-packages {self.tool}\n", {})
+            return self.shell(setup_python_script(self.tool), {})
         if name == "actions/upload-artifact":
             source = self.workspace / given["path"]
             if source.exists():
@@ -183,6 +185,22 @@ class Runner:
         script.write_text(f"#!/bin/sh\nexec {self.tool}/bin/python -m autograder \"$@\"\n")
         script.chmod(0o755)
         return 0
+
+
+def setup_python_script(tool: Path) -> str:
+    """The setup-python stand-in: a virtual environment at `tool` that sees this interpreter's packages. It is made
+    from the interpreter this one runs on (a venv made from a venv's interpreter sees the base's packages, not the
+    venv's), with --system-site-packages for the base's, and a .pth that adds a venv's own site-packages as site
+    folders (their .pth files run: editable installs too) after its own, in the order this interpreter reads them."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    base_prefix = Path(sys.base_prefix).resolve()
+    carried = [p for p in site.getsitepackages() if Path(p).is_dir() and not Path(p).resolve().is_relative_to(base_prefix)]
+    script = f"{shlex.quote(base)} -m venv --system-site-packages {shlex.quote(str(tool))}\n"
+    if carried:
+        line = "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in carried)
+        where = f"$({shlex.quote(str(tool))}/bin/python -c 'import site; print(site.getsitepackages()[0])')"
+        script += f"printf '%s\\n' {shlex.quote(line)} > \"{where}/replay_carried.pth\"\n"
+    return script
 
 
 def replay(runner: Runner, job: dict) -> int:

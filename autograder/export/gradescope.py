@@ -10,7 +10,9 @@ runs `setup.sh` once to build the image, then for each submission copies `run_au
     run_autograder      grades the submitted notebook, whatever its file name; always leaves a
                         results.json, one that says so when the grader itself failed
     requirements.txt    exact versions, taken from the environment that exported the zip, less torch's CUDA
-                        build requirements (nvidia-*, cuda-*, triton) when that environment has CUDA torch
+                        build requirements (nvidia-*, cuda-*, triton) when that environment has CUDA torch;
+                        torch itself at the project's one pin (autograder/pins.py; the export warns when
+                        the environment has another torch)
     autograder/         this package (the grader), source only
     release/<name>/     manifest, reference definitions, hidden tests: what grading reads
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.metadata
 import io
 import json
 import shutil
@@ -32,6 +35,7 @@ import zipfile
 from pathlib import Path
 
 from autograder.files import write_atomic
+from autograder.pins import TORCH_VERSION
 
 ZIP_NAME = "gradescope-autograder.zip"
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -245,7 +249,7 @@ def requirements(release, extra: list[str] = ()) -> tuple[list[str], str, list[s
     dists, unknown = notebook_distributions(imports)
     lines = pinned_closure([*core_requirements(), *dists, *extra])
     torch_line = next(line for line in lines if line.startswith("torch=="))
-    torch_req = "torch==" + _public_version(torch_line.split("==", 1)[1])  # CPU builds carry a +cpu tag
+    torch_req = f"torch=={TORCH_VERSION}"  # the one pin (autograder/pins.py), as the CI workflow installs it
     lines = [torch_req if line == torch_line else line for line in lines]
     return lines, torch_req, unknown
 
@@ -304,6 +308,11 @@ def export_gradescope(release, out: Path | None = None, extra: list[str] = ()) -
     lines, torch_req, unknown = requirements(release, list(extra))
     warnings = [f"the notebook imports {m!r}, which no installed package provides: students' code using it "
                 f"will fail on Gradescope unless you add it with --pip" for m in unknown]
+    installed = _public_version(importlib.metadata.version("torch"))  # CPU builds carry a +cpu tag
+    if installed != TORCH_VERSION:
+        warnings.append(f"torch {installed} is installed here, and the bundle installs torch {TORCH_VERSION} (the "
+                        "pin of autograder/pins.py, which the CI workflow installs too): the answer key was checked "
+                        f"with {installed}; install torch=={TORCH_VERSION} here, or change the pin, so that both agree")
     fill = lambda text: (text.replace("@TITLE@", release.config.title.replace('"', "'")).replace("@NAME@", name)  # noqa: E731 - one template filler
                          .replace("@TORCH_INDEX@", TORCH_INDEX).replace("@TORCH@", torch_req))
     buf = io.BytesIO()

@@ -499,11 +499,14 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
                                     f"in {course} first") from None
     students_ids = unique_ids([student for student, _, _, _ in picked])  # the progress lines name the students
     notes = {i: note for i, (_, _, _, note) in zip(students_ids, picked) if note}
+    nb_id = Path(notebook).stem
+    by_formgrader = _HandGrades(db, course_id, nb_id, name, dict(zip(students_ids, (s for s, _, _, _ in picked))),
+                                ids, by_hand)
     with tempfile.TemporaryDirectory(prefix="ag-nbgrader-") as tmp:  # results go to the gradebook, not here
-        options = GradeOptions(Path(tmp), quiet=quiet, trusted=trusted, ids=students_ids, summary=False, notes=notes)
+        options = GradeOptions(Path(tmp), quiet=quiet, trusted=trusted, ids=students_ids, summary=False, notes=notes,
+                               settle=by_formgrader)
         results = grade(release, submitted, options) if submitted else []
     scores = _Scores()
-    nb_id = Path(notebook).stem
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes nbgrader's own autograde shows too
         warnings.filterwarnings("ignore", module="sqlalchemy")
@@ -518,17 +521,15 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
             with Gradebook(db, course_id) as gb:
                 _submission_entry(gb, coursedir, name, student, folder)
                 for check in result.checks:
+                    graded = by_formgrader.status_before(result.submission, check)  # before formgrader's points
                     grade_id = ids.get(check.name)
                     if grade_id is None:  # a written answer (its cell's grade_id is the check's name): nbgrader's
-                        if check.status == PENDING:
-                            _as_formgrader_graded(gb, check, by_hand.get(check.name, check.name), nb_id, name, student)
-                        elif check.status == FAILED:  # not answered (submitted as handed out): 0, as autograde gives
+                        if graded == FAILED:  # not answered (submitted as handed out): 0, as autograde gives
                             _unanswered(gb, check, by_hand.get(check.name, check.name), nb_id, name, student)
                         continue
                     g = gb.find_grade(grade_id, nb_id, name, student)
-                    if check.status == PENDING and g.manual_score is not None:  # graded by hand in formgrader
+                    if graded == PENDING and check.status != PENDING:  # graded by hand in formgrader
                         g.auto_score, g.needs_manual_grade = None, False
-                        _graded_by_hand(check, float(g.manual_score))  # so the feedback page says it
                     elif check.status in (PENDING, UNGRADED):  # no score yet: flagged for the instructor, never 0
                         g.auto_score, g.needs_manual_grade = None, True
                     else:
@@ -545,7 +546,7 @@ def grade_into_gradebook(assignment: str, course: Path, students: list[str] | No
             autograded = course / "autograded" / student / name / notebook
             feedback = course / "feedback" / student / name / f"{nb_id}.html"
             autograded.parent.mkdir(parents=True, exist_ok=True)
-            _replace_copy(path, autograded)  # formgrader shows this copy when grading written answers
+            _write_autograded(path, autograded, result, ids)  # formgrader shows this copy, with each grade's reason
             write_atomic(feedback, submission_html(result, release.config.title))
             for carried in CARRIED:  # release_feedback finds the student's exchange folder by these
                 if (folder / carried).is_file():
@@ -566,22 +567,49 @@ def _submission_entry(gb, coursedir, name: str, student: str, folder: Path) -> N
         gb.update_or_create_submission(name, student)
 
 
-def _as_formgrader_graded(gb, check, grade_id: str, nb_id: str, name: str, student: str) -> None:
-    """A pending written answer the instructor graded in formgrader (its cell `grade_id`), as graded (for the
-    feedback page)."""
-    from nbgrader.api import MissingEntry
+class _HandGrades:
+    """Points entered by hand in formgrader, given to each result as it is graded (GradeOptions.settle): the
+    progress line, the feedback page and the total say the grade with them. A pending check (a written answer, a
+    `manual` check) with a manual grade is that grade; so is a written answer submitted as handed out (0 without
+    one, as nbgrader's autograde gives it)."""
 
-    try:
-        manual = gb.find_grade(grade_id, nb_id, name, student).manual_score
-    except MissingEntry:
-        return
-    if manual is not None:
-        _graded_by_hand(check, float(manual))
+    def __init__(self, db: str, course_id: str, nb_id: str, name: str, students: dict[str, str],
+                 ids: dict[str, str], by_hand: dict[str, str]):
+        self.db, self.course_id, self.nb_id, self.name = db, course_id, nb_id, name
+        self.students, self.ids, self.by_hand = students, ids, by_hand  # result id -> student; check -> grade_id
+        self.before: dict[tuple[str, str], str] = {}  # (result id, check) -> its status before the hand grade
+
+    def __call__(self, result) -> None:
+        student = self.students.get(result.submission)
+        manual = self._manual_scores(student) if student is not None else {}
+        for check in result.checks:
+            written = check.name not in self.ids
+            score = manual.get(self.ids.get(check.name) or self.by_hand.get(check.name, check.name))
+            if score is not None and (check.status == PENDING or (written and check.status == FAILED)):
+                self.before[(result.submission, check.name)] = check.status
+                _graded_by_hand(check, score)
+
+    def status_before(self, result_id: str, check) -> str:
+        """The check's status as graded, before any hand grade."""
+        return self.before.get((result_id, check.name), check.status)
+
+    def _manual_scores(self, student: str) -> dict[str, float]:
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module="nbgrader")
+            warnings.filterwarnings("ignore", module="sqlalchemy")
+            with Gradebook(self.db, self.course_id) as gb:
+                try:
+                    grades = gb.find_submission_notebook(self.nb_id, self.name, student).grades
+                except MissingEntry:  # not graded before: nothing entered by hand
+                    return {}
+                return {g.name: float(g.manual_score) for g in grades if g.manual_score is not None}
 
 
 def _unanswered(gb, check, grade_id: str, nb_id: str, name: str, student: str) -> None:
     """A written answer submitted as handed out: auto score 0, no manual grade needed, as nbgrader's autograde
-    records it; points the instructor gave it in formgrader still count (and the feedback page says them)."""
+    records it; points the instructor gave it in formgrader still count (_HandGrades gave them to the check)."""
     from nbgrader.api import MissingEntry
 
     try:
@@ -589,8 +617,6 @@ def _unanswered(gb, check, grade_id: str, nb_id: str, name: str, student: str) -
     except MissingEntry:
         return
     grade.auto_score, grade.needs_manual_grade = 0.0, False
-    if grade.manual_score is not None:
-        _graded_by_hand(check, float(grade.manual_score))
 
 
 def _graded_by_hand(check, score: float) -> None:
@@ -635,6 +661,47 @@ def _replace_copy(src: Path, dst: Path) -> None:
     read-only (444), which an instructor who is not root cannot open for writing."""
     mode = dst.stat().st_mode & 0o7777 if dst.exists() else 0o644
     write_atomic(dst, src.read_bytes(), mode=mode)
+
+
+VERDICTS_UP_TO_BYTES = 64 * 2**20  # a larger submission goes to formgrader as submitted, without the verdicts
+
+
+def verdict_text(check) -> str:
+    """What a grade cell of the autograded copy prints: the check's score and its message (formgrader shows it under
+    the cell's "0 / 2"). A hidden check's message stays out (`nbgrader generate_feedback` would show it students)."""
+    if check.status == PENDING:
+        head = f"{check.name}: pending, {check.max_score:g} point(s)"
+    elif check.status == UNGRADED:
+        head = f"{check.name}: NOT GRADED (a problem of the grader, not of this notebook)"
+    else:
+        head = f"{check.name}: {check.score:g} / {check.max_score:g}"
+    if check.visibility == "hidden":
+        return head + " (a hidden check: its message is not shown in the notebook)\n"
+    return head + (f"\n{check.message}" if check.message else "") + "\n"
+
+
+def _write_autograded(submitted: Path, autograded: Path, result, ids: dict[str, str]) -> None:
+    """The graded notebook where formgrader reads it: the submission, each autograded cell's output replaced by its
+    check's verdict (what nbgrader's autograde leaves there is the cell's own run). A notebook nbformat cannot read
+    is copied as it is, and so is one over VERDICTS_UP_TO_BYTES (reading it whole in this process could take
+    gigabytes: docs/isolation.md)."""
+    import nbformat
+
+    by_cell = {ids[c.name]: c for c in result.checks if c.name in ids}
+    try:
+        nb = nbformat.read(submitted, as_version=4) if submitted.stat().st_size <= VERDICTS_UP_TO_BYTES else None
+    except Exception:  # noqa: BLE001 - whatever a submission holds, formgrader still gets the file as submitted
+        nb = None
+    if nb is None:
+        _replace_copy(submitted, autograded)
+        return
+    for cell in nb.cells:
+        check = by_cell.get(nbgrader_meta(cell).get("grade_id"))
+        if cell.get("cell_type") == "code" and check is not None:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=verdict_text(check))]
+            cell.execution_count = None
+    mode = autograded.stat().st_mode & 0o7777 if autograded.exists() else 0o644
+    write_atomic(autograded, nbformat.writes(nb), mode=mode)
 
 
 def _late_penalty(config, db: str, course_id: str, nb_id: str, name: str, student: str) -> float:

@@ -1,10 +1,12 @@
 """What a grading run is asked to do (GradeOptions) and how its workers are confined (confinement_for)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.release import Release
+from autograder.reports.results import SubmissionResult
 from autograder.sandbox.isolation import Confinement, level_of
 
 
@@ -22,6 +24,9 @@ class GradeOptions:
     notes: dict[str, str] = field(default_factory=dict)  # id -> a note for the student (how it was found)
     use_recording: bool = True  # replay the reference as recorded when the recording fits (recording.py)
     cluster: str | None = None  # a Ray cluster's address ("local": start one here): grading/cluster.py
+    # called on each result as it finishes, before it is written or shown (its progress line): points decided
+    # elsewhere, such as written answers graded by hand in nbgrader's formgrader (export/nbgrader.py)
+    settle: Callable[[SubmissionResult], None] | None = None
 
 
 def confinement_for(release: Release, options: "GradeOptions", cuda: bool, status: str = "") -> Confinement:

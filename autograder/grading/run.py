@@ -146,6 +146,8 @@ class Run:
         if note and note not in result.notes and note != result.error:
             result.notes.insert(0, note)
         self._keep_deferred(i, result)
+        if self.options.settle is not None:
+            self.options.settle(result)
         write_submission(self.out, result, self.release.config.title)
         write_atomic(self.out / result.submission / MARKER, json.dumps(self.prints[i], indent=1, sort_keys=True))
         self.results[i] = result

@@ -66,16 +66,22 @@ class SubmissionResult:
 
 
 def gradescope_json(result: SubmissionResult) -> dict:
-    """Gradescope's autograder results format (score, execution_time, output, tests[])."""
+    """Gradescope's autograder results format (score, execution_time, output, tests[]).
+
+    Outputs are Markdown (`output_format` and `test_output_format` "md": messages name code in backticks), with
+    whatever came from a submission made inert by `plain`. The output's score is what Gradescope shows: the
+    autograder's points, of the autograded total (the assignment's total less the pending points, which the
+    instructor sets as Gradescope's Autograder points, autograder/export/gradescope.py); what is pending is named."""
     tests = []
     for number, c in enumerate(result.checks, start=1):
         test = {"name": c.name, "number": str(number), "max_score": c.max_score, "visibility": c.visibility,
-                "output": c.message, "extra_data": {"part": c.part, "status": c.status}}
+                "output": _markdown(c.message), "extra_data": {"part": c.part, "status": c.status}}
         if c.status == PENDING:
             # no score yet: neither failed nor 0 (said once, whatever the message starts with)
-            test["output"] = c.message if c.message.lower().startswith("pending") else f"Pending: {c.message}"
+            said = c.message if c.message.lower().startswith("pending") else f"Pending: {c.message}"
+            test["output"] = _markdown(said)
         elif c.status == UNGRADED:
-            test["output"] = "NOT GRADED: " + c.message  # the grader's problem: no score, never 0
+            test["output"] = _markdown("NOT GRADED: " + c.message)  # the grader's problem: no score, never 0
         else:
             test["score"] = c.score
             test["status"] = "passed" if c.status == PASSED else "failed"  # Gradescope's two values
@@ -83,20 +89,38 @@ def gradescope_json(result: SubmissionResult) -> dict:
             test["tags"] = [c.part]
         tests.append(test)
     summary = [result.not_final_note()] if result.ungraded else []
-    summary.append(f"Score: {result.score:g} / {result.max_score:g}")
-    if result.pending:
-        summary.append(f"Pending: {sum(c.max_score for c in result.pending):g} points ({len(result.pending)} check(s)) "
-                       "are not graded yet; they will be added later and are not lost.")
+    summary += score_lines(result)
     if result.error:
         summary.append(result.error)
     summary += result.notes
-    return {"score": result.score, "execution_time": round(result.execution_time, 3), "output": "\n".join(summary),
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
-            "extra_data": {"submission": result.submission, "pending_points": sum(c.max_score for c in result.pending),
+    return {"score": result.score, "execution_time": round(result.execution_time, 3),
+            "output": "\n\n".join(_markdown(line) for line in summary), "output_format": "md",
+            "test_output_format": "md", "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
+            "extra_data": {"submission": result.submission, "pending_points": result.pending_points,
                            "final": not result.ungraded, "confinement": result.confinement,
                            "confinement_level": level_of(result.confinement) if result.confinement else "",
                            "memory": result.memory,
                            "grader_problems": sorted({c.grader_problem for c in result.ungraded})}}
+
+
+def score_lines(result: SubmissionResult) -> list[str]:
+    """The score as Gradescope shows it (the autograded points, pending ones left out) and, when some are
+    pending, which checks they are and that they are not lost."""
+    if not result.pending:
+        return [f"Score: {result.score:g} / {result.max_score:g}"]
+    autograded = round(result.max_score - result.pending_points, 6)
+    hidden = sum(c.max_score for c in result.pending if c.visibility == "hidden")  # counted, never named
+    named = ", ".join([f"{c.name} ({c.max_score:g})" for c in result.pending if c.visibility != "hidden"]
+                      + ([f"hidden checks ({hidden:g})"] if hidden else []))
+    return [f"Score: {result.score:g} / {autograded:g} (the autograded points; the assignment's total is "
+            f"{result.max_score:g})",
+            f"Pending: {pending_points_text(result)} ({len(result.pending)} check(s): {named}) are not graded yet; "
+            "they will be added to this score later and are not lost."]
+
+
+def _markdown(text: str) -> str:
+    """Text as Gradescope's Markdown shows it: inert (`plain`), each line break kept (a hard break)."""
+    return plain(text).replace("\n", "  \n")
 
 
 def pending_points_text(result: SubmissionResult) -> str:
