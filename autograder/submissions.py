@@ -13,6 +13,11 @@ Accepted inputs, mixed freely on one command line:
 - an nbgrader exchange tree: `submitted/<student>/<assignment>/*.ipynb` (the `submitted` folder or
   the course folder holding it); the id is the student folder's name.
 
+Ids are folder names of --out: folder-safe, at most MAX_ID_BYTES bytes of UTF-8 (cut between characters), unique
+also where the file system ignores case (`unique_ids`). Every notebook found inside a folder (a zip's: the folder
+it was extracted into) is checked for links leaving it (`refuse_links_out`) and records where it was found
+(`Submission.found_at`), where grading/staging.py reads it from without following a link.
+
 Inside a submission folder one rule picks the notebook (`pick_notebook`, also Gradescope's runner's): the
 notebook named like the assignment's unless it is as handed out (untouched), then the one with the student's
 work; the result's notes say which was graded and why. A notebook known to be another one of the same assignment

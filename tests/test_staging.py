@@ -209,6 +209,15 @@ def test_what_cannot_be_read_as_found_is_a_row_not_a_path_read_later(tmp_path, m
     assert (fifo.value.machine, gone.value.machine) == (False, False)  # the submission's: a row with 0
     nb.write_text("{}")
 
+    def broken_disk(*args):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    with monkeypatch.context() as patch:  # copying it failed here: the machine's, never the student's zero
+        patch.setattr(os, "replace", broken_disk)
+        with pytest.raises(NotStaged, match="cannot copy vectors.ipynb to grade it") as copy_failed:
+            staging.stage(nb, found_at)
+    assert copy_failed.value.machine
+
     def denied_here(root, inside):  # what a folder of mode 000 gives any user but root
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), inside.parts[0])
 

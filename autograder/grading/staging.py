@@ -103,8 +103,9 @@ class Staging:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # the command says so in one line, exit code 4
                 raise DiskFull(exc.errno, f"no space left on the device holding {self.root} (staging {path.name})") \
                     from None
-            if found_at:
-                raise NotStaged.of(path, exc, found_at[1]) from None
+            if found_at:  # the file was open and regular: reading or copying it failed here
+                raise NotStaged(f"cannot copy {path.name} to grade it: {exc.strerror} (a problem of this machine's "
+                                "files, not the submission's)", machine=True) from None
             return path, file_digest(path)
         finally:
             os.close(fd)
