@@ -4,7 +4,8 @@ releases, bundles and caches.
 Guarantees: `write_atomic` and `atomic_folder` either leave the complete new content at the target path or
 leave the target as it was (a crash, a full disk or a kill midway leaves at most a hidden temporary entry
 next to it, never a truncated file). Two writers of the same path never share a temporary name (the name
-holds the process id and a random part); the last to finish wins, whole.
+holds the process id and a random part); the last to finish wins, whole. `open_inside` opens a file inside a folder
+without following a link anywhere below the folder: what a caller checks (fstat) and reads is that one descriptor.
 """
 from __future__ import annotations
 
