@@ -225,3 +225,22 @@ def test_what_cannot_be_read_as_found_is_a_row_not_a_path_read_later(tmp_path, m
     with pytest.raises(NotStaged, match="Permission denied") as denied:
         staging.stage(nb, found_at)
     assert denied.value.machine  # this machine's: NOT GRADED, graded again by the next run
+
+
+def test_with_staging_off_the_same_check_decides_and_the_digest_is_of_what_it_read(tmp_path):
+    """A Ray cluster's nodes read the notebooks from their paths: the links check on the descriptor still decides,
+    and the marker's digest is of the bytes that descriptor read."""
+    from autograder.grading.staging import NotStaged
+
+    (tmp_path / "subs" / "a").mkdir(parents=True)
+    nb = tmp_path / "subs" / "a" / "vectors.ipynb"
+    nb.write_text("{}")
+    found_at = (tmp_path / "subs", nb.relative_to(tmp_path / "subs"))
+    staging = Staging(tmp_path / "out", enabled=False)
+    assert staging.stage(nb, found_at) == (nb, hashlib.sha256(b"{}").hexdigest())
+    nb.unlink()
+    nb.symlink_to(tmp_path / "answer_key.ipynb")
+    (tmp_path / "answer_key.ipynb").write_text('{"key": 1}')
+    with pytest.raises(NotStaged, match="it is a link"):
+        staging.stage(nb, found_at)
+    assert not (tmp_path / "out" / STAGED).exists()
