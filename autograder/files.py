@@ -4,7 +4,8 @@ releases, bundles and caches.
 Guarantees: `write_atomic` and `atomic_folder` either leave the complete new content at the target path or
 leave the target as it was (a crash, a full disk or a kill midway leaves at most a hidden temporary entry
 next to it, never a truncated file). Two writers of the same path never share a temporary name (the name
-holds the process id and a random part); the last to finish wins, whole.
+holds the process id and a random part); the last to finish wins, whole. `open_inside` opens a file inside a folder
+without following a link anywhere below the folder: what a caller checks (fstat) and reads is that one descriptor.
 """
 from __future__ import annotations
 
@@ -132,3 +133,35 @@ def resolved(path: Path) -> Path:
         return Path(path).resolve()
     except (OSError, RuntimeError):
         return Path(path)
+
+
+_FOLDER_NO_LINK = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_NO_LINK = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO opens without waiting for a writer
+
+
+def open_inside(root: Path, inside: Path) -> int:
+    """A read-only descriptor of `root`/`inside` (a relative path), opened one component at a time from a descriptor
+    of `root`, never through a link anywhere under `root`: a link put in place of the file or of a folder on its way
+    after a check is never followed (OSError ELOOP, its `filename` the component; ENOTDIR where a folder became a
+    file). What is opened may be anything but a link (a FIFO does not block here): check it with os.fstat of this
+    descriptor, and read from it."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the folder itself is the caller's to trust
+    try:
+        for part in inside.parts[:-1]:
+            below = _open_folder(part, fd)
+            os.close(fd)
+            fd = below
+        return os.open(inside.name, _FILE_NO_LINK, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _open_folder(name: str, parent: int) -> int:
+    """The folder `name` of `parent` (a descriptor), not through a link: ELOOP where it is one (Linux says ENOTDIR
+    for a link opened with O_DIRECTORY | O_NOFOLLOW, as for a file)."""
+    try:
+        return os.open(name, _FOLDER_NO_LINK, dir_fd=parent)
+    except NotADirectoryError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name) from None
+        raise

@@ -13,6 +13,11 @@ Accepted inputs, mixed freely on one command line:
 - an nbgrader exchange tree: `submitted/<student>/<assignment>/*.ipynb` (the `submitted` folder or
   the course folder holding it); the id is the student folder's name.
 
+Ids are folder names of --out: folder-safe, at most MAX_ID_BYTES bytes of UTF-8 (cut between characters), unique
+also where the file system ignores case (`unique_ids`). Every notebook found inside a folder (a zip's: the folder
+it was extracted into) is checked for links leaving it (`refuse_links_out`) and records where it was found
+(`Submission.found_at`), where grading/staging.py reads it from without following a link.
+
 Inside a submission folder one rule picks the notebook (`pick_notebook`, also Gradescope's runner's): the
 notebook named like the assignment's unless it is as handed out (untouched), then the one with the student's
 work; the result's notes say which was graded and why. A notebook known to be another one of the same assignment
@@ -21,6 +26,7 @@ holding only such notebooks is missing the assignment's, and scores 0, as nbgrad
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import unicodedata
@@ -44,6 +50,9 @@ class Submission:
     note: str = ""  # how the notebook was chosen, when there was a choice
     refused: str = ""  # why it is not graded at all (a link leaving the submissions folder): its row says so
     named_by_file: bool = False  # its id is its file's name, not a student the layout names
+    # the submissions folder it was found in and its path there, links resolved (`refuse_links_out`): where staging
+    # reads it from without following a link (grading/staging.py); None for a file named on the command line
+    found_at: tuple[Path, Path] | None = None
 
 
 @dataclass
@@ -63,27 +72,54 @@ RUN_FILES = frozenset({"grades.csv", "summary.md", "summary.csv", "class-report.
                        "pass-rates.svg", "index.html"})
 
 
-def safe_id(text: str) -> str:
+NAME_MAX = 255  # bytes in one file name on the file systems results go to (ext4, XFS, btrfs, ZFS, tmpfs)
+# an id names a folder of --out; what is added to it to name something else there must fit too: "-N" of a repeat
+# (unique_ids, grading/resume.py: up to 8 bytes) and a temporary named after it (".<id>.XXXXXXXX.tmp<pid>": 21 bytes)
+ID_ROOM = 55
+MAX_ID_BYTES = NAME_MAX - ID_ROOM  # 200 bytes: 200 ASCII characters, 66 Chinese ones, 50 of 4 bytes
+
+
+def cut_to_bytes(text: str, limit: int) -> str:
+    """The longest start of `text` whose UTF-8 fits in `limit` bytes: never half of a character (a cut in the middle
+    of a multibyte one drops that character whole)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    return text if len(raw) <= limit else raw[:max(limit, 0)].decode("utf-8", "ignore")
+
+
+def fold(name: str) -> str:
+    """The key under which a case-insensitive file system (macOS, Windows) takes two names for one: "Alice" and
+    "alice", "STRASSE" and "straße" (folded more widely than such systems fold: at worst a needless "-2")."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def safe_id(text: str, limit: int = MAX_ID_BYTES) -> str:
     """A folder name from `text`: letters and digits of any script (NFC, as a Mac's NFD names are not), ._@+-
-    and _ only, at most 120 characters, never one of the run's own files, never beginning with @, + or - (which a
-    spreadsheet opening grades.csv reads as a formula, and a shell as an option)."""
+    and _ only, at most `limit` bytes of UTF-8 (a file name's limit is in bytes: 90 Chinese characters are 270),
+    never one of the run's own files, never beginning with @, + or - (which a spreadsheet opening grades.csv reads
+    as a formula, and a shell as an option)."""
     text = unicodedata.normalize("NFC", text)
-    base = re.sub(r"[^\w.@+-]+", "_", text)[:120].lstrip("._@+-").rstrip("._") or "submission"
+    base = cut_to_bytes(re.sub(r"[^\w.@+-]+", "_", text).lstrip("._@+-"), limit).rstrip("._") or "submission"
     return f"{base}_submission" if base.lower() in RUN_FILES else base
 
 
+def numbered_id(base: str, n: int, limit: int = MAX_ID_BYTES) -> str:
+    """`base`-n within `limit` bytes: the end of a long base gives way to the number."""
+    suffix = f"-{n}"
+    return cut_to_bytes(base, limit - len(suffix)) + suffix
+
+
 def unique_ids(ids: list[str]) -> list[str]:
-    """Folder-safe and unique (also where the file system ignores case): a repeat gets the first of -2, -3, ...
-    that no other id is, in input order."""
+    """Folder-safe and unique (also where the file system ignores case: `fold`): a repeat gets the first of -2, -3,
+    ... that no other id is, in input order. Each id, numbered or not, fits in MAX_ID_BYTES."""
     bases = [safe_id(raw) for raw in ids]
     taken: set[str] = set()
     out = []
     for base in bases:
         name, n = base, 1
-        while name.lower() in taken:
+        while fold(name) in taken:  # ends: each turn tries another number, and `taken` is finite
             n += 1
-            name = f"{base}-{n}"
-        taken.add(name.lower())
+            name = numbered_id(base, n)
+        taken.add(fold(name))
         out.append(name)
     return out
 
@@ -276,7 +312,7 @@ def extract_zip(archive: Path, into: Path) -> tuple[Path, dict[Path, str]]:
     (two `export.zip` from two folders) each keep their own, and the same zip given again is extracted again.
     Also: each member not to be graded (its extracted path) -> why: cut at MAX_EXTRACTED_BYTES (said with its own
     size), or its data not what its header declares."""
-    target = into / safe_id(f"{archive.stem}-{file_digest(archive)[:12]}")
+    target = into / f"{safe_id(archive.stem, MAX_ID_BYTES - 13)}-{file_digest(archive)[:12]}"  # the digest kept whole
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
@@ -289,7 +325,7 @@ def extract_zip(archive: Path, into: Path) -> tuple[Path, dict[Path, str]]:
                 continue
             if not (parts[-1].endswith(".ipynb") or parts[-1] == GRADESCOPE_METADATA) or total <= 0:
                 continue  # (past MAX_ZIP_BYTES: the member is not extracted, its submission gets a row without it)
-            dest = target.joinpath(*parts)
+            dest = target.joinpath(*map(_fitting_name, parts))
             dest.parent.mkdir(parents=True, exist_ok=True)
             copied, why = _extract_member(zf, info, dest, min(MAX_EXTRACTED_BYTES + 1, total))
             total -= copied
@@ -298,6 +334,16 @@ def extract_zip(archive: Path, into: Path) -> tuple[Path, dict[Path, str]]:
     # an export zipped with its top folder: use the folder holding the metadata
     meta = sorted(target.rglob(GRADESCOPE_METADATA), key=lambda p: len(p.parts))
     return (meta[0].parent if meta else target), refused
+
+
+def _fitting_name(name: str) -> str:
+    """A zip member's path component as a file name this file system takes: as it is within NAME_MAX bytes, else cut
+    (never inside a character) with a digest of the whole name and its extension kept ("<start>~1a2b3c4d.ipynb")."""
+    if len(name.encode("utf-8", "surrogatepass")) <= NAME_MAX:
+        return name
+    suffix = Path(name).suffix if len(Path(name).suffix.encode("utf-8", "surrogatepass")) <= 16 else ""
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{cut_to_bytes(name[:len(name) - len(suffix)], NAME_MAX - len(suffix.encode()) - 9)}~{digest}{suffix}"
 
 
 def _extract_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, limit: int) -> tuple[int, str]:
@@ -414,13 +460,25 @@ def is_output_folder(folder: Path) -> bool:
 
 
 def refuse_links_out(subs: list[Submission], root: Path) -> None:
-    """A notebook reached through a link that leaves the submissions folder (the answer key, another student's
+    """A notebook reached through a link that leaves the submissions folder `root` (the answer key, another student's
     notebook, a file elsewhere on the machine), whatever the layout and wherever the link is on its path, is not
-    graded: its row says so."""
+    graded: its row says so. Every other records where it is inside `root` (`found_at`): the links check is made
+    again, on the file that is read, when it is read (grading/staging.py). Each submission is checked against the
+    folder it was found in: the notebooks of a zip against the folder it was extracted into, wherever that is."""
+    root = resolved(root)
     for s in subs:
-        if s.path.exists() and root not in s.path.resolve().parents:
+        if s.refused:
+            continue
+        if not s.path.exists():  # a link to nothing, a notebook missing: where it would be (staging refuses a link)
+            real = resolved(s.path.parent) / s.path.name
+            s.found_at = (root, real.relative_to(root)) if root in real.parents else None
+            continue
+        real = resolved(s.path)
+        if root not in real.parents:
             s.refused = (f"{s.path.name} is reached through a link to a file outside the submissions folder "
-                         f"({s.path.resolve()}): not graded")
+                         f"({real}): not graded")
+        else:
+            s.found_at = (root, real.relative_to(root))
 
 
 def refuse_unreadable(subs: list[Submission], refused: dict[Path, str]) -> None:
@@ -445,6 +503,7 @@ def _zip_submissions(archive: Path, unpack_dir: Path, notebook: str | None, rele
         names = [archive] if len(notebooks) == 1 else notebooks
         found = [Submission(i, p, named_by_file=True) for i, p in zip(submission_ids(names), notebooks)]
     refuse_unreadable(found, refused)
+    refuse_links_out(found, folder)  # its own folder, not the one the zip was in: --out is often elsewhere
     inputs.roots.append(folder.resolve())
     return found
 
@@ -472,12 +531,17 @@ def discover(args: list[str | Path], notebook: str | None = None, assignment: st
                     found, layout = found + beside, "folder of notebooks and submission folders"
             else:
                 found, layout = _folders_of_submissions(arg, notebook, released), "folder of submission folders"
+            refuse_links_out(found, arg)
             zips = sorted(p for p in arg.iterdir() if p.suffix.lower() == ".zip" and p.is_file())
             if zips and unpack_dir is not None:  # students' own zips beside them (otter's grader.export(), say)
                 for archive in zips:
+                    if arg.resolve() not in resolved(archive).parents:  # a link out: the answer key's bundle, say
+                        found.append(Submission(safe_id(archive.stem), archive, named_by_file=True, refused=(
+                            f"{archive.name} is reached through a link to a file outside the submissions folder "
+                            f"({resolved(archive)}): not graded")))
+                        continue
                     found += _zip_submissions(archive, unpack_dir, notebook, released, inputs)
                 layout += f" and {len(zips)} zip(s)"
-            refuse_links_out(found, arg.resolve())
             inputs.roots.append(arg.resolve())
             inputs.layouts.append(f"{arg}: {layout}, {len(found)} submission(s)")
             if not found:

@@ -73,14 +73,57 @@ def test_the_six_submissions_score_as_the_author_meant_question_by_question(demo
     paths = build(demo.target)
     results = grade(load_release(paths.release), SUBMISSIONS, GradeOptions(tmp_path, quiet=True, summary=False))
     for path, result in zip(SUBMISSIONS, results):
-        by_question = {}
-        for c in result.checks:
-            if c.status != "pending":
-                assert c.status != "ungraded", (path.stem, c.name, c.message)
-                by_question[c.part] = by_question.get(c.part, 0) + c.score
         expected = EXPECTED[path.stem.removeprefix("demo-")]
-        assert by_question == pytest.approx(expected, abs=1e-5), path.stem
+        assert _by_question(result) == pytest.approx(expected, abs=1e-5), path.stem
         assert [c.name for c in result.checks if c.status == "pending"] == ["q4", "q5"]
+
+
+def _by_question(result) -> dict[str, float]:
+    by_question: dict[str, float] = {}
+    for c in result.checks:
+        if c.status != "pending":
+            assert c.status != "ungraded", (result.submission, c.name, c.message)
+            by_question[c.part] = by_question.get(c.part, 0) + c.score
+    return by_question
+
+
+@pytest.mark.slow
+def test_a_folder_of_otter_zips_graded_into_a_folder_elsewhere_scores_as_otter_scores(demo, tmp_path, capsys):
+    """What otter's grader.export() gives each student (a zip of the notebook, its PDF and otter's log), a folder of
+    them, --out outside it (the normal layout): each zip's notebook is extracted under --out, and checked for links
+    against that folder, not the one the zips were in (every student was 0 FINAL: "reached through a link to a file
+    outside the submissions folder")."""
+    import json
+    import zipfile
+
+    from autograder.entrypoints import command_line
+    from autograder.sandbox.forkserver import shutdown_fork_server
+
+    paths = build(demo.target)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    for path in SUBMISSIONS:
+        student = path.stem.removeprefix("demo-")
+        with zipfile.ZipFile(downloads / f"{student}_demo_2026_12_07T12_00_00_000000.zip", "w") as z:
+            z.write(path, "demo.ipynb")
+            z.writestr("demo.pdf", b"%PDF-1.4")
+            z.writestr(".OTTER_LOG", b"log")
+    out = tmp_path / "elsewhere" / "out"
+    try:
+        assert command_line(["grade", str(paths.release), str(downloads), "--out", str(out), "--quiet"]) == 0
+    finally:
+        shutdown_fork_server()  # the one this process started for --jobs 1
+    capsys.readouterr()
+    got = {}
+    for folder in sorted(p for p in out.iterdir() if (p / "grading.json").is_file()):
+        from autograder.reports.results import SubmissionResult
+
+        result = SubmissionResult.from_dict(json.loads((folder / "grading.json").read_text()))
+        assert not result.error, result.error
+        got[folder.name.removesuffix("_demo_2026_12_07T12_00_00_000000")] = _by_question(result)
+    assert set(got) == set(EXPECTED)
+    for student, scores in got.items():
+        assert scores == pytest.approx(EXPECTED[student], abs=1e-5), student
 
 
 # -- otter's rules ----------------------------------------------------------------------------------------

@@ -146,7 +146,7 @@ def test_a_rerun_copies_only_what_it_grades_and_knows_a_result_by_its_bytes_not_
     shutil.copy(key, tmp_path / "moved" / "c.ipynb")  # a late one
     staged = []
     stage = Staging.stage
-    monkeypatch.setattr(Staging, "stage", lambda self, path: staged.append(path.name) or stage(self, path))
+    monkeypatch.setattr(Staging, "stage", lambda self, path, *found: staged.append(path.name) or stage(self, path, *found))
     results = grade(example_release, sorted((tmp_path / "moved").iterdir()), GradeOptions(out, quiet=True))
     assert staged == ["c.ipynb"]  # a disk that filled up is not filled again by copies of what was graded
     assert [r.score for r in results] == [11, 11, 11]
@@ -160,3 +160,125 @@ def test_a_result_cut_short_by_a_full_disk_is_no_row_of_the_table(example_releas
     assert list(results_in(out)) == ["answer_key"]
     (out / "answer_key" / "results.json").unlink()  # grading.json written, then the disk was full
     assert results_in(out) == {}
+
+
+# -- a link swapped in between discovery's links check and the copy ----------------------------------------------
+
+def _class_of_stubs(example_release, tmp_path):
+    """subs/<student>/vectors.ipynb, each the notebook as handed out (no error, 0 points: never the key's 11), and
+    the answer key elsewhere, as discovery finds them."""
+    from autograder.submissions import discover
+
+    stub = example_release.dir.parent.parent / "assignments" / "vectors" / "vectors.ipynb"
+    for student in ("alice", "bob", "carol"):
+        (tmp_path / "subs" / student).mkdir(parents=True)
+        shutil.copy(stub, tmp_path / "subs" / student / "vectors.ipynb")
+    (tmp_path / "keys").mkdir()
+    shutil.copy(example_release.dir / "answer_key.ipynb", tmp_path / "keys" / "vectors.ipynb")
+    return discover([tmp_path / "subs"], "vectors.ipynb").submissions
+
+
+def _swap_for_links(tmp_path):
+    """alice's notebook becomes a link to the answer key; bob's folder a link to the key's folder."""
+    alice = tmp_path / "subs" / "alice" / "vectors.ipynb"
+    alice.unlink()
+    alice.symlink_to(tmp_path / "keys" / "vectors.ipynb")
+    shutil.rmtree(tmp_path / "subs" / "bob")
+    (tmp_path / "subs" / "bob").symlink_to(tmp_path / "keys", target_is_directory=True)
+
+
+def test_a_link_swapped_in_after_the_links_check_is_never_read(example_release, tmp_path, monkeypatch):
+    """Discovery found regular files inside the folder; before the run copies them, one student's notebook and
+    another's folder become links to the answer key: their rows say so, nothing is read through the links (they
+    were graded as the answer key, 11 points, without a note)."""
+    subs = _class_of_stubs(example_release, tmp_path)
+    stage = Staging.stage
+
+    def swapped_then_staged(self, path, *found):
+        if path.parts[-2] == "alice":  # the run reaches the first submission: the swap happens now
+            _swap_for_links(tmp_path)
+        return stage(self, path, *found)
+
+    monkeypatch.setattr(Staging, "stage", swapped_then_staged)
+    results = {r.submission: r for r in grade(example_release, subs, GradeOptions(tmp_path / "out", quiet=True))}
+    assert results["carol"].score == 0 and not results["carol"].error  # the notebook as handed out, graded
+    for student, where in (("alice", "it is a link"), ("bob", "the folder bob on its way is a link")):
+        assert results[student].score == 0 and not results[student].ungraded, student
+        assert f"cannot read vectors.ipynb: {where}" in results[student].error
+        assert "nothing was read through it" in results[student].error
+
+
+def test_a_link_swapped_in_once_the_file_is_open_changes_nothing(example_release, tmp_path, monkeypatch):
+    """The check and the copy are one open file: a swap after the file is opened leaves what is graded the bytes
+    of the file that was checked."""
+    from autograder.grading import staging
+
+    subs = _class_of_stubs(example_release, tmp_path)
+    open_inside = staging.open_inside
+
+    def opened_then_swapped(root, inside):
+        fd = open_inside(root, inside)
+        if inside.parts[0] == "alice":
+            _swap_for_links(tmp_path)
+        return fd
+
+    monkeypatch.setattr(staging, "open_inside", opened_then_swapped)
+    results = {r.submission: r for r in grade(example_release, subs, GradeOptions(tmp_path / "out", quiet=True))}
+    assert (results["alice"].score, results["alice"].error) == (0, "")  # the notebook as handed out: its own
+    assert "the folder bob on its way is a link" in results["bob"].error  # swapped before bob's was opened
+
+
+def test_what_cannot_be_read_as_found_is_a_row_not_a_path_read_later(tmp_path, monkeypatch):
+    """A notebook found in a folder is never handed on by its path when it cannot be staged: a FIFO there now, a
+    notebook removed (the student's), a permission (the machine's)."""
+    from autograder.grading import staging as staging_module
+    from autograder.grading.staging import NotStaged
+
+    (tmp_path / "subs" / "a").mkdir(parents=True)
+    nb = tmp_path / "subs" / "a" / "vectors.ipynb"
+    os.mkfifo(nb)
+    staging = Staging(tmp_path / "out")
+    found_at = (tmp_path / "subs", nb.relative_to(tmp_path / "subs"))
+    with pytest.raises(NotStaged, match="not a regular file") as fifo:
+        staging.stage(nb, found_at)
+    nb.unlink()
+    with pytest.raises(NotStaged, match="No such file") as gone:
+        staging.stage(nb, found_at)
+    assert (fifo.value.machine, gone.value.machine) == (False, False)  # the submission's: a row with 0
+    nb.write_text("{}")
+
+    def broken_disk(*args):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    with monkeypatch.context() as patch:  # copying it failed here: the machine's, never the student's zero
+        patch.setattr(os, "replace", broken_disk)
+        with pytest.raises(NotStaged, match="cannot copy vectors.ipynb to grade it") as copy_failed:
+            staging.stage(nb, found_at)
+    assert copy_failed.value.machine
+
+    def denied_here(root, inside):  # what a folder of mode 000 gives any user but root
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), inside.parts[0])
+
+    monkeypatch.setattr(staging_module, "open_inside", denied_here)
+    with pytest.raises(NotStaged, match="Permission denied") as denied:
+        staging.stage(nb, found_at)
+    assert denied.value.machine  # this machine's: NOT GRADED, graded again by the next run
+
+
+def test_with_staging_off_the_same_check_decides_and_the_digest_is_of_what_it_read(tmp_path):
+    """A Ray cluster's nodes read the notebooks from their paths: the links check on the descriptor still decides,
+    and the marker's digest is of the bytes that descriptor read."""
+    from autograder.grading.staging import NotStaged
+
+    (tmp_path / "subs" / "a").mkdir(parents=True)
+    nb = tmp_path / "subs" / "a" / "vectors.ipynb"
+    nb.write_text("{}")
+    found_at = (tmp_path / "subs", nb.relative_to(tmp_path / "subs"))
+    staging = Staging(tmp_path / "out", enabled=False)
+    assert staging.stage(nb, found_at) == (nb, hashlib.sha256(b"{}").hexdigest())
+    nb.unlink()
+    nb.symlink_to(tmp_path / "answer_key.ipynb")
+    (tmp_path / "answer_key.ipynb").write_text('{"key": 1}')
+    with pytest.raises(NotStaged, match="it is a link"):
+        staging.stage(nb, found_at)
+    assert not (tmp_path / "out" / STAGED).exists()

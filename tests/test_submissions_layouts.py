@@ -428,3 +428,125 @@ def test_students_own_zips_are_named_by_the_zip_given_alone_or_in_a_folder(tmp_p
     assert sorted(s.student for s in inputs.submissions) == ["alice_hw1", "bob_hw1", "carol", "dan"]
     alone = discover([folder / "alice_hw1.zip"], unpack_dir=tmp_path / "unpacked2")
     assert [(s.student, s.path.name) for s in alone.submissions] == [("alice_hw1", "hw1.ipynb")]
+
+
+# -- long ids: capped in bytes, a search for a free folder name that ends ------------------------------------------
+
+def test_ids_are_capped_in_bytes_never_inside_a_character_and_case_twins_stay_apart():
+    """A file name's limit is 255 bytes, not characters: 90 Chinese characters are 270 bytes (they were kept whole,
+    under the 120-character cap, and no folder could be made). Twins of 254 bytes differing only in case stay apart
+    also where the file system ignores case, their numbers within the limit too."""
+    from autograder.submissions import MAX_ID_BYTES, NAME_MAX, cut_to_bytes, numbered_id, safe_id, unique_ids
+
+    cjk, deseret = "张" * 45 + "伟" * 45, "\U00010400" * 63 + "ab"  # 270 bytes; a 4-byte letter with a lower case
+    twins = [deseret, deseret.lower(), "Ж" * 127, "ж" * 127]
+    assert all(len(t.encode()) == 254 for t in twins)
+    ids = unique_ids([cjk, cjk, *twins])
+    assert [len(i.encode()) <= MAX_ID_BYTES < NAME_MAX for i in ids] == [True] * 6
+    assert ids[0] == "张" * 45 + "伟" * 21 and ids[1] == ids[0] + "-2"  # 198 bytes: whole characters only
+    assert ids[3].endswith("-2") and ids[5].endswith("-2") and len({i.casefold() for i in ids}) == 6
+    assert cut_to_bytes("ab张", 4) == "ab" and cut_to_bytes("ab张", 5) == "ab张"
+    assert numbered_id("张" * 100, 12) == "张" * 65 + "-12"
+    assert safe_id("é" * 150).encode() == ("é" * 100).encode()
+
+
+def test_the_search_for_a_free_result_folder_ends_with_a_name_that_fits_or_says_why(tmp_path, monkeypatch):
+    """Ids longer than the folder's file system takes (given whole, as a caller's own ids may be) are cut to fit
+    it; a folder that takes no name at all stops the run with a clear error: the search once went on forever,
+    every candidate "name too long"."""
+    from autograder.grading import resume
+    from autograder.grading.outdir import OutDirUnusable
+
+    calls = []
+
+    def counted(then):
+        def check(folder):
+            calls.append(folder)
+            assert len(calls) < 1000, "the search for a free name did not end"
+            return then(folder)
+        return check
+
+    monkeypatch.setattr(resume, "not_a_result_folder", counted(resume.not_a_result_folder))
+    out = tmp_path / "out"
+    out.mkdir()
+    paths = [tmp_path / "a.ipynb", tmp_path / "b.ipynb"]
+    long_id = "张" * 90
+    ids, moved = resume.apart_from_earlier(out, paths, [long_id, long_id + "x"], [False, False])
+    assert len(set(ids)) == 2 and moved == set()
+    for name in ids:
+        assert len(name.encode()) <= resume.id_bytes(out)
+        (out / name).mkdir()  # each a folder this file system takes
+    monkeypatch.setattr(resume.os, "pathconf", lambda *a: 143)  # eCryptfs: shorter names still
+    assert all(len(i.encode()) <= 143 - 55 for i in resume.apart_from_earlier(out, paths, ids, [False, False])[0])
+
+    calls.clear()
+    no_name_fits = counted(lambda folder: True)
+    monkeypatch.setattr(resume, "not_a_result_folder", no_name_fits)
+    with pytest.raises(OutDirUnusable, match="no folder for the result of"):
+        resume.apart_from_earlier(out, paths, ["alice", "bob"], [False, False])
+
+
+def test_a_name_moved_aside_differs_from_every_other_id_in_more_than_case(tmp_path):
+    """Bob's folder holds another file's result: he becomes Bob-3, not Bob-2, which a Mac or Windows takes for the
+    folder of the student named bob-2."""
+    from autograder.grading.resume import MARKER, apart_from_earlier
+
+    out = tmp_path / "out"
+    (out / "Bob").mkdir(parents=True)
+    (out / "Bob" / MARKER).write_text('{"origin": "/elsewhere/Bob.ipynb", "notebook": "0"}')
+    paths = [notebook(tmp_path / "Bob.ipynb"), notebook(tmp_path / "bob-2.ipynb")]
+    assert apart_from_earlier(out, paths, ["Bob", "bob-2"], [True, True]) == (["Bob-3", "bob-2"], {0})
+
+
+def test_zip_members_and_zips_named_past_the_file_name_limit_are_extracted(tmp_path):
+    long = "学" * 100  # 300 bytes: no file system takes it as one name
+    archive = _zip_of(tmp_path / f"{long[:80]}.zip", {f"{long}/{long}.ipynb": b"{}", "b.ipynb": b"{}"})  # 244 bytes
+    folder, refused = extract_zip(archive, tmp_path / "unpacked")
+    got = sorted(folder.rglob("*.ipynb"))
+    assert refused == {} and len(got) == 2 and got[0].read_bytes() == b"{}"
+    assert all(len(part.encode()) <= 255 for p in got for part in p.relative_to(tmp_path).parts)
+    assert got[1].name.endswith(".ipynb") and got[1].name.startswith("学")
+
+
+@pytest.mark.slow
+def test_a_gradescope_export_of_long_multibyte_ids_and_case_twins_grades_every_row(example_build, tmp_path, capsys):
+    """The issue's export: a student whose SID is 90 Chinese characters (two of them, alike to the 90th), a group
+    whose e-mails join past the limit, and folders of 254 bytes differing only in case: every row, each its own."""
+    key = example_build.release / "answer_key.ipynb"
+    export = tmp_path / "export"
+    export.mkdir()
+    sids = {"submission_1": "张" * 90, "submission_2": "张" * 90 + "x", "submission_3": "李" * 90 + "@example.edu"}
+    (export / "submission_metadata.yml").write_text("---\n" + "".join(
+        f"{folder}:\n  :submitters:\n  - :name: N\n    :sid: '{sid}'\n    :email: ''\n" for folder, sid in sids.items()),
+        encoding="utf-8")
+    twins = tmp_path / "twins"
+    for folder in [export / name for name in sids] + [twins / ("Ж" * 127), twins / ("ж" * 127)]:
+        folder.mkdir(parents=True)
+        shutil.copy(key, folder / "vectors.ipynb")
+    out = tmp_path / "out"
+    try:
+        assert cli_main(["grade", str(example_build.source), str(export), str(twins), "--out", str(out),
+                         "--quiet"]) == 0
+    finally:
+        shutdown_fork_server()  # the one this process started for --jobs 1
+    capsys.readouterr()
+    rows = list(csv.DictReader((out / "grades.csv").open(encoding="utf-8")))
+    assert len(rows) == 5 and {r["total"] for r in rows} == {"11"}
+    assert len({r["submission"].casefold() for r in rows}) == 5
+
+
+def test_the_notebooks_of_a_folder_of_zips_are_checked_for_links_against_where_they_were_extracted(tmp_path):
+    """--out outside the folder of zips (the normal layout): each zip's notebook lies under --out, outside the folder
+    given, and is no link out (every one was refused as one); a zip that is itself a link out is."""
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    for student in ("alice", "bob", "carol"):
+        _zip_of(folder / f"{student}_hw1.zip", {"hw1.ipynb": b"{}", "hw1.pdf": b"%PDF", ".OTTER_LOG": b""})
+    (folder / "dan_hw1.zip").symlink_to(_zip_of(tmp_path / "solutions.zip", {"hw1.ipynb": b"{}"}))
+    unpacked = tmp_path / "elsewhere" / ".inputs"
+    got = {s.student: s for s in discover([folder], unpack_dir=unpacked).submissions}
+    assert sorted(got) == ["alice_hw1", "bob_hw1", "carol_hw1", "dan_hw1"]
+    for student in ("alice_hw1", "bob_hw1", "carol_hw1"):
+        root, inside = got[student].found_at
+        assert not got[student].refused and unpacked.resolve() in root.parents and (root / inside).is_file()
+    assert "reached through a link to a file outside the submissions folder" in got["dan_hw1"].refused

@@ -7,14 +7,18 @@ again. A result is resumed from its record (DIR/<id>/grading.json); the files de
 feedback.md) that are missing or damaged are written again from that record (restore_derived), not graded again."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 from pathlib import Path
 
+from autograder.deferred import results_files
 from autograder.files import file_digest, package_digest, resolved, write_atomic
+from autograder.grading.outdir import OutDirUnusable
 from autograder.release import Release
 from autograder.reports.results import RECORD, SubmissionResult, derived_files
-from autograder.deferred import results_files
+from autograder.submissions import ID_ROOM, MAX_ID_BYTES, NAME_MAX, cut_to_bytes, fold, numbered_id
 
 MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and release fingerprints)
 # what must match for a result to stand: the bytes and the release (not the path they were given by: the same
@@ -42,27 +46,77 @@ def apart_from_earlier(out_dir: Path, paths: list[Path], ids: list[str],
     into DIR before keeps the id it got then, whatever the order of this run's arguments (edited: graded again in
     place); the same bytes from elsewhere are resumed. Whatever names a submission, a folder of DIR that is no
     result (`--out .` in a course folder: release/, solutions/) is never written into: that student's result goes
-    to release-2. Returns the ids and the indexes of those moved aside (alice-2 for alice)."""
+    to release-2. Every id fits DIR's file system (`id_bytes`) and differs from the others in more than case. The
+    search for a free name ends (`_free_name`). Returns the ids and the indexes of those moved aside (alice-2 for
+    alice)."""
     earlier = _earlier_ids(out_dir) if any(named_by_file) else {}
     out: list[str | None] = [None] * len(ids)
     for i, (path, by_file) in enumerate(zip(paths, named_by_file)):
         before = earlier.get(_origin(path)) if by_file else None
         if before is not None and before not in out:
             out[i] = before
-    claimed = {name for name in out if name is not None}
-    taken, moved = claimed | set(ids), set()
-    for i, (path, sub_id, by_file) in enumerate(zip(paths, ids, named_by_file)):
+    longest = id_bytes(out_dir)
+    fitted = [cut_to_bytes(sub_id, longest) for sub_id in ids]
+    used = {fold(name) for name in out if name is not None}
+    taken, moved = used | {fold(name) for name in fitted}, set()
+    tries = 2 + _entries(out_dir)
+    for i, (path, base, by_file) in enumerate(zip(paths, fitted, named_by_file)):
         if out[i] is not None:
             continue
-        new, n = sub_id, 2
-        while new in claimed or (by_file and _someone_else(out_dir / new, path)) or not_a_result_folder(out_dir / new):
-            while f"{sub_id}-{n}" in taken:
-                n += 1
-            new = f"{sub_id}-{n}"
-            taken.add(new)
+        name, aside = _free_name(out_dir, base, path if by_file else None, used, taken, longest, tries)
+        out[i] = name
+        used.add(fold(name))
+        if aside:
             moved.add(i)
-        out[i] = new
     return [name for name in out if name is not None], moved
+
+
+def id_bytes(out_dir: Path) -> int:
+    """The longest id, in bytes, that DIR's file system takes with room to spare (submissions.ID_ROOM): 200 on
+    most, less where file names are shorter (eCryptfs: 143)."""
+    try:
+        name_max = os.pathconf(out_dir, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = NAME_MAX
+    return max(1, min(MAX_ID_BYTES, name_max - ID_ROOM))
+
+
+def _entries(out_dir: Path) -> int:
+    try:
+        with os.scandir(out_dir) as entries:
+            return sum(1 for _ in entries)
+    except OSError:
+        return 0
+
+
+def _free_name(out_dir: Path, base: str, by_file: Path | None, used: set[str], taken: set[str], longest: int,
+               tries: int) -> tuple[str, bool]:
+    """The first of base, base-2, base-3, ... that no other submission of this run has (`used`, `taken`: folded as a
+    case-insensitive file system folds names) and that DIR leaves free for it; whether it was moved aside for
+    something DIR holds. Each name DIR refuses is one of its entries: after `tries` (DIR's entries and two) none
+    will do, because DIR cannot be read or takes no such name, and the run stops with OutDirUnusable saying why."""
+    name, n, aside = base, 1, False
+    for _ in range(tries):
+        if fold(name) not in used:
+            if not ((by_file and _someone_else(out_dir / name, by_file)) or not_a_result_folder(out_dir / name)):
+                return name, aside
+            aside = True
+        n += 1
+        while fold(numbered_id(base, n, longest)) in taken:
+            n += 1
+        name = numbered_id(base, n, longest)
+        taken.add(fold(name))
+    raise OutDirUnusable(f"no folder for the result of {base} can be made in {out_dir} (tried {tries} names): "
+                         f"{_why_unusable(out_dir / name)}")
+
+
+def _why_unusable(folder: Path) -> str:
+    try:
+        os.lstat(folder)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            return exc.strerror or str(exc)
+    return "each name is taken by files that are no result"
 
 
 def _earlier_ids(out_dir: Path) -> dict[str, str]:
@@ -87,6 +141,12 @@ def result_files() -> tuple[str, ...]:
 
 def not_a_result_folder(folder: Path) -> bool:
     """Whether DIR/<id> is something other than a result's folder: a file, or a folder with files and no result."""
+    try:
+        os.lstat(folder)
+    except FileNotFoundError:
+        return False
+    except OSError:  # a name too long for DIR, DIR unreadable: nothing can be written there under this name
+        return True
     try:
         if not folder.is_dir():
             return folder.exists() or folder.is_symlink()

@@ -25,13 +25,13 @@ from autograder.files import write_atomic
 from autograder.grading.resume import (
     MARKER, apart_from_earlier, fingerprint, graded_by_another_version, previous, release_fingerprint, restore_derived,
 )
-from autograder.grading.grader import Grader, error_result, imported_modules, recorded_modules
+from autograder.grading.grader import Grader, error_result, imported_modules, recorded_modules, ungraded_result
 from autograder.grading.options import GradeOptions
 from autograder.grading.outdir import OutDirLost, claim, ensure_held, results_in
 from autograder.grading.pool import Pool
 from autograder.grading.preflight import preflight
 from autograder.grading.progress import Progress
-from autograder.grading.staging import Staging
+from autograder.grading.staging import NotStaged, Staging
 from autograder.release import Release
 from autograder.reports.class_statistics import class_statistics, format_mean
 from autograder.reports.results import SubmissionResult, write_submission
@@ -108,7 +108,7 @@ class Run:
     """The results of one grading run, written into its folder as each submission finishes."""
 
     def __init__(self, release: Release, options: GradeOptions, paths: list[Path], ids: list[str], notes: dict,
-                 staging: Staging):
+                 staging: Staging, submissions: list | None = None):
         self.release, self.options, self.out, self.notes = release, options, options.out_dir, notes
         self.names = [c.name for c in release.checks]
         release_id = release_fingerprint(release)
@@ -121,6 +121,8 @@ class Run:
         self.earlier = {k: v for k, v in results_in(self.out).items() if k not in this_run}
         self.todo = []
         self.other_version = 0  # results of another version of the grader, graded again (resume.py)
+        given = [s if isinstance(s, Submission) else Submission("", p) for s, p in zip(submissions or paths, paths)]
+        self.unstaged: dict[int, NotStaged] = {}  # found in a folder, not there as found now: rows saying why
         for i, (path, sub_id) in enumerate(zip(paths, ids)):
             earlier = None if options.regrade else previous(self.out, sub_id, self.prints[i])
             if earlier is not None:
@@ -128,9 +130,16 @@ class Run:
                 self.results[i] = earlier
                 continue
             self.other_version += not options.regrade and graded_by_another_version(self.out, sub_id, self.prints[i])
+            if given[i].refused:  # not graded at all: nothing of it is read (a link out is not followed to copy it)
+                self.todo.append((i, path, sub_id))
+                continue
             # graded from a copy, whatever the original does meanwhile (only those graded: a disk that filled up
             # is not filled again by copies of what an earlier command graded)
-            staged, digest = self.staging.stage(path)
+            try:
+                staged, digest = self.staging.stage(path, given[i].found_at)
+            except NotStaged as exc:
+                self.unstaged[i] = exc
+                staged, digest = path, f"not staged: {exc}"  # never resumed: graded again by the next run
             self.prints[i] = fingerprint(path, release_id, digest)
             self.todo.append((i, staged, sub_id))
         self.jobs = max(1, min(options.jobs, len(self.todo)))
@@ -192,9 +201,12 @@ class Run:
         return [merged[k] for k in sorted(merged)] if self.earlier else self.done()
 
     def refuse(self, refused: dict[int, str]) -> None:
-        """Rows for submissions that are not graded at all (submissions.Submission.refused)."""
+        """Rows for submissions that are not graded at all (submissions.Submission.refused), and for those that
+        could not be read as they were found (NotStaged: NOT GRADED where the machine is the cause)."""
+        refused = {**refused, **{i: str(exc) for i, exc in self.unstaged.items()}}
         for i, path, sub_id in [t for t in self.todo if t[0] in refused]:
-            self.finish(i, error_result(self.release, path, sub_id, refused[i]))
+            row = ungraded_result if i in self.unstaged and self.unstaged[i].machine else error_result
+            self.finish(i, row(self.release, path, sub_id, refused[i]))
         self.todo = [t for t in self.todo if t[0] not in refused]
 
     def grade_todo(self) -> None:
@@ -271,7 +283,8 @@ def _grade(release: Release, submissions: list, options: GradeOptions) -> list[S
     ids, notes = _ids_and_notes(submissions, paths, options)
     staging = Staging(options.out_dir, enabled=not options.cluster)
     try:  # the staged copies go whatever ends the run, staging itself included (a full disk, a signal)
-        return _grade_run(Run(release, options, paths, ids, notes, staging), release, submissions, options)
+        return _grade_run(Run(release, options, paths, ids, notes, staging, submissions), release, submissions,
+                          options)
     finally:
         try:
             ensure_held(options.out_dir)
