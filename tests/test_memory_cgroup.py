@@ -57,23 +57,37 @@ def _course(tmp_path):
     return load_release(build_and_record(source).release)
 
 
+# fills a memfd and, like a student's code that catches the error, retries a write the kernel refuses (ENOMEM)
+FILL = """import os, time
+time.sleep(0.3)
+fd, block = os.memfd_create('x'), b'x' * 2**20
+for _ in range(400):
+    while True:
+        try:
+            os.write(fd, block)
+            break
+        except OSError:
+            pass
+"""
+
+
 def test_a_worker_at_its_own_group_limit_is_its_own_and_a_full_run_is_the_systems(tmp_path):
     """The verdicts the judge acts on, from the kernel's own counters: a process filling a memfd past its group's
-    limit (held there, or killed where the kernel kills the whole group), then past the run's (its own limit being
-    higher), which the kernel ends within the run group."""
+    limit, then past the run's (its own limit being higher). Either way the kernel's OOM killer ends it: cgroup v1
+    with its OOM killer turned off would only pause a page fault, and fail the write with ENOMEM, which the filler
+    retries for ever."""
     run, why = RunGroup.create()
     if run is None:
         pytest.skip(f"no memory cgroup here: {why}")
-    fill = "import os, time\ntime.sleep(0.3)\nfd = os.memfd_create('x')\nfor _ in range(400): os.write(fd, b'x' * 2**20)"
     try:
-        proc = subprocess.Popen([sys.executable, "-c", fill])
+        proc = subprocess.Popen([sys.executable, "-c", FILL])
         worker = run.new_worker(proc.pid, [proc.pid], 100 << 20)
-        _until(lambda: worker.full() or proc.poll() is not None)
+        assert proc.wait(timeout=60) == -9  # killed at its own limit by the kernel, no one else
         assert worker.verdict() == Verdict.OWN
+        assert worker.group.oom_kills() == 1  # v1: the process the OOM killer took; v2: the group's (one process)
         worker.close()
-        assert proc.wait(timeout=30) == -9
         run.group.set_limit(150 << 20)
-        proc = subprocess.Popen([sys.executable, "-c", fill])
+        proc = subprocess.Popen([sys.executable, "-c", FILL])
         worker = run.new_worker(proc.pid, [proc.pid], 400 << 20)
         assert proc.wait(timeout=60) == -9
         assert worker.verdict() == Verdict.SYSTEM
@@ -81,6 +95,33 @@ def test_a_worker_at_its_own_group_limit_is_its_own_and_a_full_run_is_the_system
     finally:
         run.close()
     assert not os.path.exists(run.group.path)
+
+
+def test_the_rest_of_a_worker_the_kernel_killed_one_process_of_is_stopped(tmp_path):
+    """Two processes in a worker's group: the parent holds 40 MB of resident memory (the one the OOM killer takes
+    first), its child writes 70 MB into a memfd and waits. Together they pass the group's 100 MB. v2
+    (`memory.oom.group`) kills both; v1 kills the parent only and the child, with room again, lives on: the group
+    then reads as partly killed at its own limit, which the judge's monitor acts on
+    (`WorkerProcess.stop_if_partly_killed`)."""
+    run, why = RunGroup.create()
+    if run is None:
+        pytest.skip(f"no memory cgroup here: {why}")
+    child = "import os, time\nfd = os.memfd_create('x')\nfor _ in range(70): os.write(fd, b'x' * 2**20)\ntime.sleep(60)"
+    parent = ("import subprocess, sys, time\ntime.sleep(0.3)\nheld = b'x' * (40 << 20)\n"
+              f"subprocess.Popen([sys.executable, '-c', {child!r}]).wait()")
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", parent])
+        worker = run.new_worker(proc.pid, [proc.pid], 100 << 20)  # its child is started inside the group
+        assert proc.wait(timeout=60) == -9
+        assert worker.partly_killed() and worker.verdict() == Verdict.OWN
+        if run.group.version == "v1":
+            assert len(worker.group.pids()) == 1  # the child: v1 kills one process, the judge the rest
+        else:
+            _until(lambda: not worker.group.pids())  # oom.group: the whole group
+        worker.close()
+        _until(lambda: not worker.group.pids())
+    finally:
+        run.close()
 
 
 def _until(condition, seconds: float = 30.0) -> None:
@@ -179,11 +220,15 @@ def test_both_back_ends_read_their_own_files(tmp_path):
     v1 = cgroups.V1Group(str(tmp_path / "v1"))
     os.mkdir(v1.path)
     for name, text in {"memory.limit_in_bytes": "9223372036854771712\n", "memory.memsw.limit_in_bytes": "9223372036854771712\n",
-                       "memory.max_usage_in_bytes": str(100 << 20), "memory.oom_control": "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n"}.items():
+                       "memory.max_usage_in_bytes": str(100 << 20), "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"}.items():
         (tmp_path / "v1" / name).write_text(text)
     v1.set_limit(100 << 20)
     assert v1.limit() == 100 << 20 and (tmp_path / "v1" / "memory.memsw.limit_in_bytes").read_text() == str(100 << 20)
-    assert v1.limit_reached() and v1.at_limit() and v1.oom_kills() == 0
+    assert not v1.limit_reached() and not v1.partly_killed()  # a peak at the limit alone: page cache, reclaimed
+    (tmp_path / "v1" / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    assert v1.limit_reached() and v1.partly_killed() and v1.oom_kills() == 1
+    (tmp_path / "v1" / "memory.max_usage_in_bytes").write_text(str(60 << 20))
+    assert not v1.limit_reached()  # killed under its own limit: the run's or the machine's doing
 
 
 def test_a_cgroup_path_is_found_under_the_mount_that_reaches_it():
@@ -216,3 +261,62 @@ def test_in_a_container_cgroup_v2_moves_its_processes_to_a_leaf_to_delegate(tmp_
     refusals.clear()
     with pytest.raises(OSError):
         cgroups._delegate(own)
+
+
+def _cgroup_folder(path, files: dict[str, str]):
+    path.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (path / name).write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("machine", ["v2", "hybrid", "v1", "none", "v2 container leaf"])
+def test_the_memory_controller_is_found_on_each_kind_of_machine(tmp_path, monkeypatch, machine):
+    """Which group the run is made under, on stand-in cgroup file systems: v2 with its memory controller; this
+    development machine's hybrid (v1 controllers, a v2 hierarchy without memory); v1 alone; none (no memory
+    controller anywhere: the monitor and RLIMIT_AS, and the reason); v2 in a container whose processes moved to
+    the leaf group (the group above it is the one to use)."""
+    unified = _cgroup_folder(tmp_path / "unified", {"cgroup.controllers": "cpu io pids" + (
+        " memory" if machine.startswith("v2") else "")})
+    v1 = _cgroup_folder(tmp_path / "memory" / "job", {"memory.limit_in_bytes": "1"})
+    mounts = [("/", unified, "cgroup2", "rw")]
+    if machine in ("hybrid", "v1"):
+        mounts.append(("/", str(tmp_path / "memory"), "cgroup", "rw,memory"))
+    if machine == "v1":
+        mounts = mounts[1:]
+    own_v2 = "/" + cgroups.LEAF if machine == "v2 container leaf" else "/job"
+    if machine != "v2 container leaf":
+        os.makedirs(os.path.join(unified, "job"))
+    monkeypatch.setattr(cgroups, "_mounts", lambda: mounts)
+    monkeypatch.setattr(cgroups, "_own_paths", lambda: (own_v2, "/job"))
+    group, why = own_group()
+    expected = {"v2": (cgroups.V2Group, os.path.join(unified, "job")), "hybrid": (cgroups.V1Group, v1),
+                "v1": (cgroups.V1Group, v1), "none": (type(None), None), "v2 container leaf": (cgroups.V2Group, unified)}
+    kind, path = expected[machine]
+    assert isinstance(group, kind) and (group is None or group.path.rstrip("/") == path.rstrip("/"))
+    assert (why == "") == (group is not None) and (group is not None or "no memory cgroup controller" in why)
+
+
+@pytest.mark.parametrize("kills, peak_mb, expected", [(0, 100, ""), (1, 100, "own"), (1, 60, "system")])
+def test_the_judge_stops_the_rest_of_a_worker_the_kernel_killed_a_process_of(tmp_path, monkeypatch, kills, peak_mb,
+                                                                           expected):
+    """cgroup v1 kills one process at a limit: the monitor stops the rest, as the student's memory error at its own
+    limit (peak at the limit), as a system fault under it (the run's limit or the machine's), not at all when the
+    kernel killed nothing (a peak at the limit is page cache reclaimed). Stand-in folder for the worker's group."""
+    from autograder.sandbox.client import RUN_OUT_OF_MEMORY, WorkerProcess, WorkerSpec
+    from autograder.sandbox.isolation import Confinement
+
+    folder = _cgroup_folder(tmp_path / "worker-1", {
+        "memory.limit_in_bytes": str(100 << 20), "memory.max_usage_in_bytes": str(peak_mb << 20),
+        "memory.oom_control": f"oom_kill_disable 0\nunder_oom 0\noom_kill {kills}\n"})
+    worker = WorkerProcess(WorkerSpec(units=[], confinement=Confinement(memory_bytes=100 << 20)))
+    worker._memory_group = cgroups.WorkerGroup(cgroups.V1Group(folder), 100 << 20)
+    stops = []
+    monkeypatch.setattr(worker, "stop", lambda why, system=False: stops.append((why, system)))
+    assert worker.stop_if_partly_killed() == bool(expected)
+    if expected == "own":
+        assert stops == [(worker.over_own_limit(), False)] and "memory limit (100 MB" in stops[0][0]
+    elif expected == "system":
+        assert stops == [(RUN_OUT_OF_MEMORY, True)]
+    else:
+        assert stops == []

@@ -394,17 +394,18 @@ def test_a_folder_of_notebooks_with_students_folders_beside_them_grades_both(tmp
 
 
 def test_a_notebook_of_millions_of_json_values_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
-    """Parsed, `{},` costs the grading process some 25 times its bytes (a 256 MB file, gigabytes): a notebook with
-    more values than any notebook holds is refused with its row before it is parsed. Commas, brackets and escaped
-    quotes inside strings (a pasted constant, a printed list) count for nothing."""
+    """Parsed, `{},` costs the grading process some 25 times its bytes (a 256 MB file, gigabytes): a notebook whose
+    objects would cost more than LOAD_FACTOR times its size is refused with its row before it is parsed (scaled
+    down: no floor). Commas, brackets and escaped quotes inside strings (a pasted constant, a printed list) count for
+    nothing."""
     import json
 
     from autograder.notebook import load
 
-    monkeypatch.setattr(load, "MAX_JSON_VALUES", 1000)
+    monkeypatch.setattr(load, "LOAD_FLOOR_BYTES", 0)
     bloated = tmp_path / "bloated.ipynb"
     bloated.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {"x": [{}] * 2000}, "cells": []}))
-    with pytest.raises(load.NotebookError, match="holds more than 1,000 JSON values"):
+    with pytest.raises(load.NotebookError, match="more than 4 times its size.*Clear its outputs"):
         load.read_notebook(bloated)
     fine = tmp_path / "fine.ipynb"
     source = "x = '" + ',[{\\"' * 5000 + "'\n"

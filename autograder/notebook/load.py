@@ -11,13 +11,24 @@ import json
 import os
 import re
 import stat
+import string
 from pathlib import Path
 
 MAX_NOTEBOOK_BYTES = 256 * 1024 * 1024
-# JSON values (objects, lists, numbers...) a notebook may hold outside its strings: parsed, each costs the grading
-# process some 50 to 100 bytes (a file of 256 MB of `{},` would take some 6 GB), and no notebook holds this many
-# (a line of source or an image is one value; a 69 MB string constant is one)
-MAX_JSON_VALUES = 5_000_000
+# What parsing a notebook's JSON costs the grading process beyond its text, in CPython objects: each string a str
+# object and the slot that holds it; each comma a slot and a small value (a number, a dict entry); each object a dict;
+# each array a list. Measured on CPython 3.11 (64-bit), rounded up.
+STRING_BYTES, COMMA_BYTES, OBJECT_BYTES, ARRAY_BYTES = 64, 40, 240, 64
+# Reading a notebook may cost at most this many times its size in objects (or LOAD_FLOOR_BYTES, for small files):
+# with its text (1 to 4 bytes a character) and the strings' contents, a few times its size in all. Real notebooks
+# stay far below (lines of source, outputs and images are long strings); a file of millions of short strings or empty
+# objects (`"a",` parsed is some 15 times its bytes, `{},` 25 times) is refused before it is parsed.
+LOAD_FACTOR = 4
+LOAD_FLOOR_BYTES = 128 << 20
+# Python's parser costs some 250 to 500 bytes a token (`x = [1,1,...]` of 1.2 MB: 280 MB, for the extraction's syntax
+# trees, which the grader keeps for the whole notebook): the grader reads at most this many tokens of a notebook's code,
+# about 200 MB. Real notebooks hold a few thousand to some tens of thousands; the largest cells over it go unread.
+MAX_CODE_TOKENS = 400_000
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # (unrolled: linear in the string's length)
 
 
@@ -44,15 +55,46 @@ class NotebookUnreadable(NotebookError):
     never the student's."""
 
 
-def _json_values(raw: bytes) -> int:
-    """About how many JSON values `raw` holds outside its strings (its commas, objects and lists): an upper bound
-    counted on the bytes as they are first, and only when that is over the limit again with the strings taken out
-    (commas in a printed output count for nothing)."""
-    count = raw.count(b",") + raw.count(b"{") + raw.count(b"[")
-    if count <= MAX_JSON_VALUES:
-        return count
-    bare = _JSON_STRING.sub(b'""', raw)
-    return bare.count(b",") + bare.count(b"{") + bare.count(b"[")
+def _object_cost(strings: int, commas: int, objects: int, arrays: int) -> int:
+    return strings * STRING_BYTES + commas * COMMA_BYTES + objects * OBJECT_BYTES + arrays * ARRAY_BYTES
+
+
+def parse_cost(raw: bytes, budget: int) -> tuple[int, int, int]:
+    """(bytes of objects parsing `raw` would make, strings, other values: where over `budget`, at least that many),
+    counted without a copy of `raw` (a pass that substituted its strings made a list of every piece between them,
+    gigabytes for millions of short strings): first
+    bounds from counts of its bytes (an upper bound counting commas and brackets inside strings too, a lower bound
+    from its unescaped quotes), then, only where the budget lies between them, exactly, string by string (the
+    structure between two strings counted in place), stopping as soon as the count passes `budget`."""
+    commas, objects, arrays = raw.count(b","), raw.count(b"{"), raw.count(b"[")
+    quotes = raw.count(b'"')
+    most_strings, least_strings = quotes // 2, (quotes - raw.count(b'\\"')) // 2
+    least = _object_cost(least_strings, 0, 0, 0)
+    if least > budget:
+        return least, least_strings, 0
+    most = _object_cost(most_strings, commas, objects, arrays)
+    if most <= budget:
+        return most, most_strings, commas + objects + arrays
+    strings = commas = objects = arrays = end = 0
+    for match in _JSON_STRING.finditer(raw):
+        start = match.start()
+        strings += 1
+        commas += raw.count(b",", end, start)
+        objects += raw.count(b"{", end, start)
+        arrays += raw.count(b"[", end, start)
+        end = match.end()
+        if strings % 4096 == 0 and _object_cost(strings, commas, objects, arrays) > budget:
+            break
+    else:
+        commas += raw.count(b",", end)
+        objects += raw.count(b"{", end)
+        arrays += raw.count(b"[", end)
+    return _object_cost(strings, commas, objects, arrays), strings, commas + objects + arrays
+
+
+def load_budget(size: int) -> int:
+    """What parsing a notebook of `size` bytes may cost in objects (LOAD_FACTOR)."""
+    return max(LOAD_FLOOR_BYTES, LOAD_FACTOR * size)
 
 
 def read_notebook(path: Path) -> tuple[Node, list[str]]:
@@ -75,15 +117,22 @@ def read_notebook(path: Path) -> tuple[Node, list[str]]:
         raise NotebookUnreadable(f"cannot read {path.name}: {exc.strerror}") from None
     if not raw.strip():
         raise NotebookError(f"{path.name} is empty")
-    values = _json_values(raw)
-    if values > MAX_JSON_VALUES:
-        raise NotebookError(f"{path.name} holds more than {MAX_JSON_VALUES:,} JSON values (objects, lists, numbers) "
-                            "outside its strings, more than any notebook holds: it is not read")
+    budget = load_budget(size)
+    cost, strings, values = parse_cost(raw, budget)
+    if cost > budget:
+        raise NotebookError(
+            f"{path.name} is not read: reading it would take the grader more than {cost / 2**20:,.0f} MB for a file "
+            f"of {size / 2**20:,.1f} MB (it holds at least {strings:,} strings"
+            f"{f' and {values:,} other JSON values (lists, objects, numbers)' if values else ''}), more than "
+            f"{LOAD_FACTOR} times its size; no notebook Jupyter writes is built like this. Clear its outputs "
+            "(Edit > Clear All Outputs), keep data in a file the notebook reads rather than in its cells, save it "
+            "and submit it again.")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         text = raw.decode("utf-8", errors="replace")
         notes.append(f"the file is not valid UTF-8 (byte {exc.start}); undecodable bytes were replaced")
+    del raw  # its text holds it now: parsed, the notebook costs the text, its strings and cost, never a third copy
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -91,6 +140,7 @@ def read_notebook(path: Path) -> tuple[Node, list[str]]:
                             f"({exc.msg}). Re-download it from Jupyter (File > Download) and submit again.") from None
     except RecursionError:
         raise NotebookError(f"{path.name} is not a notebook: JSON nested too deeply") from None
+    del text
     if not isinstance(data, dict) or "nbformat" not in data:
         raise NotebookError(f"{path.name} is JSON but not a Jupyter notebook (no 'nbformat' field)")
     _drop_outputs(data)
@@ -101,7 +151,38 @@ def read_notebook(path: Path) -> tuple[Node, list[str]]:
         notes.append(f"converted from nbformat {data.get('nbformat')} to 4")
     for i, cell in enumerate(nb.get("cells", []), start=1):
         notes += _readable(cell, i)
+    notes += _bounded_code(nb)
     return nb, notes
+
+
+_WORD_CHARACTERS = {ord(c): "x" for c in string.ascii_letters + string.digits + "_"}
+_SEPARATING = {**{i: " " for i in range(128)}, **_WORD_CHARACTERS}
+_DELIMITERS = "()[]{},:;.=+-*/%<>!&|^~@'\"\n"
+
+
+def code_tokens(source: str) -> int:
+    """About how many tokens Python's parser makes of `source` (an upper bound for code, not far above it; the words of
+    strings and comments count too), counted on copies of its text, never on a list of its pieces: its ASCII words
+    (a word is a run of letters, digits and underscores) and its delimiters and operators, character by character."""
+    words = source.translate(_SEPARATING)
+    return words.count(" x") + words.startswith("x") + sum(source.count(c) for c in _DELIMITERS)
+
+
+def _bounded_code(nb: Node) -> list[str]:
+    """Leave unread, largest first, the code cells over MAX_CODE_TOKENS in all (their source emptied before anything
+    parses it), and say so for each."""
+    sizes = [(code_tokens(cell["source"]), i) for i, cell in enumerate(nb.get("cells", []), start=1)
+             if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str)]
+    total, notes = sum(tokens for tokens, _ in sizes), []
+    for tokens, number in sorted(sizes, reverse=True):
+        if total <= MAX_CODE_TOKENS:
+            break
+        nb["cells"][number - 1]["source"] = ""
+        total -= tokens
+        notes.append(f"cell {number} holds some {tokens:,} tokens of code, and the notebook more than the "
+                     f"{MAX_CODE_TOKENS:,} the grader reads (parsed, code costs it some 500 bytes a token): it was not "
+                     "graded. Keep data in a file the notebook reads, not in its code.")
+    return sorted(notes)
 
 
 def _readable(cell: Node, number: int) -> list[str]:

@@ -5,7 +5,11 @@ the Gradescope image, a delegated subtree).
 What holds, where a run group exists:
 
 - a worker's own group is limited to the assignment's `memory_mb`, swap excluded: every byte its processes hold
-  (memfd files, /dev/shm, its tmpfs, pipes, page tables) counts, and the kernel stops it exactly at the limit;
+  (memfd files, /dev/shm, its tmpfs, pipes, page tables) counts, and the kernel's OOM killer ends it at the limit,
+  whichever way the memory was asked for (a page fault, or a system call such as a write into a memfd): v2 kills the
+  whole group (`memory.oom.group`); v1 kills one process of it and the judge's monitor the rest (`partly_killed`).
+  The OOM killer is never turned off (v1's `oom_kill_disable` pauses a process only in a page fault: a system call
+  at the limit fails with ENOMEM instead, which student code can catch and retry for ever);
 - the run group holds the workers only (never a judge nor the command); its limit is what the enclosing groups
   and the machine have left for it, less a reserve for the judges and the command, and is kept so while the run
   lasts (`RunGroup.watch`). When memory runs out it is the run group that is full, so the kernel kills a worker,
@@ -101,12 +105,10 @@ class Group:
         """Its usage came to its own limit since it was created."""
         raise NotImplementedError
 
-    def pause_at_limit(self) -> None:
-        """Where the kernel would kill a single process at the limit, pause them all instead (see V1Group)."""
-
-    def at_limit(self) -> bool:
-        """Its processes are paused at its limit (pause_at_limit)."""
-        return False
+    def partly_killed(self) -> bool:
+        """The kernel's OOM killer took a process of it; others may be left (v1 kills one process, never a group;
+        v2 without `memory.oom.group`, before Linux 4.19, the same)."""
+        return self.oom_kills() > 0
 
     def oom_kills(self) -> int:
         """Processes of it the kernel's OOM killer took, whichever group's limit (or the machine) made it kill."""
@@ -181,26 +183,26 @@ class V1Group(Group):
 
     def create(self) -> None:
         super().create()
-        try:
-            _write(self.file("memory.swappiness"), "0")  # where swap is not accounted (no memsw), none is used
-        except OSError:
-            pass
+        # where swap is not accounted (no memsw), none is used; the OOM killer acts at the limit even where an
+        # enclosing group turned it off (a new v1 group inherits oom_kill_disable from its parent)
+        for name, value in (("memory.swappiness", "0"), ("memory.oom_control", "0")):
+            try:
+                _write(self.file(name), value)
+            except OSError:
+                pass
 
     def limit_reached(self) -> bool:
-        """Its peak usage came to its limit (the failure counters stay 0 on recent kernels)."""
+        """The kernel killed a process of it for memory while its peak usage was at its own limit (v1 counts no
+        failures at a limit: peak and kills are what it tells). A peak at the limit alone is page cache reclaimed
+        as it should be, not an error."""
+        if not self.oom_kills():
+            return False
         peak = _number(_read(self.file("memory.max_usage_in_bytes")))
         return peak >= self.limit() - max(PAGE_SLACK, self.limit() >> 8)
 
     def oom_kills(self) -> int:
+        """Processes of this group itself (not of its children: v1 counts no further) the OOM killer took."""
         return _keyed(_read(self.file("memory.oom_control"))).get("oom_kill", 0)
-
-    def pause_at_limit(self) -> None:
-        """At its limit the kernel pauses its processes instead of killing one of them (v1 has no oom.group): the
-        judge's monitor then stops the whole worker (`at_limit`), as v2's oom.group would."""
-        _write(self.file("memory.oom_control"), "1")
-
-    def at_limit(self) -> bool:
-        return _keyed(_read(self.file("memory.oom_control"))).get("under_oom", 0) > 0
 
     def inactive_file(self) -> int:
         stat = _keyed(_read(self.file("memory.stat")))
@@ -363,10 +365,11 @@ class WorkerGroup:
         except (OSError, ValueError):
             return Verdict.NONE
 
-    def full(self) -> bool:
-        """Its processes are held at its limit, waiting to be stopped (cgroup v1)."""
+    def partly_killed(self) -> bool:
+        """The OOM killer took a process of it and the rest still runs (cgroup v1): the judge stops them, as v2's
+        `memory.oom.group` would, for the reason `verdict` gives."""
         try:
-            return self.group.at_limit()
+            return self.group.partly_killed()
         except (OSError, ValueError):
             return False
 
@@ -428,7 +431,6 @@ class RunGroup:
         group.create()
         try:
             group.set_limit(limit)
-            group.pause_at_limit()
             for p in pids:
                 group.admit(p)
         except OSError:

@@ -109,6 +109,7 @@ def common_frames(stacks: list[list[tuple[str, int, str]]]) -> list[tuple[str, i
     return list(reversed(outer[0][:n])) if outer else []
 
 
+RUN_OUT_OF_MEMORY = "the grading run ran out of memory (not this notebook's memory limit)"  # a system fault
 MAX_CHECK_BYTES = 512 << 20  # what one check may receive from a worker, in total (_Replies.check_bytes)
 # a header's JSON becomes up to some 36 times its size in Python objects (`[[{}]],` is 7 bytes, two lists, a dict and
 # a slot 248): counted 40 times, what one check receives stays under MAX_CHECK_BYTES of the judge's memory
@@ -496,8 +497,7 @@ class WorkerProcess:
             return self._fault(f"was stopped: {self._stopped_because}", doing)
         memory = self._memory_group.verdict() if self._memory_group and code == -signal.SIGKILL else ""
         if memory == cgroups.Verdict.SYSTEM and not self._stopped_because:
-            return self._fault("was killed when the grading run ran out of memory (not this notebook's memory limit)",
-                               doing)
+            return self._fault(f"was killed when {RUN_OUT_OF_MEMORY}", doing)
         if memory == cgroups.Verdict.OWN:
             self._stopped_because = self._stopped_because or self.over_own_limit()
         if not self._stopped_because and code == -signal.SIGKILL:
@@ -529,10 +529,18 @@ class WorkerProcess:
         self.kill()
         return died
 
-    def memory_full(self) -> bool:
-        """Its memory cgroup holds it at its own limit (the memory monitor then stops it)."""
+    def stop_if_partly_killed(self) -> bool:
+        """Where the kernel's OOM killer took one of its processes and left the rest (cgroup v1 kills one process,
+        never a group), stop the rest, as v2's memory.oom.group would: at its own limit, the student's memory error;
+        at the run's, a system fault. Called by the memory monitor."""
         group = self._memory_group
-        return group is not None and group.full()
+        if group is None or not group.partly_killed():
+            return False
+        if group.verdict() == cgroups.Verdict.OWN:
+            self.stop(self.over_own_limit())
+        else:
+            self.stop(RUN_OUT_OF_MEMORY, system=True)
+        return True
 
     def over_own_limit(self) -> str:
         limit = self.spec.confinement.memory_bytes

@@ -120,7 +120,8 @@ class MemoryMonitor:
     once when the machine runs low on memory, a worker with more than one process whose processes
     hold more than its memory limit is killed. When memory is low and no worker is over its limit,
     the largest multi-process worker is killed, a system fault (retried, never the student's score): losing a
-    worker is better than losing the machine. A worker its memory cgroup holds at its limit is stopped at once.
+    worker is better than losing the machine. A worker of which the kernel's OOM killer took one process (cgroup
+    v1) is stopped whole at once.
     A worker crowded with processes (CROWDED_SHARE of its process limit, for a second) is stopped: its own fault."""
 
     _lock = threading.Lock()
@@ -146,10 +147,11 @@ class MemoryMonitor:
             workers = [w for w in list(self.workers) if w.pid is not None]
             if not workers:
                 continue
-            try:
-                self._stop_held_at_limit(workers)
-            except Exception:  # noqa: BLE001 - the monitor must outlive a vanished process or group
-                pass
+            for w in workers:
+                try:
+                    w.stop_if_partly_killed()
+                except Exception:  # noqa: BLE001 - the monitor must outlive a vanished process or group
+                    pass
             total, avail = _available_memory()
             low = total > 0 and avail < LOW_MEMORY_FRACTION * total
             if not low and time.monotonic() - last_full < FULL_CHECK_SECONDS:
@@ -159,13 +161,6 @@ class MemoryMonitor:
                 self._check(workers, low)
             except Exception:  # noqa: BLE001 - the monitor must outlive a vanished process
                 pass
-
-    @staticmethod
-    def _stop_held_at_limit(workers: list) -> None:
-        """Workers their own memory cgroup holds at its limit (cgroup.py: V1Group.pause_at_limit): the student's."""
-        for w in workers:
-            if w.memory_full():
-                w.stop(w.over_own_limit())
 
     def _check(self, workers: list, low: bool) -> None:
         table = process_table()
