@@ -20,7 +20,14 @@
     python -m autograder.entrypoints gradescope run ...           Gradescope's run_autograder
                                                                   (export/gradescope.py main)
 
-Every arrow ends in a process whose parent-death signal is set: nothing outlives the command. Signals that stop a
+What ends each process, so that nothing outlives the command:
+- fork server: its parent-death signal (SIGKILL when the process that started it ends: forkserver_loop.serve);
+- worker and probe: their parent-death signal, set again after they change credentials (isolation.py);
+- grading process (pool): the end of its input, which the run closes, or the kernel closes when the run dies
+  (grading/pool.py serve returns at EOF); the run kills it too when it stops;
+- Chromium (`autograder report --png`): a child of the command, waited for with a timeout (reports/html.py);
+- `autograder review`'s server: it is the command process itself (uvicorn in it), no child.
+Signals that stop a
 command (Ctrl-C, SIGTERM, SIGHUP) are the command process's to act on: it stops in order (cli.stopped_by_signals) and
 ends the processes under it; fork servers and grading processes ignore them, which a group-wide signal (`timeout`,
 systemd, a terminal) would otherwise end halfway; workers have them as a new interpreter does. This module is the

@@ -124,7 +124,7 @@ def _preload(names: list[str]) -> list[str]:
 
 
 def _become_worker(request: dict, fds: list[int], server_fd: int) -> None:
-    """In a child of the fork server: the same state as `python -m autograder.sandbox.worker CONFIG`."""
+    """In a child of the fork server: the same state as `python -m autograder.entrypoints worker CONFIG`."""
     code = 1
     try:
         os.setsid()

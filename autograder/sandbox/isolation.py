@@ -35,7 +35,7 @@ level is all or nothing: a worker that cannot build its level raises, and never 
 - `TRUSTED` (only with --trusted-submissions): steps 1, 5, 6, 8, 9 only; the worker sees whatever the
   grader's user may read. Status line "unconfined: ...".
 
-`python -m autograder.sandbox.isolation --probe CONFIG` builds the same confinement in a throw-away
+`python -m autograder.entrypoints probe CONFIG` builds the same confinement in a throw-away
 process and prints what it got: the grader runs it once before grading anything.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The worker: the only process that runs student (or reference) code.
 
-Started by `autograder.sandbox.client.WorkerProcess` (through the fork server) as `python -m autograder.sandbox.worker CONFIG`.
+Started by `autograder.sandbox.client.WorkerProcess`: forked by the fork server, or as a new interpreter
+`python -m autograder.entrypoints worker CONFIG` (AUTOGRADER_FORK_SERVER=0).
 It confines itself (see isolation.py), then serves requests from the judge over a pipe: load the
 extracted definitions, get attributes, call functions, and so on. Results go back as plain data; any
 other object stays here and the judge receives a handle to it.
