@@ -136,10 +136,6 @@ def set_encoder(config: dict, tensors: dict) -> None:
     _STATE["encoder"] = encoder.float().to(_STATE["device"]).eval()
 
 
-def encoder_config() -> dict:
-    return {"hidden_size": int(_STATE["encoder"].config.hidden_size)}
-
-
 def _strip(key: str) -> str:
     for prefix in ("module.", "_orig_mod."):  # nn.DataParallel, torch.compile
         while key.startswith(prefix):

@@ -73,7 +73,7 @@ def serve(sock_fd: int, judge_pid: int) -> None:
             os._exit(0)  # the judge is gone: its workers follow through their parent-death signal
         pid = os.fork()
         if pid == 0:
-            _become_worker(request, fds, sock_fd)
+            _become_worker(request, fds)
         for fd in fds:
             os.close(fd)
         send_frame(sock, {"pid": pid})
@@ -123,7 +123,7 @@ def _preload(names: list[str]) -> list[str]:
     return done
 
 
-def _become_worker(request: dict, fds: list[int], server_fd: int) -> None:
+def _become_worker(request: dict, fds: list[int]) -> None:
     """In a child of the fork server: the same state as `python -m autograder.entrypoints worker CONFIG`."""
     code = 1
     try:

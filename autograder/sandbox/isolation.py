@@ -56,7 +56,6 @@ HOST_UID_BASE = 2_100_000_000  # a root grader's worker runs as HOST_UID_BASE + 
 NAMESPACE_FLAGS = (linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS)
 ISOLATED = "isolated"  # the first word of the status line of a fully confined worker
 FULL, RESTRICTED, TRUSTED = "full", "restricted", "trusted"  # the ladder's levels, strongest first
-LEVELS = (FULL, RESTRICTED, TRUSTED)
 STATUS_WORDS = {FULL: ISOLATED, RESTRICTED: "restricted", TRUSTED: "unconfined"}
 
 
