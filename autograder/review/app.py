@@ -177,8 +177,10 @@ async def question_list(review: Review, request: Request) -> Response:
     return review.page(request, "question.html", q=q, rows=rows, ungraded_only=ungraded_only, done=done, total=total)
 
 
-def _neighbours(subs: list[dict], grades: dict, position: int, ungraded_only: bool) -> tuple[int | None, int | None]:
-    shown = [s["position"] for s in subs if not ungraded_only or not grades[s["id"]].graded or s["position"] == position]
+def _neighbours(subs: list[dict], graded: dict[str, bool], position: int,
+                ungraded_only: bool) -> tuple[int | None, int | None]:
+    """The previous and next answers (among those not graded yet, with `ungraded_only`)."""
+    shown = [s["position"] for s in subs if not ungraded_only or not graded.get(s["id"]) or s["position"] == position]
     at = shown.index(position) if position in shown else -1
     before = shown[at - 1] if at > 0 else None
     after = shown[at + 1] if 0 <= at < len(shown) - 1 else None
@@ -197,10 +199,10 @@ async def answer_page(review: Review, request: Request) -> Response:
         items = store.items(q.name)
         history = store.history(sub["id"], q.name)
         subs = store.submissions()
-        grades = {g.submission: g for g in store.grades(q.name)}
+        graded = store.graded_flags(q.name)
         done, total = store.progress(q.name)
         answer = store.answer(sub["id"], q.name)
-    before, after = _neighbours(subs, grades, sub["position"], ungraded_only)
+    before, after = _neighbours(subs, graded, sub["position"], ungraded_only)
     cells = Markup("".join(cell_html(c) for c in answer))
     return review.page(request, "answer.html", q=q, sub=sub, name=review.shown_name(request, sub), grade=grade,
                        items=items, history=history, cells=cells, before=before, after=after, done=done, total=total,

@@ -36,10 +36,12 @@ def comment_text(store: Store, grade: Grade, points: float) -> str:
     return "\n".join(lines)
 
 
-def hand_checks(store: Store, sub_id: str, old: dict[str, CheckResult]) -> list[CheckResult]:
+def hand_checks(store: Store, grades: list[Grade], old: dict[str, CheckResult]) -> list[CheckResult]:
+    """The checks of one submission's graded answers (`grades`: its grades, every question's)."""
     checks = []
-    for q in store.questions():
-        grade = store.grade(sub_id, q.name)
+    points = {q.name: q for q in store.questions()}
+    for grade in grades:
+        q = points[grade.question]
         if not grade.graded:
             continue
         before = old.get(q.name)
@@ -65,11 +67,15 @@ def merge_hand_grades(store: Store, out_dir: Path, title: str) -> int:
 
     out_dir = Path(out_dir)
     known = {sub["id"]: sub for sub in store.submissions()}
+    by_submission: dict[str, list[Grade]] = {}
+    for grade in store.grades():
+        by_submission.setdefault(grade.submission, []).append(grade)
     results = load_results(out_dir)
     changed = 0
     for result in results:
         sub = known.get(result.submission)
-        checks = hand_checks(store, sub["id"], {c.name: c for c in result.checks}) if sub else []
+        checks = hand_checks(store, by_submission.get(sub["id"], []), {c.name: c for c in result.checks}) \
+            if sub else []
         if not checks:
             continue
         record = {"notebook_sha256": sub["notebook_sha256"], "checks": [c.to_dict() for c in checks]}

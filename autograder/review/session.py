@@ -32,21 +32,25 @@ def open_review(release, out_dir: Path, quiet: bool = False) -> Store:
         store.add_question(spec.name, spec.part, spec.points, str(getattr(spec.fn, "_ag_manual", "")))
     known = {s["id"]: s["notebook_sha256"] for s in store.submissions()}
     results = list(_results(out_dir))
-    for n, result in enumerate(results, start=1):
-        _take(store, release, specs, result, known)
-        if not quiet and (n % 100 == 0 or n == len(results)) and len(results) >= 100:
-            print(f"review: {n}/{len(results)} submissions read", file=sys.stderr)
+    new = 0
+    with store.batch():
+        for n, result in enumerate(results, start=1):
+            new += _take(store, release, specs, result, known)
+            if not quiet and new and (n % 100 == 0 or n == len(results)) and len(results) >= 100:
+                print(f"review: {n}/{len(results)} submissions read", file=sys.stderr)
     return store
 
 
-def _take(store: Store, release, specs: list, result: dict, known: dict) -> None:
+def _take(store: Store, release, specs: list, result: dict, known: dict) -> bool:
+    """Snapshot one result's notebook when it is new or changed; whether it was."""
     sub_id = str(result.get("submission", ""))
     path = Path(str(result.get("file", "")))
     sha = digest(path) if path.is_file() else None
     if sub_id in known and (sha is None or sha == known[sub_id]):
-        return  # as snapshotted (or the notebook is gone since: the snapshot is what was graded)
+        return False  # as snapshotted (or the notebook is gone since: the snapshot is what was graded)
     cells, note = read_cells(path) if sha else ([], "the notebook is no longer where it was graded from")
     messages = {c.get("name"): c.get("message", "") for c in result.get("checks", []) if isinstance(c, dict)}
     answers = {spec.name: answer_cells(cells, spec.name, str(messages.get(spec.name, "")),
                                        release.hand_graded.get(spec.name, "")) for spec in specs}
     store.put_submission(sub_id, sha, cells, note, answers)
+    return True

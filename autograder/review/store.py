@@ -114,6 +114,10 @@ class Store:
     def _write(self):
         return _Transaction(self.db)
 
+    def batch(self):
+        """Many writes as one transaction (reading a class: one commit, not one per submission)."""
+        return _Transaction(self.db)
+
     def _log(self, submission: str | None, question: str | None, grader: str, change: dict) -> None:
         self.db.execute("INSERT INTO history (submission, question, grader, at, change) VALUES (?, ?, ?, ?, ?)",
                         (submission, question, grader, time.time(), json.dumps(change, sort_keys=True)))
@@ -220,16 +224,10 @@ class Store:
     def grade(self, sub_id: str, question: str) -> Grade:
         q = self.db.execute("SELECT points FROM questions WHERE name = ?", (question,)).fetchone()
         row = self.db.execute("SELECT * FROM grades WHERE submission = ? AND question = ?", (sub_id, question)).fetchone()
-        grade = Grade(sub_id, question) if row is None else Grade(
-            sub_id, question, comment=row["comment"], override=row["override"], graded=bool(row["graded"]),
-            version=row["version"], grader=row["grader"], at=row["at"])
         items = self.db.execute("SELECT a.item, i.points FROM applied a JOIN items i ON i.id = a.item "
                                 "WHERE a.submission = ? AND a.question = ? ORDER BY i.position, i.id",
                                 (sub_id, question)).fetchall()
-        grade.applied = [r["item"] for r in items]
-        points = q["points"] if q else 0.0
-        grade.score = clamp(grade.override if grade.override is not None else sum(r["points"] for r in items), points)
-        return grade
+        return self._grade_of(sub_id, question, q["points"] if q else 0.0, row, [(r[0], r[1]) for r in items])
 
     def change(self, sub_id: str, question: str, version: int, grader: str, *, toggle: int | None = None,
                items: list[int] | None = None, comment: str | None = None, override: float | None | str = "keep",
@@ -279,11 +277,34 @@ class Store:
         return {"items set": sorted(set(item_ids))}
 
     def grades(self, question: str | None = None) -> list[Grade]:
-        """Every answer's grade (of one question, when given), in submission order."""
-        rows = self.db.execute("SELECT s.id, q.name FROM submissions s CROSS JOIN questions q "
-                               + ("WHERE q.name = ? " if question else "") + "ORDER BY q.position, s.position",
-                               (question,) if question else ()).fetchall()
-        return [self.grade(r[0], r[1]) for r in rows]
+        """Every answer's grade (of one question, when given), in question then submission order: three queries,
+        whatever the size of the class."""
+        where, args = ("WHERE q.name = ? ", (question,)) if question else ("", ())
+        pairs = self.db.execute("SELECT s.id, q.name, q.points FROM submissions s CROSS JOIN questions q " + where
+                                + "ORDER BY q.position, s.position", args).fetchall()
+        stored = {(r["submission"], r["question"]): r for r in self.db.execute(
+            "SELECT * FROM grades" + (" WHERE question = ?" if question else ""), args)}
+        applied: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for r in self.db.execute("SELECT a.submission, a.question, a.item, i.points FROM applied a JOIN items i "
+                                 "ON i.id = a.item" + (" WHERE a.question = ?" if question else "")
+                                 + " ORDER BY i.position, i.id", args):
+            applied.setdefault((r[0], r[1]), []).append((r[2], r[3]))
+        return [self._grade_of(sub, q, points, stored.get((sub, q)), applied.get((sub, q), []))
+                for sub, q, points in pairs]
+
+    @staticmethod
+    def _grade_of(sub_id: str, question: str, points: float, row, items: list[tuple[int, float]]) -> Grade:
+        grade = Grade(sub_id, question) if row is None else Grade(
+            sub_id, question, comment=row["comment"], override=row["override"], graded=bool(row["graded"]),
+            version=row["version"], grader=row["grader"], at=row["at"])
+        grade.applied = [item for item, _ in items]
+        grade.score = clamp(grade.override if grade.override is not None else sum(p for _, p in items), points)
+        return grade
+
+    def graded_flags(self, question: str) -> dict[str, bool]:
+        """Which answers of a question are graded, by submission."""
+        return {r[0]: bool(r[1]) for r in self.db.execute(
+            "SELECT submission, graded FROM grades WHERE question = ?", (question,))}
 
     def progress(self, question: str) -> tuple[int, int]:
         """(answers graded, answers) of a question."""
@@ -298,15 +319,19 @@ class Store:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: a write is whole or absent."""
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: a write is whole or absent. Inside another one (a batch:
+    `Store.batch`), it is part of that one."""
 
     def __init__(self, db: sqlite3.Connection):
         self.db = db
+        self.outer = db.in_transaction
 
     def __enter__(self):
-        self.db.execute("BEGIN IMMEDIATE")
+        if not self.outer:
+            self.db.execute("BEGIN IMMEDIATE")
         return self.db
 
     def __exit__(self, kind, value, tb):
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        if not self.outer:
+            self.db.execute("COMMIT" if kind is None else "ROLLBACK")
         return False
