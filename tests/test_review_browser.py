@@ -109,6 +109,7 @@ def test_grading_by_question_with_items_keys_progress_and_merge(browser, server,
     assert page.locator("#comment").input_value() == "The shift by the maximum is missing."
     assert "2 / 4 graded" in page.locator(".progress-text").first.inner_text()
     if update_goldens:
+        page.goto(origin + "/q/0/0")
         page.screenshot(path=str(SCREENSHOT))
     page.goto(origin + "/q/0?ungraded=1")
     assert page.locator("table.list tr.ungraded").count() == 2
