@@ -33,6 +33,7 @@ from autograder.importers.common import (
 from autograder.config import Limits
 from autograder.importers.report import ImportReport
 from autograder.kernel import earlier_cells
+from autograder.notebook import ipython
 from autograder.notebook.foreign import AUTOTEST, OWN, find_foreign
 from autograder.notebook.markers import (
     HIDDEN, MarkerError, cell_source, find_regions, hand_graded, is_solution_cell, is_test_cell, nbgrader_meta,
@@ -300,11 +301,9 @@ def without_magics(source: str) -> tuple[str, list[tuple[int, str, str]], list[t
     value assigned to `_`, as %timeit gives the cell no value); `%matplotlib ...` dropped. Returns (the source,
     [(line, the magic, what replaced it)], [(line, an IPython line left as it is)])."""
     lines, converted, left = source.split("\n"), [], []
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text.startswith(("%", "!")):
-            continue
-        indent = line[: len(line) - len(line.lstrip())]
+    for escape in ipython.escapes(lines):  # where IPython reads them: never a line black starts with `!=`
+        number, text = escape.first + 1, escape.text
+        indent = escape.indent
         word, _, rest = text.lstrip("%").partition(" ")
         cell_magic = text.startswith("%%")
         if cell_magic and number == 1 and word in ("time", "timeit") and not rest.strip():
@@ -312,12 +311,14 @@ def without_magics(source: str) -> tuple[str, list[tuple[int, str, str]], list[t
         elif not cell_magic and text.startswith("%") and word in ("time", "timeit") and rest.strip():
             stmt = _TIMEIT_OPTIONS.sub("", rest.strip() + " ").strip() if word == "timeit" else rest.strip()
             after = f"_ = {stmt}" if word == "timeit" and _is_expression(stmt) else stmt
-        elif not cell_magic and word in _DROPPED_MAGICS:
+        elif not cell_magic and text.startswith("%") and word in _DROPPED_MAGICS:
             after = ""
         else:
             left.append((number, text))
             continue
         lines[number - 1] = indent + (after or ("pass" if indent else ""))
+        for continued in range(escape.first + 1, escape.last + 1):
+            lines[continued] = ""
         converted.append((number, text, after))
     return "\n".join(lines), converted, left
 
