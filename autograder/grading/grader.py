@@ -220,7 +220,8 @@ class Grader:
         self.locked = handed_out_locked(release)
         self.manual = {c.name for c in release.checks if getattr(c.fn, "_ag_manual", None) is not None}
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
-                                  set(release.config.gpu_checks), cuda, self.reference_as_submission)
+                                  set(release.config.gpu_checks), cuda, self.reference_as_submission,
+                                  inputs=self.confinement.inputs)
         if self.recording is not None:
             self.judge.reference_verdicts = {name: CheckResult(**v) for name, v in self.recording.verdicts.items()}
         self._warm = False
@@ -240,6 +241,7 @@ class Grader:
         return self._reference_as_submission
 
     def close(self) -> None:
+        self.judge.close()
         if self._next_worker is not None:
             self._next_worker.kill()
         self.reference.close()
