@@ -32,7 +32,7 @@ from autograder.sandbox.client import (
 from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import HELPERS_LABEL, Remote
-from autograder.sandbox.workdir import NotebookFolder
+from autograder.sandbox.workdir import NotebookFolder, environment_set
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, points_of, status_of
 from autograder.testing import CheckSpec, Fail, Pending, take_notes
@@ -412,9 +412,12 @@ class Judge:
 
     def __init__(self, checks: list[CheckSpec], reference: Program, limits: Limits, cell_globals: "JudgeImports",
                  gpu_checks: AbstractSet[str] = frozenset(), cuda: bool | None = None,
-                 reference_as_submission: Callable[[], Program] | None = None, inputs: dict[str, str] | None = None):
+                 reference_as_submission: Callable[[], Program] | None = None, inputs: dict[str, str] | None = None,
+                 environment: dict[str, str] | None = None):
         """`inputs`: the assignment's shipped files (name -> file, as the workers' Confinement.inputs): the checks
-        run with them in their working directory, as a test cell does in the student's kernel (sandbox/workdir.py)."""
+        run with them in their working directory, as a test cell does in the student's kernel (sandbox/workdir.py);
+        `environment`: the assignment's variables ([environment]), set while a check runs, as in the workers."""
+        self.environment = dict(environment or {})
         self.checks = checks
         self.folder = NotebookFolder(inputs)  # the submission's checks'
         self.reference_folder = NotebookFolder(inputs)  # the reference's verdicts' (confirm), never the same
@@ -633,7 +636,7 @@ class Judge:
                 prepare()
             seed_torch(0)
             # (the judge's objects as they were, whatever the check wrote; the notebook's folder as working directory)
-            with complex_casts_raise(), undone_after(), self.folder.entered():
+            with complex_casts_raise(), undone_after(), self.folder.entered(), environment_set(self.environment):
                 if spec.fn is not None:
                     value = spec.fn(sub, ref)
                 else:

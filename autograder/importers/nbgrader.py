@@ -178,13 +178,30 @@ def _mark_scheme_problem(cell, delimiters: tuple[str, str]) -> str:
     return problem
 
 
+# nbgrader's cell metadata format (nbgrader.nbgraderformat.SCHEMA_VERSION: 3 in nbgrader 0.9): an older one it
+# upgrades, a newer one it refuses ("Schema version is too new")
+NBGRADER_SCHEMA_VERSION = 3
+
+
+def _schema_problem(meta: dict) -> str:
+    version = meta.get("schema_version", 0)
+    if isinstance(version, (int, float)) and not isinstance(version, bool) and version > NBGRADER_SCHEMA_VERSION:
+        return (f"nbgrader metadata of schema_version {version:g}, newer than nbgrader's own "
+                f"({NBGRADER_SCHEMA_VERSION}), which nbgrader cannot read (\"Schema version is too new\") and whose "
+                "cells' meaning is not known here")
+    return ""
+
+
 def metadata_problems(nb, settings: CourseSettings = NBGRADER_DEFAULTS) -> list[str]:
     """`cell N: ...` for each grade_id blank or used by an earlier cell, each grade cell or task without valid
-    points, each mark scheme unbalanced or outside a task cell: nbgrader refuses such a notebook, and converting it
-    would drop or invent a check (or show a mark scheme to students)."""
+    points, each mark scheme unbalanced or outside a task cell, each cell whose metadata is of a schema_version newer
+    than nbgrader's: nbgrader refuses such a notebook, and converting it would drop or invent a check (or show a
+    mark scheme to students)."""
     problems, seen = [], {}
     for index, cell in enumerate(nb.cells):
         meta, loc = nbgrader_meta(cell), f"cell {index + 1}"
+        if "nbgrader" in cell.get("metadata", {}):
+            problems += [f"{loc}: {p}" for p in [_schema_problem(meta)] if p]
         if any(d in cell_source(cell) for d in settings.mark_scheme):
             problems += [f"{loc}: {p}" for p in [_mark_scheme_problem(cell, settings.mark_scheme)] if p]
         if not (meta.get("grade") or meta.get("solution") or meta.get("task")):
@@ -464,9 +481,22 @@ def convert_notebook(nb_path: Path, target: Path) -> tuple[ImportReport, Convers
         out = convert(nb, str(nb_path), report, settings)
     except MarkerError as exc:  # nbgrader itself would refuse it: an unclosed region, say
         raise ImportFailed(f"{nb_path}: {exc}") from None
-    out.settings = course_notes(report, settings)
+    out.settings = "\n\n".join(t for t in (course_notes(report, settings), grading_environment(report)) if t)
     add_notes(report, out)
     return report, out
+
+
+# what nbgrader's autograde sets while it runs a notebook (nbgrader/converters/autograde.py), which its cells may read
+AUTOGRADE_ENVIRONMENT = {"NBGRADER_EXECUTION": "autograde"}
+
+
+def grading_environment(report: ImportReport) -> str:
+    """assignment.toml's [environment]: the variables nbgrader's autograde sets, set while grading here too, in the
+    workers and around the checks, so that a cell reading them behaves as under nbgrader."""
+    lines = [f'{name} = "{value}"' for name, value in AUTOGRADE_ENVIRONMENT.items()]
+    report.convert(f"nbgrader's autograde sets {', '.join(lines)} while it grades -> [environment] in assignment.toml "
+                   "(set while grading here too)")
+    return "\n".join(["[environment]  # as nbgrader's autograde sets them while it grades", *lines])
 
 
 def course_notes(report: ImportReport, settings: CourseSettings) -> str:

@@ -12,6 +12,8 @@ Guarantees:
 - `entered()` is a context in which the process's working directory is the folder, and the one before after it
   (by descriptor: a directory renamed meanwhile is still the one returned to). The judge runs one check at a time
   and its other threads use absolute paths only, so the change is the check's alone.
+- `environment_set(variables)` is a context in which os.environ has the assignment's variables ([environment] of
+  assignment.toml), each put back as it was after (removed if it was not set).
 - A folder that cannot be made (a full /tmp) is said once by `problem`, and the checks run where they are: a cell
   that opens a shipped file then fails, and the reference with it, so the check is not graded (never charged).
 """
@@ -105,3 +107,17 @@ class NotebookFolder:
             self._scratch.cleanup()
             self._scratch = None
         self._made = None
+
+
+@contextlib.contextmanager
+def environment_set(variables: dict[str, str]) -> Iterator[None]:
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
