@@ -30,7 +30,9 @@ def load_state(module: nn.Module, state: dict, aliases=()) -> dict:
     own = module.state_dict()
     own_groups, their_groups = _groups(own), _groups(state, aliases)
     placed, renamed = _placed(own, own_groups, state, their_groups)
-    problems, rows, values = [], {}, {}
+    problems: list[str] = []
+    rows: dict[str, torch.Tensor] = {}
+    values: dict[str, tuple[str, torch.Tensor]] = {}  # the module's name -> (the state's name, the value it gets)
     for theirs in their_groups:
         value = state[theirs[0]]
         if theirs not in placed:
@@ -105,19 +107,19 @@ def _placed(own: dict, own_groups: list, state: dict, their_groups: list) -> tup
     group_of = {name: group for group in own_groups for name in group}
     placed: dict[tuple, list[tuple]] = {}
     for theirs in their_groups:
-        mine = list(dict.fromkeys(group_of[n] for n in theirs if n in group_of))
-        if mine:
-            placed[theirs] = mine
+        shared = list(dict.fromkeys(group_of[n] for n in theirs if n in group_of))
+        if shared:
+            placed[theirs] = shared
     taken = {g for groups in placed.values() for g in groups}
     left_mine = [g for g in own_groups if g not in taken]
     by_canonical = {_canonical(n): g for g in left_mine for n in g}
-    renamed = {}
+    renamed: dict[str, str] = {}
     for theirs in (t for t in their_groups if t not in placed):
         for name in theirs:
-            mine = by_canonical.get(_canonical(name))
-            if mine is not None and mine not in taken and tuple(own[mine[0]].shape) == tuple(state[name].shape):
-                placed[theirs], renamed[theirs[0]] = [mine], mine[0]
-                taken.add(mine)
+            same = by_canonical.get(_canonical(name))
+            if same is not None and same not in taken and tuple(own[same[0]].shape) == tuple(state[name].shape):
+                placed[theirs], renamed[theirs[0]] = [same], same[0]
+                taken.add(same)
                 break
     left_theirs = [t for t in their_groups if t not in placed]
     left_mine = [g for g in own_groups if g not in taken]
