@@ -181,3 +181,29 @@ def test_without_the_aliases_a_copied_state_with_two_names_for_one_tensor_does_n
     """What the aliases argument is for: the copies alone say nothing of which names were one tensor."""
     student = Pretraining(_heads()["weight and bias tied"])
     assert load_state(Pretraining(Head), _sent(student))["problems"]
+
+
+class CopiedHead(nn.Module):
+    """A student's untied decoder: a copy of the embeddings at construction (equal until training moves one)."""
+
+    def __init__(self, word: nn.Embedding):
+        super().__init__()
+        self.dense = nn.Linear(E, E)
+        self.decoder = nn.Linear(E, V, bias=False)
+        self.decoder.weight = nn.Parameter(word.weight.detach().clone())
+        self.bias = nn.Parameter(torch.zeros(V))
+
+
+def test_an_untied_copy_loads_and_where_it_differs_the_tied_tensor_keeps_the_value_named_as_it_is():
+    student = Pretraining(CopiedHead)
+    assert load_state(Pretraining(Head), _sent(student), aliases(student)) == {"problems": [], "notes": [
+        "your parameters do not all have the documented names, so the grader matched its weights to yours by "
+        "structure: mlm.decoder.weight -> your mlm.word_embeddings.weight"]}
+    with torch.no_grad():
+        student.mlm.decoder.weight.add_(1.0)  # initialised or trained apart
+    reference = Pretraining(Head)
+    outcome = load_state(reference, _sent(student), aliases(student))
+    assert outcome["problems"] == [] and outcome["notes"][1] == (
+        "word.weight and mlm.decoder.weight are one tensor in it (word.weight, mlm.word_embeddings.weight), with "
+        "different values in the weights given: it holds word.weight's")
+    assert torch.equal(reference.word.weight, student.word.weight)

@@ -13,8 +13,10 @@ Nothing is loaded unless every tensor finds its place; a tensor (with its aliase
   attribute), to the tensor at the same position; both "by structure", with a note naming the first pairs, else
 - for an embedding table with more rows than the grader's (a segment table sized by the vocabulary), into its
   first rows, the others left as they are, with a note: the rows an input in range reads are the grader's.
-Everything else is a problem, named, and the caller reports it; so are two tensors of the state that go to one
-tensor of the module with different values.
+Everything else is a problem, named, and the caller reports it; so are two tensors of the state with different
+values, both named as the module names them, that go to one tensor of the module. Where one of the two was placed by
+structure (a student's untied copy of a tied weight, trained or initialised apart), the one placed by name is kept,
+with a note.
 """
 from __future__ import annotations
 
@@ -33,7 +35,10 @@ def load_state(module: nn.Module, state: dict, aliases=()) -> dict:
     problems: list[str] = []
     rows: dict[str, torch.Tensor] = {}
     values: dict[str, tuple[str, torch.Tensor]] = {}  # the module's name -> (the state's name, the value it gets)
-    for theirs in their_groups:
+    kept: list[str] = []  # one tensor of the module given two values: the one placed by name kept
+    # the groups placed by a name first: where one tensor of the module gets two different values, the one whose
+    # name it has wins over one placed by structure (an untied copy of a tied weight), with a note
+    for theirs in sorted(their_groups, key=lambda t: _by_structure(t, renamed)):
         value = state[theirs[0]]
         if theirs not in placed:
             problems.append(f"it has no parameter {theirs[0]}")
@@ -46,15 +51,25 @@ def load_state(module: nn.Module, state: dict, aliases=()) -> dict:
                 else:
                     problems.append(f"{target} has shape {tuple(own[target].shape)} instead of {tuple(value.shape)}")
             elif target in values and not torch.equal(values[target][1], value):
-                problems.append(f"{values[target][0]} and {theirs[0]} are one tensor in it ({', '.join(mine)}) but "
-                                "two with different values in the weights given")
+                first = values[target][0]
+                if _by_structure(theirs, renamed) and first not in renamed:
+                    kept.append(f"{first} and {theirs[0]} are one tensor in it ({', '.join(mine)}), with different "
+                                f"values in the weights given: it holds {first}'s")
+                else:
+                    problems.append(f"{first} and {theirs[0]} are one tensor in it ({', '.join(mine)}) but two with "
+                                    "different values in the weights given")
             else:
                 values[target] = (theirs[0], value)
     if problems:
         return {"problems": problems, "notes": []}
     module.load_state_dict({name: value for name, (_, value) in values.items()}, strict=False)
     notes = [_copy_rows(own[name], value, name) for name, value in rows.items()]
-    return {"problems": [], "notes": ([_renaming_note(renamed)] if renamed else []) + notes}
+    return {"problems": [], "notes": ([_renaming_note(renamed)] if renamed else []) + kept + notes}
+
+
+def _by_structure(group: tuple, renamed: dict) -> bool:
+    """Whether the state's group was placed by structure (not by a name the module has)."""
+    return group[0] in renamed
 
 
 def aliases(module_or_state) -> list[list[str]]:
@@ -110,7 +125,8 @@ def _placed(own: dict, own_groups: list, state: dict, their_groups: list) -> tup
         shared = list(dict.fromkeys(group_of[n] for n in theirs if n in group_of))
         if shared:
             placed[theirs] = shared
-    taken = {g for groups in placed.values() for g in groups}
+    named = {g for groups in placed.values() for g in groups}  # reached by a name the state gives
+    taken = set(named)
     left_mine = [g for g in own_groups if g not in taken]
     by_canonical = {_canonical(n): g for g in left_mine for n in g}
     renamed: dict[str, str] = {}
@@ -122,11 +138,13 @@ def _placed(own: dict, own_groups: list, state: dict, their_groups: list) -> tup
                 taken.add(same)
                 break
     left_theirs = [t for t in their_groups if t not in placed]
-    left_mine = [g for g in own_groups if g not in taken]
+    # what the state does not name: a group it reached by one name may still take another tensor of the state by a
+    # name it lacks (an untied copy of a tied weight, equal at initialisation; two different values are a problem)
+    left_mine = [g for g in own_groups if g not in taken or (g in named and any(n not in state for n in g))]
     if left_theirs and len(left_theirs) == len(left_mine) and all(
             tuple(own[m[0]].shape) == tuple(state[t[0]].shape) for t, m in zip(left_theirs, left_mine)):
-        for theirs, mine in zip(left_theirs, left_mine):
-            placed[theirs], renamed[theirs[0]] = [mine], mine[0]
+        for theirs, mine in zip(left_theirs, left_mine):  # (named by the module's name the state lacks)
+            placed[theirs], renamed[theirs[0]] = [mine], next((n for n in mine if n not in state), mine[0])
     return placed, renamed
 
 
