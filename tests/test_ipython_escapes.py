@@ -115,3 +115,12 @@ def test_a_black_formatted_correct_submission_gets_full_marks(example_build, exa
     (result,) = grade(example_release, [tmp_path / "black.ipynb"], GradeOptions(tmp_path / "out", quiet=True))
     assert [(c.name, c.message) for c in result.checks if c.score != c.max_score and c.status != "pending"] == []
     assert (result.score, result.max_score) == (11, 13)  # as the answer key: the written answer's 2 are pending
+
+
+def test_a_cell_too_long_to_tokenize_is_read_by_first_character_in_bounded_time(monkeypatch):
+    import autograder.notebook.ipython as ipython
+
+    monkeypatch.setattr(ipython, "MAX_TOKENIZED_CHARS", 100)
+    cell = "x = [\n" + "    1,\n" * 50 + "]\n!ls"
+    assert [e.first for e in escapes(cell.split("\n"))] == [52]
+    assert [e.first for e in escapes(BLACK_NORMALIZE.split("\n") + ["#" * 200, "!ls"])] == [8, 16]  # as before

@@ -15,7 +15,8 @@ a line goes to the tokenizer, the tokens so far tell whether it starts a logical
 the tokenizer as `pass` (its continuation lines as blank lines), so that the shell text after it (`!echo "it's"`)
 never throws the tokenizer off the Python that follows. A cell whose Python the tokenizer cannot read from some
 line on (an unterminated string, an inconsistent dedent) has the lines after that point read by their first
-character alone, as IPython reads a cell it cannot tokenize no better (such a cell is not Python either way).
+character alone, as IPython reads a cell it cannot tokenize no better (such a cell is not Python either way); so has
+a cell of more than MAX_TOKENIZED_CHARS up to its last possible escape (time bounded on a hostile notebook's).
 
 Standard library only: the grading image has no IPython (docs/platforms.md); tests/test_ipython_escapes.py holds
 this module to IPython's transformer where IPython is installed.
@@ -127,6 +128,11 @@ def _escape(lines: list[str], first: int, last: int) -> Escape:
     return Escape(first, last, indent, text)
 
 
+# Python's tokenizer reads about a megabyte a second: a cell longer than this (no student's writes one; a hostile
+# notebook's may) is read by first character alone, as a cell the tokenizer cannot read, in bounded time
+MAX_TOKENIZED_CHARS = 1_000_000
+
+
 def escapes(lines: list[str]) -> list[Escape]:
     """The IPython escapes of a cell given as its physical lines (without their line ends), in order."""
     candidates = [i for i, line in enumerate(lines) if _candidate(line)]
@@ -134,6 +140,8 @@ def escapes(lines: list[str]) -> list[Escape]:
         return []
     reader = _Reader(lines, candidates[-1])
     try:
+        if sum(len(line) + 1 for line in lines[: candidates[-1] + 1]) > MAX_TOKENIZED_CHARS:
+            raise ValueError("too long to tokenize")
         for token in tokenize.generate_tokens(reader.readline):
             reader.saw(token)
     except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
