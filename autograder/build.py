@@ -377,13 +377,17 @@ def calls_into_other_parts(nb, checks, reference, helpers: list[str], where: str
             continue
         named = ", ".join(f"`{n}` defined in part {p!r}" for n, p in sorted(other.items()))
         declared = ", ".join(f'"{n}"' for n in [*spec.depends_on, *sorted(other)])
-        how = (f"add depends_on=[{declared}] to its notebook_cell({spec.name!r}, ...) line"
-               if file and spec.fn is not None and spec.fn.__name__.startswith("cell_") else  # an imported test cell
+        imported = bool(file and spec.fn is not None and spec.fn.__name__.startswith("cell_"))  # nbgrader's test cell
+        how = (f"add depends_on=[{declared}] to its notebook_cell({spec.name!r}, ...) line" if imported else
                f"declare depends_on=[{declared}]" if file else
                f'add "depends_on": [{declared}] to the test cell\'s nbgrader metadata')
         broken = " or ".join(f"`{n}`" for n in sorted(other))
+        # the advice changes grades: an imported course's author must know it moves them away from nbgrader's
+        differs = (f"; this changes scores away from nbgrader's, which runs the student's own {broken} in this test "
+                   f"cell: a submission with a broken {broken} then gets points here that nbgrader does not give "
+                   "(leave it out to keep nbgrader's scores)") if imported else ""
         notes.append(f"{f'tests/{file}' if file else where}: check {spec.name!r} (part {spec.part!r}) calls {named}; "
-                     f"{how} so that a broken {broken} does not cost this part's points ({DEPENDS_ON_DOC})")
+                     f"{how} so that a broken {broken} does not cost this part's points{differs} ({DEPENDS_ON_DOC})")
     return notes
 
 

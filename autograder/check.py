@@ -120,7 +120,7 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
     reference = Program(Extraction([], []), WorkerSpec([], label="the reference", owner="the reference's",
                                                        confinement=confinement))
     # Test cells see the notebook's own imports as real modules, as they see the reference's in grading.
-    judge = Judge(specs, reference, limits, judge_imports(extraction), cuda=False)
+    judge = Judge(specs, reference, limits, judge_imports(extraction), cuda=False, inputs=confinement.inputs)
     try:
         results = judge.grade(program)
         report = program.worker.report
@@ -131,6 +131,7 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
     finally:
         program.close()
         reference.close()
+        judge.close()
     return CheckRun(str(path), results, notes)
 
 

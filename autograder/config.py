@@ -37,6 +37,8 @@ class AssignmentConfig:
     gpu_checks: list[str] = field(default_factory=list)  # checks that need CUDA: pending without it
     student: dict = field(default_factory=dict)  # [student]: in-notebook checks, install cell (autograder.student)
     seed: dict = field(default_factory=dict)  # [seed]: {variable, grading, student?, cells?} (autograder/notebook/seedvar.py)
+    # [environment]: variables set while grading, in the workers and around the checks (NBGRADER_EXECUTION)
+    environment: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -54,7 +56,7 @@ def load_config(source_dir: Path) -> AssignmentConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    known = {"title", "notebook", "files", "limits", "gpu", "student", "seed"}
+    known = {"title", "notebook", "files", "limits", "gpu", "student", "seed", "environment"}
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -71,7 +73,25 @@ def load_config(source_dir: Path) -> AssignmentConfig:
     return AssignmentConfig(
         name=source_dir.name, title=data["title"], notebook=data["notebook"], files=list(data.get("files", [])),
         limits=Limits(**limits), gpu_checks=list(data.get("gpu", {}).get("checks", [])),
-        student=student_options(data.get("student", {}), str(path)), seed=seed_options(data.get("seed", {}), str(path)))
+        student=student_options(data.get("student", {}), str(path)), seed=seed_options(data.get("seed", {}), str(path)),
+        environment=environment_options(data.get("environment", {}), str(path)))
+
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def environment_options(data, where: str = "assignment.toml") -> dict:
+    """Validate the `[environment]` table: names of environment variables -> string values, set while grading (in
+    every worker, the reference's included, and in the judge while a check runs), as nbgrader's autograde sets
+    NBGRADER_EXECUTION."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: [environment] must be a table of variables")
+    for name, value in data.items():
+        if not _VARIABLE.fullmatch(name):
+            raise ConfigError(f"{where}: [environment] {name!r} is not the name of an environment variable")
+        if not isinstance(value, str) or "\0" in value:
+            raise ConfigError(f"{where}: [environment] {name} must be a string (got {value!r})")
+    return dict(data)
 
 
 def seed_options(data, where: str = "assignment.toml") -> dict:

@@ -32,6 +32,7 @@ from autograder.sandbox.client import (
 from autograder.sandbox.forkserver import Child
 from autograder.sandbox.protocol import Handle
 from autograder.sandbox.remote import HELPERS_LABEL, Remote
+from autograder.sandbox.workdir import NotebookFolder, environment_set
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, points_of, status_of
 from autograder.testing import CheckSpec, Fail, Pending, take_notes
@@ -319,8 +320,13 @@ class CheckBroken(Exception):
     `where`: the file (or test cell) and line; the message adds the error."""
 
     def __init__(self, where: str, error: BaseException):
-        super().__init__(f"the check's own code fails at {where}: {type(error).__name__}: {error} (a mistake of the "
-                         "check, not of the notebook: fix the check)")
+        if isinstance(error, OSError):  # the judge's own file access: the machine's or the assignment's, never the notebook's
+            why = ("a file the check reads in the grader is missing or unreadable there, not a mistake of the notebook: "
+                   "ship it with the assignment (`files` of assignment.toml: checks and test cells run in a folder "
+                   "that holds them) or let the check read it by a path that exists when grading")
+        else:
+            why = "a mistake of the check, not of the notebook: fix the check"
+        super().__init__(f"the check's own code fails at {where}: {type(error).__name__}: {error} ({why})")
         self.where = where
 
 
@@ -368,6 +374,8 @@ def instructors_mistake(exc: BaseException) -> bool:
     plain data or proxies, never the judge's modules; a name the notebook lacks is MissingName)."""
     if isinstance(exc, (NameError, ImportError, SyntaxError)):
         return True
+    if isinstance(exc, OSError) and not isinstance(exc, StudentError):
+        return True  # the judge's own file or system call (a student's OSError arrives as a StudentError)
     return isinstance(exc, AttributeError) and isinstance(getattr(exc, "obj", None), types.ModuleType)
 
 
@@ -391,13 +399,28 @@ def _assertion_message(spec: CheckSpec, exc: AssertionError) -> str:
     return text or ("an assertion in this public check failed" if spec.public else "a hidden check failed")
 
 
+def _of_the_reference(message: str) -> str:
+    """A verdict's message written to the student ("your normalize raised ...") said of the reference solution, whose
+    verdict it is ("the reference's normalize raised ..."): quoted in a NOT GRADED message, it never reads as the
+    student's fault."""
+    message = re.sub(r"\bYour\b", "The reference's", message)
+    return re.sub(r"\byours\b|\byour\b", "the reference's", message)
+
+
 class Judge:
     """Runs checks for submissions against one reference program."""
 
     def __init__(self, checks: list[CheckSpec], reference: Program, limits: Limits, cell_globals: "JudgeImports",
                  gpu_checks: AbstractSet[str] = frozenset(), cuda: bool | None = None,
-                 reference_as_submission: Callable[[], Program] | None = None):
+                 reference_as_submission: Callable[[], Program] | None = None, inputs: dict[str, str] | None = None,
+                 environment: dict[str, str] | None = None):
+        """`inputs`: the assignment's shipped files (name -> file, as the workers' Confinement.inputs): the checks
+        run with them in their working directory, as a test cell does in the student's kernel (sandbox/workdir.py);
+        `environment`: the assignment's variables ([environment]), set while a check runs, as in the workers."""
+        self.environment = dict(environment or {})
         self.checks = checks
+        self.folder = NotebookFolder(inputs)  # the submission's checks'
+        self.reference_folder = NotebookFolder(inputs)  # the reference's verdicts' (confirm), never the same
         self.earlier = earlier_cells(checks)  # the test cells a notebook test cell shares its variables with
         self._stood_in: list[str] = []  # the names the worker replaced by stand-ins for the check's second run
         self.reference = reference
@@ -416,6 +439,7 @@ class Judge:
         """Every check on `submission`. With `confirm`, a check it does not pass counts only if the reference
         passes it in this environment; otherwise it is `ungraded` (see confirm)."""
         results = []
+        self.folder.fresh()  # what the last submission's checks wrote there is gone
         budget_end = time.monotonic() + self.limits.submission_seconds
         self.excused_seconds = 0.0
         for spec in self.checks:
@@ -444,8 +468,19 @@ class Judge:
         if spec.name not in self.reference_verdicts:
             assert self.reference_as_submission is not None  # confirm(), the only caller, returns first without it
             program = self.reference_as_submission()
-            self.reference_verdicts[spec.name] = self.run_check(spec, program, float("inf"))
+            # in a folder of its own, as shipped: never what the submission's checks wrote in theirs
+            folder, self.folder = self.folder, self.reference_folder
+            try:
+                self.folder.fresh()
+                self.reference_verdicts[spec.name] = self.run_check(spec, program, float("inf"))
+            finally:
+                self.folder = folder
         return self.reference_verdicts[spec.name]
+
+    def close(self) -> None:
+        """Remove the checks' working folders (sandbox/workdir.py)."""
+        self.folder.cleanup()
+        self.reference_folder.cleanup()
 
     def confirm(self, spec: CheckSpec, result: CheckResult) -> None:
         """Never silently wrong: a lost point stands only if the reference gets every point of the check here.
@@ -456,7 +491,7 @@ class Judge:
         verdict = self.reference_verdict(spec)
         if verdict.status in (PASSED, PENDING):
             return
-        first = (verdict.message.strip().splitlines() or ["no message"])[0]
+        first = _of_the_reference((verdict.message.strip().splitlines() or ["no message"])[0])
         result.grader_problem = (f"the reference solution gets {verdict.score:g}/{verdict.max_score:g} on this check "
                                  f"here: {first}")
         result.status, result.score = UNGRADED, 0.0
@@ -600,7 +635,8 @@ class Judge:
             if prepare is not None:
                 prepare()
             seed_torch(0)
-            with complex_casts_raise(), undone_after():  # (the judge's objects as they were, whatever the check wrote)
+            # (the judge's objects as they were, whatever the check wrote; the notebook's folder as working directory)
+            with complex_casts_raise(), undone_after(), self.folder.entered(), environment_set(self.environment):
                 if spec.fn is not None:
                     value = spec.fn(sub, ref)
                 else:

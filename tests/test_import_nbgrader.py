@@ -362,6 +362,8 @@ def _graded(source: str, **meta):
     ([_graded("assert True", grade_id="", points=1)], "cell 7: nbgrader cell without a grade_id"),
     ([_graded("", grade_id="blank")], "cell 7: grade cell 'blank' needs nbgrader 'points' >= 0"),
     ([_graded("assert True", grade_id="negative", points=-1)], "cell 7: grade cell 'negative' needs nbgrader"),
+    ([_code("x = 1", grade_id="future", schema_version=4)],
+     "cell 7: nbgrader metadata of schema_version 4, newer than nbgrader's own (3), which nbgrader cannot read"),
 ])
 def test_metadata_nbgrader_refuses_is_refused_naming_the_cells_and_nothing_is_written(tmp_path, extra, problem):
     from autograder.importers.common import ImportFailed
@@ -604,3 +606,30 @@ def test_an_otter_notebook_is_refused_naming_the_otter_import_and_the_reverse(tm
     argv = ["import", "otter", str(ps1), "--name", "p1", "--solutions", str(tmp_path / "solutions")]
     assert main(argv) == 2 and "autograder import nbgrader" in capsys.readouterr().err
     assert not (tmp_path / "solutions").exists()
+
+
+# -- what nbgrader's autograde sets, and what the build's advice changes -------------------------------------
+
+@pytest.mark.slow
+def test_cells_reading_nbgrader_execution_see_autograde_as_under_nbgrader(tmp_path):
+    """nbgrader's autograde sets NBGRADER_EXECUTION=autograde while it runs the notebook: the student's code (in its
+    worker) and the test cell (in the judge) read it here too, and find it unset again after grading."""
+    mode = _code("import os\n\ndef mode():\n    ### BEGIN SOLUTION\n    return os.environ.get('NBGRADER_EXECUTION', 'kernel')\n"
+                 "    ### END SOLUTION", grade_id="mode", solution=True)
+    reads = _graded("import os\nassert os.environ.get('NBGRADER_EXECUTION') == 'autograde'\nassert mode() == 'autograde'",
+                    grade_id="mode_test", points=1)
+    (report,) = import_assignment(_nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", [mode, reads]), "hw",
+                                  tmp_path / "solutions")
+    assert '[environment]' in (report.target / "assignment.toml").read_text()
+    assert any("NBGRADER_EXECUTION" in line for line in report.converted)
+    paths = build(report.target)
+    (result,) = grade_all(paths.release, [paths.release / "answer_key.ipynb"], tmp_path / "out")
+    assert {c.name: c.score for c in result.checks}["mode_test"] == 1
+    assert "NBGRADER_EXECUTION" not in os.environ
+
+
+def test_the_advice_to_declare_depends_on_says_it_moves_scores_away_from_nbgraders(ps1):
+    solutions, _ = ps1
+    notes = [n for n in build(solutions / "ps1_problem1").notes if "depends_on" in n]
+    assert notes and all("this changes scores away from nbgrader's, which runs the student's own `squares`" in n
+                         for n in notes)

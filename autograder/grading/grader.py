@@ -221,7 +221,8 @@ class Grader:
         self.locked = handed_out_locked(release)
         self.manual = {c.name for c in release.checks if graded_by_hand(c)}
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
-                                  set(release.config.gpu_checks), cuda, self.reference_as_submission)
+                                  set(release.config.gpu_checks), cuda, self.reference_as_submission,
+                                  inputs=self.confinement.inputs, environment=release.config.environment)
         if self.recording is not None:
             self.judge.reference_verdicts = {name: CheckResult(**v) for name, v in self.recording.verdicts.items()}
         self._warm = False
@@ -231,7 +232,8 @@ class Grader:
         """A worker running the reference: confined as a student's, more time to import (it is trusted)."""
         return WorkerSpec([u.to_wire() for u in self.release.reference.units], label="the reference",
                           owner="the reference's", confinement=self.confinement,
-                          import_seconds=max(self.release.config.limits.import_seconds, 300))
+                          import_seconds=max(self.release.config.limits.import_seconds, 300),
+                          environment=dict(self.release.config.environment))
 
     def reference_as_submission(self) -> Program:
         """The reference solution as a submission: same confinement, limits and helpers as a student's."""
@@ -241,6 +243,7 @@ class Grader:
         return self._reference_as_submission
 
     def close(self) -> None:
+        self.judge.close()
         if self._next_worker is not None:
             self._next_worker.kill()
         self.reference.close()
@@ -331,7 +334,8 @@ class Grader:
                 self._next_worker.prestart()
 
     def _worker_spec(self, units: list[dict]) -> WorkerSpec:
-        return WorkerSpec(units, confinement=self.confinement, import_seconds=self.release.config.limits.import_seconds)
+        return WorkerSpec(units, confinement=self.confinement, import_seconds=self.release.config.limits.import_seconds,
+                          environment=dict(self.release.config.environment))
 
     def _grade_one(self, path: Path, sub_id: str, start: float) -> SubmissionResult:
         try:

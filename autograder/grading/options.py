@@ -1,6 +1,7 @@
 """What a grading run is asked to do (GradeOptions) and how its workers are confined (confinement_for)."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ def confinement_for(release: Release, options: "GradeOptions", cuda: bool, statu
     empty: full), with the assignment's limits, its declared input files (visible read-only in the working
     directory), CUDA's devices when it grades on a GPU."""
     limits = release.config.limits
-    inputs = {name: str(release.dir / "files" / name) for name in release.config.files
+    inputs = {name: os.path.abspath(release.dir / "files" / name) for name in release.config.files
               if (release.dir / "files" / name).exists()}
     return Confinement(memory_bytes=0 if cuda else limits.memory_mb * 2**20, file_bytes=limits.output_mb * 2**20,
                        cuda=cuda, inputs=inputs, level=level_of(status))

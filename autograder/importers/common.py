@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.notebook import ipython
 from autograder.notebook.extract import bound_names, reads_from_outside
 from autograder.importers.report import ImportReport
 
@@ -112,10 +113,10 @@ def missing_files(folder: Path, nb, shipped: list[Path], listed: list[str], repo
 # -- the notebook's code -----------------------------------------------------------------------------------
 
 def parse(source: str):
-    """The cell's syntax tree, IPython lines (%magic, !shell) read as blank; None when it is not Python."""
-    blanked = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n"))
+    """The cell's syntax tree, IPython lines (%magic, !shell, where IPython reads them: notebook/ipython.py) read
+    as blank; None when it is not Python."""
     try:
-        return ast.parse(blanked)
+        return ast.parse(ipython.blanked(source, replacement=""))
     except SyntaxError:
         return None
 

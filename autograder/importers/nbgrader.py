@@ -33,6 +33,7 @@ from autograder.importers.common import (
 from autograder.config import Limits
 from autograder.importers.report import ImportReport
 from autograder.kernel import earlier_cells
+from autograder.notebook import ipython
 from autograder.notebook.foreign import AUTOTEST, OWN, find_foreign
 from autograder.notebook.markers import (
     HIDDEN, MarkerError, cell_source, find_regions, hand_graded, is_solution_cell, is_test_cell, nbgrader_meta,
@@ -177,13 +178,30 @@ def _mark_scheme_problem(cell, delimiters: tuple[str, str]) -> str:
     return problem
 
 
+# nbgrader's cell metadata format (nbgrader.nbgraderformat.SCHEMA_VERSION: 3 in nbgrader 0.9): an older one it
+# upgrades, a newer one it refuses ("Schema version is too new")
+NBGRADER_SCHEMA_VERSION = 3
+
+
+def _schema_problem(meta: dict) -> str:
+    version = meta.get("schema_version", 0)
+    if isinstance(version, (int, float)) and not isinstance(version, bool) and version > NBGRADER_SCHEMA_VERSION:
+        return (f"nbgrader metadata of schema_version {version:g}, newer than nbgrader's own "
+                f"({NBGRADER_SCHEMA_VERSION}), which nbgrader cannot read (\"Schema version is too new\") and whose "
+                "cells' meaning is not known here")
+    return ""
+
+
 def metadata_problems(nb, settings: CourseSettings = NBGRADER_DEFAULTS) -> list[str]:
     """`cell N: ...` for each grade_id blank or used by an earlier cell, each grade cell or task without valid
-    points, each mark scheme unbalanced or outside a task cell: nbgrader refuses such a notebook, and converting it
-    would drop or invent a check (or show a mark scheme to students)."""
+    points, each mark scheme unbalanced or outside a task cell, each cell whose metadata is of a schema_version newer
+    than nbgrader's: nbgrader refuses such a notebook, and converting it would drop or invent a check (or show a
+    mark scheme to students)."""
     problems, seen = [], {}
     for index, cell in enumerate(nb.cells):
         meta, loc = nbgrader_meta(cell), f"cell {index + 1}"
+        if "nbgrader" in cell.get("metadata", {}):
+            problems += [f"{loc}: {p}" for p in [_schema_problem(meta)] if p]
         if any(d in cell_source(cell) for d in settings.mark_scheme):
             problems += [f"{loc}: {p}" for p in [_mark_scheme_problem(cell, settings.mark_scheme)] if p]
         if not (meta.get("grade") or meta.get("solution") or meta.get("task")):
@@ -300,11 +318,9 @@ def without_magics(source: str) -> tuple[str, list[tuple[int, str, str]], list[t
     value assigned to `_`, as %timeit gives the cell no value); `%matplotlib ...` dropped. Returns (the source,
     [(line, the magic, what replaced it)], [(line, an IPython line left as it is)])."""
     lines, converted, left = source.split("\n"), [], []
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text.startswith(("%", "!")):
-            continue
-        indent = line[: len(line) - len(line.lstrip())]
+    for escape in ipython.escapes(lines):  # where IPython reads them: never a line black starts with `!=`
+        number, text = escape.first + 1, escape.text
+        indent = escape.indent
         word, _, rest = text.lstrip("%").partition(" ")
         cell_magic = text.startswith("%%")
         if cell_magic and number == 1 and word in ("time", "timeit") and not rest.strip():
@@ -312,12 +328,14 @@ def without_magics(source: str) -> tuple[str, list[tuple[int, str, str]], list[t
         elif not cell_magic and text.startswith("%") and word in ("time", "timeit") and rest.strip():
             stmt = _TIMEIT_OPTIONS.sub("", rest.strip() + " ").strip() if word == "timeit" else rest.strip()
             after = f"_ = {stmt}" if word == "timeit" and _is_expression(stmt) else stmt
-        elif not cell_magic and word in _DROPPED_MAGICS:
+        elif not cell_magic and text.startswith("%") and word in _DROPPED_MAGICS:
             after = ""
         else:
             left.append((number, text))
             continue
         lines[number - 1] = indent + (after or ("pass" if indent else ""))
+        for continued in range(escape.first + 1, escape.last + 1):
+            lines[continued] = ""
         converted.append((number, text, after))
     return "\n".join(lines), converted, left
 
@@ -463,9 +481,22 @@ def convert_notebook(nb_path: Path, target: Path) -> tuple[ImportReport, Convers
         out = convert(nb, str(nb_path), report, settings)
     except MarkerError as exc:  # nbgrader itself would refuse it: an unclosed region, say
         raise ImportFailed(f"{nb_path}: {exc}") from None
-    out.settings = course_notes(report, settings)
+    out.settings = "\n\n".join(t for t in (course_notes(report, settings), grading_environment(report)) if t)
     add_notes(report, out)
     return report, out
+
+
+# what nbgrader's autograde sets while it runs a notebook (nbgrader/converters/autograde.py), which its cells may read
+AUTOGRADE_ENVIRONMENT = {"NBGRADER_EXECUTION": "autograde"}
+
+
+def grading_environment(report: ImportReport) -> str:
+    """assignment.toml's [environment]: the variables nbgrader's autograde sets, set while grading here too, in the
+    workers and around the checks, so that a cell reading them behaves as under nbgrader."""
+    lines = [f'{name} = "{value}"' for name, value in AUTOGRADE_ENVIRONMENT.items()]
+    report.convert(f"nbgrader's autograde sets {', '.join(lines)} while it grades -> [environment] in assignment.toml "
+                   "(set while grading here too)")
+    return "\n".join(["[environment]  # as nbgrader's autograde sets them while it grades", *lines])
 
 
 def course_notes(report: ImportReport, settings: CourseSettings) -> str:

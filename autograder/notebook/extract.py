@@ -22,6 +22,8 @@ import re
 import symtable
 from dataclasses import dataclass, field
 
+from autograder.notebook import ipython
+
 SKIP_TAG = "skip-grading"
 
 # Calls allowed in a kept constant assignment: pure, cheap, and common in settings cells.
@@ -31,7 +33,6 @@ _ALLOWED_CALLS = {
     "os.path.expanduser", "torch.device", "torch.cuda.is_available", "torch.backends.mps.is_available",
     "math.sqrt", "math.log", "math.exp", "math.ceil", "math.floor",
 }
-_IPYTHON_LINE = re.compile(r"^(\s*)[%!]")
 _DEF_NAME = re.compile(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 
 
@@ -169,12 +170,10 @@ def bound_names(node: ast.stmt) -> list[str]:
 
 
 def strip_ipython(source: str) -> str:
-    """Replace IPython magics and shell lines (`%time`, `!pip install`) by `pass`, keeping line numbers."""
-    out = []
-    for line in source.splitlines():
-        m = _IPYTHON_LINE.match(line)
-        out.append(f"{m.group(1)}pass" if m else line)
-    return "\n".join(out)
+    """Replace IPython's own syntax (`%time`, `!pip install`, `obj?`) by `pass`, keeping line numbers: only where
+    IPython reads it, at the start of a logical line (notebook/ipython.py), so that a line black starts with `!=`
+    or `%` inside brackets stays Python."""
+    return ipython.blanked(source)
 
 
 def is_test_cell(cell) -> bool:

@@ -14,6 +14,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from autograder.notebook import ipython
 from autograder.notebook.markers import cell_source
 
 READERS = {"open", "load", "loadtxt", "genfromtxt", "fromfile", "Image", "imread", "load_file", "safe_open"}
@@ -61,8 +62,8 @@ def relative(path: str) -> bool:
 def _code(source: str, cell: int) -> tuple[list[Opened], set[str]]:
     """(the paths a code cell reads, the paths it writes)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = ast.parse(ipython.blanked(source))  # a `!pip install` line does not hide the rest of the cell
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [], set()
     reads, writes = [], set()
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
@@ -102,7 +103,7 @@ def path_literals(nb) -> list[str]:
         if cell.get("cell_type") != "code":
             continue
         try:
-            tree = ast.parse(cell_source(cell))
+            tree = ast.parse(ipython.blanked(cell_source(cell)))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         found += [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)

@@ -210,6 +210,7 @@ class WorkerSpec:
     threads: int = 1  # torch intra-op threads: fixed, so results do not depend on the machine
     import_seconds: float = 60.0
     max_restarts: int = 8  # attempts to load around statements that hang or kill the process
+    environment: dict[str, str] = field(default_factory=dict)  # the assignment's variables (never over the grader's)
 
 
 @dataclass
@@ -380,7 +381,7 @@ class WorkerProcess:
                               "channel_fds": [r_in, w_out]})
         config = {"fd_in": r_in, "fd_out": w_out, "scratch": scratch, "threads": self.spec.threads,
                   "confinement": asdict(conf)}
-        env = worker_environment(self.spec.threads)
+        env = {**self.spec.environment, **worker_environment(self.spec.threads)}
         env["HOME"] = scratch
         self._log = tempfile.TemporaryFile(prefix="ag-worker-log-")
         server = ForkServer.get()

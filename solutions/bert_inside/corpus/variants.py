@@ -320,6 +320,21 @@ MLM_HEAD_LINEAR = '''class MLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(hidden)))) + self.bias
 '''
 
+# the library's BertLMPredictionHead: the decoder's bias IS the head's `bias` too (`self.decoder.bias = self.bias`)
+MLM_HEAD_LINEAR_TIED_BIAS = '''class MLMHead(nn.Module):
+    def __init__(self, config, word_embeddings):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.decoder.weight = word_embeddings.weight
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder.bias = self.bias
+
+    def forward(self, hidden):
+        return self.decoder(self.norm(F.gelu(self.dense(hidden))))
+'''
+
 LOSS_MODULES = '''def pretraining_loss(mlm_logits, nsp_logits, labels, next_sentence_label):
     loss_fn = nn.CrossEntropyLoss()  # ignore_index is -100 by default
     masked_lm_loss = loss_fn(mlm_logits.view(-1, mlm_logits.size(-1)), labels.view(-1))
@@ -492,6 +507,9 @@ VARIANTS = [
             {"init_bert_weights": INIT_DATA, "MLMHead": MLM_HEAD_LINEAR, "pretraining_loss": LOSS_MODULES,
              "pretraining_step": STEP_CLIPPED},
             "in-place .data initialisation, a tied nn.Linear decoder, CrossEntropyLoss modules, gradient clipping"),
+    Variant("decoder_weight_and_bias_tied", {"MLMHead": MLM_HEAD_LINEAR_TIED_BIAS},
+            "the library's way of tying: an nn.Linear decoder whose weight IS the word embeddings' and whose bias IS "
+            "the head's `bias` (one tensor under two names, twice)"),
     Variant("trainer_style_fine_tuning",
             {"lr_factor": LR_FACTOR_HF, "make_optimizer": OPTIMIZER_BY_NAME, "train_epoch": TRAIN_KWARGS,
              "predict": PREDICT_INFERENCE, "classification_metrics": METRICS_TENSORS},

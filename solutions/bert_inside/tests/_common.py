@@ -105,8 +105,9 @@ def same_outputs(got, expected) -> bool:
 
 
 def mirror_weights(sub, ref, student, reference, what):
-    """Load the student's module's own weights into the reference's module (by name, else by position and shape)."""
-    result = ref.helpers.bi_load(reference, sub.helpers.bi_state(student))
+    """Load the student's module's own weights into the reference's module (by name, else by position and shape;
+    the names the student's module ties to one tensor as one)."""
+    result = ref.helpers.bi_load(reference, sub.helpers.bi_state(student), sub.helpers.bi_aliases(student))
     if result["problems"]:
         raise Fail(f"{what}'s parameters do not fit the documented attributes ({result['problems'][0]}), so its "
                    "gradients cannot be compared with the reference's: keep the attribute names of the notebook")
@@ -375,12 +376,20 @@ def bi_token_ids(tokenizer, text):
     return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
 
 
-def bi_load(module, state):
+def bi_load(module, state, aliases=()):
     """Copy `state` into the module's parameters and buffers: by name, else by position and shape; an embedding
-    table with extra rows gets the state's rows first (autograder.sandbox.weights). Returns {"problems", "notes"};
-    nothing is loaded when something does not fit."""
+    table with extra rows gets the state's rows first; names that are one tensor (`aliases`, a tied decoder's) are
+    matched as one (autograder.sandbox.weights). Returns {"problems", "notes"}; nothing is loaded when something
+    does not fit."""
     from autograder.sandbox.weights import load_state
-    return load_state(module, state)
+    return load_state(module, state, aliases)
+
+
+def bi_aliases(module):
+    """The groups of the module's state_dict names that are one tensor (a decoder tied to the word embeddings, a
+    bias tied to the head's): what bi_load must be told of a state made in this worker."""
+    from autograder.sandbox.weights import aliases
+    return aliases(module)
 
 
 def bi_state(module):
