@@ -41,6 +41,8 @@ commands_dict: dict[str, CommandInfo] = {
                           "be converted"),
     "rubric": CommandInfo("autograder.commands.rubric", "RubricCommand",
                           "GPU accuracy rubric: grade saved models, merge the points into results"),
+    "similarity": CommandInfo("autograder.commands.similarity", "SimilarityCommand",
+                              "similar submissions, per part: code and written answers, a report for the instructor"),
 }
 
 
