@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -46,7 +44,7 @@ ATTENTION_OTHER = '''def attention(query, key, value, mask=None):
     return probs @ value, probs, sum(norms)
 '''
 
-TRANSFORMS_OF_CODE = ["rename", "reformat", "comments", "reorder", "dead_code", "spellings"]
+TRANSFORMS_OF_CODE = [t for t in TRANSFORMATIONS if t not in ("cells", "all")]  # one cell's code each
 
 
 def _fps(source: str) -> np.ndarray:
@@ -77,6 +75,15 @@ def test_each_disguise_keeps_the_fingerprints(tmp_path, how):
     assert source.strip() != ATTENTION.strip()  # the transformation did change the text
     assert _score(ATTENTION, source) >= 0.9, how
     assert _score(ATTENTION_OTHER, source) < 0.3
+
+
+def test_cells_split_merged_and_moved(tmp_path):
+    two = ATTENTION + "\n\ndef helper(x):\n    y = x * 2\n    z = y.sum(dim=0).mean()\n    return z - x.max()\n"
+    nb = json.loads(_notebook(tmp_path / "a.ipynb", [("code", two), ("code", "def last():\n    return 1")]).read_text())
+    disguised = disguise_notebook(nb, "cells", random.Random(4))
+    assert len(disguised["cells"]) != len(nb["cells"]) or disguised["cells"][0]["source"] != nb["cells"][0]["source"]
+    code = "\n\n".join("".join(c["source"]) for c in disguised["cells"])
+    assert _score(two, code) >= 0.9
 
 
 def test_every_disguise_at_once_and_the_independent_writing(tmp_path):
@@ -213,8 +220,14 @@ def test_bad_input_is_a_row_each(tmp_path, monkeypatch):
 
 # -- the report and the command --------------------------------------------------------------------------
 
-def test_command_end_to_end_and_escaping(tmp_path, example_build):
-    key = example_build.release / "answer_key.ipynb"
+def test_command_end_to_end_and_escaping(tmp_path, capsys):
+    import shutil
+
+    from autograder.build import build
+
+    source = tmp_path / "solutions" / "vectors"
+    shutil.copytree(Path(__file__).parent / "example_course" / "solutions" / "vectors", source)
+    key = build(source).release / "answer_key.ipynb"
     subs = tmp_path / "subs"
     subs.mkdir()
     evil = '<script>alert("x")</script>'
@@ -228,11 +241,12 @@ def test_command_end_to_end_and_escaping(tmp_path, example_build):
     (subs / "bob.ipynb").write_text(json.dumps(copy), encoding="utf-8")
     (subs / "<script>alert(1)<script>.ipynb").write_text("not json", encoding="utf-8")  # its name is in its row
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "autograder", "similarity", str(example_build.source), str(subs),
-                           "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    from autograder.cli import main
+
+    assert main(["similarity", str(source), str(subs), "--out", str(out)]) == 0
+    done = capsys.readouterr()
     # the code both wrote, and the answer key's written answer both handed in; both are the key's code otherwise
-    assert "2 similar pair(s)" in done.stdout and "2 close to the answer key" in done.stdout
+    assert "2 similar pair(s)" in done.out and "2 close to the answer key" in done.out
     report = out / "similarity"
     rows = (report / "pairs.csv").read_text(encoding="utf-8")
     assert "code,ann,bob," in rows and "written answers,ann,bob," in rows

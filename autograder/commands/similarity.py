@@ -23,7 +23,7 @@ class SimilarityCommand(Command):
         parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
     def run(self, args) -> int:
-        from autograder.grading import resolve_release
+        from autograder.build import resolve_release  # (built when stale, never recorded: nothing here runs code)
         from autograder.similarity import Settings, find_similar, layout
         from autograder.similarity.report import write_report
 

@@ -28,6 +28,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
+from typing import Callable
 
 MODULE_NAMES = {"torch", "nn", "F", "np", "numpy", "math", "functional", "pd", "random", "os", "sys", "re",
                 "transformers", "optim", "data", "init", "scipy", "collections", "itertools", "functools"}
@@ -457,20 +458,20 @@ def plain_statement(text: str) -> str:
 
 
 def cell_definitions(source: str, notebook_names: set[str], cell: int = 0,
-                     handed_out: frozenset[str] | set[str] = frozenset()) -> list[Definition]:
+                     skip: Callable[[str], bool] | None = None) -> list[Definition]:
     """The top-level statements of one code cell that can hold student work (defs, classes, other statements
-    except imports), normalised; a statement whose `plain_statement` text is in `handed_out` is left out unread
-    (most of a notebook is as handed out: it costs no normalising)."""
+    except imports), normalised; a statement whose text `skip` says is known already (as handed out, or read in
+    another notebook) is left out unread: most of a notebook costs no normalising."""
     tree = parse_cell(source)
     if tree is None:
-        return _chunk_definitions(source, notebook_names, cell, handed_out)
+        return _chunk_definitions(source, notebook_names, cell, skip)
     lines = source.split("\n")
     out = []
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) or _is_noop(node):
             continue
         text = "\n".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
-        if handed_out and plain_statement(text) in handed_out:
+        if skip is not None and skip(text):
             continue
         name = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
         tokens = fallback_tokens(text, node.lineno) if len(text) > MAX_STATEMENT_CHARS \
@@ -479,7 +480,7 @@ def cell_definitions(source: str, notebook_names: set[str], cell: int = 0,
     return out
 
 
-def _chunk_definitions(source: str, notebook_names: set[str], cell: int, handed_out) -> list[Definition]:
+def _chunk_definitions(source: str, notebook_names: set[str], cell: int, skip) -> list[Definition]:
     """A cell that does not parse, read chunk by chunk (a chunk starts at each line at the left margin): the chunks
     that parse are normalised as usual, the others read as plain tokens. One broken line costs its chunk only."""
     lines = source.split("\n")
@@ -493,11 +494,11 @@ def _chunk_definitions(source: str, notebook_names: set[str], cell: int, handed_
         if not chunk.strip():
             continue
         if parse_cell(chunk) is not None:
-            out += cell_definitions(chunk, notebook_names, cell, handed_out)
+            out += cell_definitions(chunk, notebook_names, cell, skip)
             continue
         good = _parsable_head(chunk)  # the lines before the error, where they parse on their own
         if good:
-            out += cell_definitions("\n".join(lines[a:a + good]), notebook_names, cell, handed_out)
+            out += cell_definitions("\n".join(lines[a:a + good]), notebook_names, cell, skip)
         rest = "\n".join(lines[a + good:b])
         out.append(Definition("", rest, fallback_tokens(rest, good + 1), cell))
     return out

@@ -60,6 +60,9 @@ class Layout:
     names: set[str]  # every def / class name of the notebooks: the role G in the tokens
     starter_tokens: dict[str, str] = field(default_factory=dict)  # name -> tokens as handed out
     starter_statements: set[str] = field(default_factory=set)  # plain_statement texts as handed out
+    # statement text -> (name, fingerprints): a statement many notebooks hold as it is is normalised once per run
+    # (the roles of its names depend on `names` only, the same for the run)
+    cache: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
     starter_code_fps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     starter_text: set[str] = field(default_factory=set)  # normalised markdown cells as handed out
     starter_text_fps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
@@ -118,6 +121,7 @@ def layout(parts: list[str], student_nb: Path | None, answer_key: Path | None) -
     if student is not None:
         code = [cell_source(c) for _, c in _code_cells(student)]
         result.names |= defined_names(code)
+        result.starter_statements |= {plain_statement(c) for c in code}
         fps = []
         for source in code:
             for d in cell_definitions(source, result.names):
@@ -182,13 +186,37 @@ def _read_code(src: Source, cells, by_heading, lay: Layout) -> None:
         if len(text) > MAX_CELL_CHARS:
             src.notes.append(f"cell {number} holds {len(text):,} characters: its first {MAX_CELL_CHARS:,} are compared")
             text = text[:MAX_CELL_CHARS]
-        for d in cell_definitions(text, lay.names, number, lay.starter_statements):
-            if not d.tokens or lay.starter_tokens.get(d.name or d.source) == " ".join(t.text for t in d.tokens):
-                continue  # as handed out
-            part = lay.part_of.get(d.name) or by_heading[number - 1] or OTHER
-            src.code.setdefault(part, []).append((d.name, d.source))
-            fps.setdefault(part, []).append(fingerprints(d.tokens))
+        if plain_statement(text) in lay.starter_statements:
+            continue  # a cell as handed out: not even parsed
+        for name, source, found in _statements(text, number, lay):
+            part = lay.part_of.get(name) or by_heading[number - 1] or OTHER
+            src.code.setdefault(part, []).append((name, source))
+            fps.setdefault(part, []).append(found)
     src.code_fps = {p: np.unique(np.concatenate(arrays)) for p, arrays in fps.items()}
+
+
+CACHE_ENTRIES = 50_000
+
+
+def _statements(text: str, number: int, lay: Layout) -> list[tuple[str, str, np.ndarray]]:
+    """(name, source, fingerprints) of each statement of a code cell that is not as handed out."""
+    known: list[str] = []
+
+    def skip(statement: str) -> bool:
+        if statement in lay.cache:
+            known.append(statement)
+            return True
+        return plain_statement(statement) in lay.starter_statements
+
+    found = []
+    for d in cell_definitions(text, lay.names, number, skip):
+        handed_out = not d.tokens or lay.starter_tokens.get(d.name or d.source) == " ".join(t.text for t in d.tokens)
+        entry = (d.name, fingerprints(d.tokens) if not handed_out else np.zeros(0, np.uint64))
+        if len(lay.cache) < CACHE_ENTRIES:
+            lay.cache[d.source] = entry
+        found.append((d.name, d.source, entry[1]))
+    found += [(lay.cache[s][0], s, lay.cache[s][1]) for s in known]
+    return [f for f in found if len(f[2])]
 
 
 def _read_text(src: Source, cells, by_heading, lay: Layout) -> None:
