@@ -214,7 +214,8 @@ def dead_code(source: str, rng: random.Random) -> str:
     for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
         for holder in ast.walk(fn):
             for stmt in getattr(holder, "body", []) if isinstance(getattr(holder, "body", None), list) else []:
-                if rng.random() < 0.4 and not getattr(stmt, "decorator_list", None):
+                one_line = stmt.lineno == getattr(holder, "lineno", 0)  # `if x: return y`: no line to put it on
+                if rng.random() < 0.4 and not getattr(stmt, "decorator_list", None) and not one_line:
                     before[stmt.lineno] = stmt.col_offset
     out = []
     for number, line in enumerate(source.split("\n"), start=1):
@@ -302,26 +303,28 @@ def _split(source: str) -> list[str]:
 
 
 def _cells(nb: dict, rng: random.Random) -> None:
-    """Split solution cells at their top-level statements, merge some with the next code cell, move some down."""
+    """Split solution cells at their top-level statements, merge some pieces with the next piece, move some down."""
     cells = nb["cells"]
     solution = set(solution_indexes(nb))
-    out = []
+    out, pieces = [], []
     for i, cell in enumerate(cells):
         if i not in solution:
             out.append(cell)
             continue
         try:
-            pieces = _split(_source(cell))
+            texts = _split(_source(cell))
         except SyntaxError:
-            pieces = [_source(cell)]
-        for piece in pieces:
-            out.append({**copy.deepcopy(cell), "source": piece, "metadata": {}})
-    moved = [c for c in out if c.get("metadata") == {} and c.get("cell_type") == "code" and rng.random() < 0.3]
+            texts = [_source(cell)]
+        for text in texts:  # (a piece is a new cell: it has no nbgrader metadata)
+            piece = {**copy.deepcopy(cell), "source": text, "metadata": {}}
+            out.append(piece)
+            pieces.append(piece)
+    moved = [c for c in pieces if rng.random() < 0.3]
     out = [c for c in out if not any(c is m for m in moved)] + moved  # moved to the end of the notebook
-    merged = []
+    merged: list[dict] = []
     for cell in out:
-        if merged and merged[-1].get("metadata") == {} and cell.get("metadata") == {} and rng.random() < 0.5:
-            merged[-1] = {**merged[-1], "source": _source(merged[-1]) + "\n\n" + _source(cell)}
+        if merged and any(merged[-1] is p for p in pieces) and any(cell is p for p in pieces) and rng.random() < 0.5:
+            merged[-1]["source"] = _source(merged[-1]) + "\n\n" + _source(cell)
         else:
             merged.append(cell)
     nb["cells"] = merged

@@ -56,9 +56,10 @@ def write_report(out: Path, title: str, comparison: Comparison, lay: Layout) -> 
     """Writes the report under out/similarity/; returns the index page."""
     folder = out / "similarity"
     pages: dict[int, str] = {}
+    sides: dict[tuple[int, str], tuple[list[str], dict[int, list[int]]]] = {}  # a submission is in many pairs
     for rank, pair in enumerate([p for p in comparison.pairs if p.flagged], start=1):
         pages[id(pair)] = page_name(rank)
-        write_atomic(folder / page_name(rank), pair_html(title, comparison, pair, lay))
+        write_atomic(folder / page_name(rank), pair_html(title, comparison, pair, lay, sides))
     write_atomic(folder / "pairs.csv", pairs_csv(comparison, pages))
     index = folder / "index.html"
     write_atomic(index, index_html(title, comparison, pages))
@@ -175,7 +176,7 @@ def _code_html(side: str, other: str, lines: list[str], mine: dict[int, list[int
     return f'<div class="code">{"".join(out)}</div>'
 
 
-def pair_html(title: str, c: Comparison, pair: Pair, lay: Layout) -> str:
+def pair_html(title: str, c: Comparison, pair: Pair, lay: Layout, sides: dict | None = None) -> str:
     a, b = c.sources[pair.a], c.sources[pair.b]
     body = [f"<h1>{_who(a)} and {_who(b)}: similar {_e(pair.channel)}</h1>",
             f'<p class="sub">{_e(title)}. Score {_pct(pair.score)}: the share of the smaller side\'s fingerprints '
@@ -185,15 +186,19 @@ def pair_html(title: str, c: Comparison, pair: Pair, lay: Layout) -> str:
     for part, score in sorted(pair.parts.items(), key=lambda kv: -kv[1].score):
         body.append(f"<h2>{_e(part)}: {_pct(score.score)} ({score.shared} fingerprints in common)</h2>")
         if pair.channel == CODE:
-            body.append(_code_pair(a, b, part, lay, c))
+            body.append(_code_pair(pair, part, lay, c, {} if sides is None else sides))
         else:
             body.append(_text_pair(a, b, part))
     return _page(f"{a.label} / {b.label}", "\n".join(body))
 
 
-def _code_pair(a: Source, b: Source, part: str, lay: Layout, c: Comparison) -> str:
-    lines_a, where_a = _side(a.code.get(part, []), lay)
-    lines_b, where_b = _side(b.code.get(part, []), lay)
+def _code_pair(pair: Pair, part: str, lay: Layout, c: Comparison, sides: dict) -> str:
+    a, b = c.sources[pair.a], c.sources[pair.b]
+    for i in (pair.a, pair.b):
+        if (i, part) not in sides:
+            sides[(i, part)] = _side(c.sources[i].code.get(part, []), lay)
+    lines_a, where_a = sides[(pair.a, part)]
+    lines_b, where_b = sides[(pair.b, part)]
     common = c.common.get((CODE, part), np.zeros(0, np.uint64))
     left_out = set(lay.starter_code_fps.tolist()) | set(common.tolist())
     shared = (set(where_a) & set(where_b)) - left_out
