@@ -32,6 +32,7 @@ body { max-width: 90rem; }
 .flag { color: #9a6700; font-weight: 600; }
 """
 UNFLAGGED_SHOWN = 50  # pairs below the threshold listed on the index for context, highest first
+MAX_PAGES = 500  # side-by-side pages for the highest-ranked similar pairs; every pair is in pairs.csv
 
 
 def _e(text) -> str:
@@ -57,7 +58,7 @@ def write_report(out: Path, title: str, comparison: Comparison, lay: Layout) -> 
     folder = out / "similarity"
     pages: dict[int, str] = {}
     sides: dict[tuple[int, str], tuple[list[str], dict[int, list[int]]]] = {}  # a submission is in many pairs
-    for rank, pair in enumerate([p for p in comparison.pairs if p.flagged], start=1):
+    for rank, pair in enumerate([p for p in comparison.pairs if p.flagged][:MAX_PAGES], start=1):
         pages[id(pair)] = page_name(rank)
         write_atomic(folder / page_name(rank), pair_html(title, comparison, pair, lay, sides))
     write_atomic(folder / "pairs.csv", pairs_csv(comparison, pages))
@@ -87,6 +88,9 @@ def index_html(title: str, c: Comparison, pages: dict[int, str]) -> str:
             f"out). {len(flagged)} pair(s) at or above the threshold ({_pct(s.threshold)} for code, "
             f"{_pct(s.text_threshold)} for written answers). A high score says two submissions are similar; it is "
             f"not a finding: read both sides before deciding anything.</p>"]
+    if len(flagged) > MAX_PAGES:
+        body.append(f'<p class="note">{len(flagged)} similar pairs: side-by-side pages for the {MAX_PAGES} highest; '
+                    "every pair is in pairs.csv.</p>")
     body += _problems_html(c)
     body += _groups_html(c)
     for channel in (CODE, "written answers"):
