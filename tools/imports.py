@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("build", ["autograder.student_checks", "autograder.student", "autograder.build", "autograder.corpus"]),
     ("grading", ["autograder.grading"]),
     ("services", ["autograder.check", "autograder.verify", "autograder.export", "autograder.rubric", "autograder.review",
-                  "autograder.importers", "autograder.scaffold", "autograder.mutants"]),
+                  "autograder.importers", "autograder.scaffold", "autograder.mutants", "autograder.similarity"]),
     ("command line", ["autograder.commands", "autograder.cli"]),
     ("process map", ["autograder.entrypoints", "autograder.__main__"]),
 ]

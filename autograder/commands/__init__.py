@@ -43,6 +43,8 @@ commands_dict: dict[str, CommandInfo] = {
                           "GPU accuracy rubric: grade saved models, merge the points into results"),
     "review": CommandInfo("autograder.commands.review", "ReviewCommand",
                           "grade written answers by hand on a local web page, merge the grades into results"),
+    "similarity": CommandInfo("autograder.commands.similarity", "SimilarityCommand",
+                              "similar submissions, per part: code and written answers, a report for the instructor"),
 }
 
 
