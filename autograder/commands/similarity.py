@@ -23,7 +23,13 @@ class SimilarityCommand(Command):
         parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
     def run(self, args) -> int:
+        import importlib.util
+
         from autograder.build import resolve_release  # (built when stale, never recorded: nothing here runs code)
+
+        if importlib.util.find_spec("scipy") is None:
+            print("error: autograder similarity needs scipy: pip install 'torchgrade[similarity]'", file=sys.stderr)
+            return 2
         from autograder.similarity import Settings, find_similar, layout
         from autograder.similarity.report import write_report
 
