@@ -471,6 +471,21 @@ BUGS: list[Bug] = [
     Bug("proportions_swapped_random_unchanged",
         {"to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.8)"},
         {P6_PROPORTIONS: "expected about 80%"}, "20% random, none unchanged"),
+    Bug("corrupts_every_token",
+        {"to_mask = selected & (action < 0.8)": "to_mask = action < 0.8",
+         "to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = (action >= 0.8) & (action < 0.9)"},
+        {P6_PROPORTIONS: "applies to the selected tokens only", P6_PADDING: "padding positions were changed",
+         P6_LABELS: "a corrupted position has label -100"},
+        "the 80/10/10 draw applied to every position, not to the selected ones: about 90% of all tokens changed while "
+        "the labels are right"),
+    Bug("corrupts_every_real_token",
+        {"to_mask = selected & (action < 0.8)": "to_mask = (token_ids != pad_id) & (action < 0.8)",
+         "to_random = selected & (action >= 0.8) & (action < 0.9)":
+         "to_random = (token_ids != pad_id) & (action >= 0.8) & (action < 0.9)"},
+        {P6_PROPORTIONS: "applies to the selected tokens only", P6_LABELS: "a corrupted position has label -100"},
+        "the 80/10/10 draw applied to every real token, not to the selected ones: about 90% "
+        "of the real tokens changed while the labels are right: the rate check reads the selection from the labels",
+        others={"part6_public"}, only=True),
     Bug("labels_copy_every_id",
         {"labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))": "labels = token_ids.clone()"},
         {"part6_public": "", P6_LABELS: "gives every real token a label"},
