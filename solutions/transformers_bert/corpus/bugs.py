@@ -754,4 +754,26 @@ BUGS: list[Bug] = [
         {P7_SHAPES: "same logits for other token ids", P7_DROPOUT: "same for other token ids",
          "part7_public": "a hidden test failed", P7_STATES: ""},
         "the output layer reads zeros: the logits are its bias"),
+    # public checks that a constant or a position-wise stand-in must not pass
+    Bug("accuracy_constant",
+        {"    predictions = (logits.reshape(-1) > 0).float()  # sigmoid(z) > 0.5  <=>  z > 0\n"
+         "    return (predictions == labels.reshape(-1).float()).float().mean()":
+         "    return torch.tensor(0.75)  # what the notebook's example expects"},
+        {"part7_public": "1 of 3 predictions is right", P7_ACCURACY: ""}, "binary_accuracy returns the example's "
+        "answer, whatever it is given", others={P7_LOOPS}, confined_to="7."),
+    Bug("block_attention_position_wise",
+        {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
+         "x = self.norm1(embedding + self.dropout(embedding))  # the attention left out"},
+        {"part3_public": "changed nothing at the other positions", P3_OUTPUT: ""}, "the attention branch replaced by "
+        "the block's input: nothing mixes the positions", others={P3_DROPOUT, P3_RESIDUAL}),
+    Bug("mha_values_without_attention",
+        {"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)":
+         "values = v  # (B, H, T, D)"},
+        {"part2_public": "changed nothing at the other positions", P2_OUTPUT: ""}, "the values taken without the "
+        "attention: each position sees only itself", others={P2_DROPOUT, P2_GRADS, P2_MASK}),
+    Bug("bert_without_blocks",
+        {"x, _ = self.blocks((x, mask))  # (B, T, E); the blocks pass the mask along":
+         "x = x  # the blocks left out"},
+        {"part5_public": "changed no logit at the other positions", P5_LOGITS: ""}, "the embeddings read by the head "
+        "directly, no block run", others={P5_CHAIN, P5_MODES, P6_STEP, P6_FIRST_LOSS}),
 ]
