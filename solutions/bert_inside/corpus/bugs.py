@@ -652,4 +652,9 @@ BUGS: list[Bug] = [
          "        return self.ffn_norm(x + self.dropout(ffn)) * float(\"nan\")  # (B, T, E)"},
         {L_CONFIG: "contains NaN", "part4_public": "contains NaN or inf", L_OUTPUT: ""},
         "the layer's output is NaN: named as NaN, never as two calls giving different outputs (NaN != NaN)"),
+    Bug("encoder_returns_its_input",
+        {"        for layer in self.layers:\n            hidden = layer(hidden, bias)  # (B, T, E)\n":
+         "        for layer in self.layers:\n            layer(hidden, bias)  # (B, T, E): the result dropped\n"},
+        {"part4_public": "Encoder must run every layer of self.layers in order", ENC: ""},
+        "the layers run and their outputs dropped: the input comes back unchanged"),
 ]
