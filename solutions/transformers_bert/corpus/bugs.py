@@ -699,18 +699,18 @@ BUGS: list[Bug] = [
         definitions={"scaled_dot_product": SDP_IDENTITY},
         replace={"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)":
                  "values = v  # (B, H, T, D)"},
-        expect={P2_OUTPUT: "", P2_MASK: ""},
+        expect={P2_OUTPUT: "", P2_MASK: "", "part2_public": "changed nothing at the other positions"},
         why="MHA without attention: matches its own scaled_dot_product only because that one returns v"),
     Bug("mha_returns_zeros", replace={
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
             "        return torch.zeros_like(embedding)\n        B, T, E = embedding.shape\n"
             "        H, D = self.n_heads, self.head_dim\n"},
-        expect={"part2_public": "a hidden test failed", P2_DROPOUT: "same output for a different input",
+        expect={"part2_public": "changed nothing at the other positions", P2_DROPOUT: "same output for a different input",
                 P2_OUTPUT: "", P2_GRADS: ""}, why="MHA returns zeros"),
     Bug("mha_returns_input", replace={
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
             "        return embedding\n        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n"},
-        expect={"part2_public": "a hidden test failed", P2_DROPOUT: "returns its input unchanged",
+        expect={"part2_public": "changed nothing at the other positions", P2_DROPOUT: "returns its input unchanged",
                 P2_OUTPUT: ""}, why="MHA returns its input"),
     Bug("block_skips_attention_mha_zeros", replace={
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
@@ -728,7 +728,7 @@ BUGS: list[Bug] = [
     Bug("bert_returns_zeros", replace={
             "        x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)\n":
             "        return torch.zeros(*token_ids.shape, self.vocab_size)\n"},
-        expect={"part5_public": "a hidden test failed", P5_SHAPES: "same logits for other token ids",
+        expect={"part5_public": "changed no logit at the other positions", P5_SHAPES: "same logits for other token ids",
                 P5_BLOCKS: "same logits for other token ids", P5_MODES: "same for other token ids", P5_LOGITS: ""},
         why="SmallBERT returns zero logits of the right shape"),
     Bug("mask_inputs_returns_input_as_labels",
@@ -766,11 +766,6 @@ BUGS: list[Bug] = [
          "x = self.norm1(embedding + self.dropout(embedding))  # the attention left out"},
         {"part3_public": "changed nothing at the other positions", P3_OUTPUT: ""}, "the attention branch replaced by "
         "the block's input: nothing mixes the positions", others={P3_DROPOUT, P3_RESIDUAL}),
-    Bug("mha_values_without_attention",
-        {"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)":
-         "values = v  # (B, H, T, D)"},
-        {"part2_public": "changed nothing at the other positions", P2_OUTPUT: ""}, "the values taken without the "
-        "attention: each position sees only itself", others={P2_DROPOUT, P2_GRADS, P2_MASK}),
     Bug("bert_without_blocks",
         {"x, _ = self.blocks((x, mask))  # (B, T, E); the blocks pass the mask along":
          "x = x  # the blocks left out"},
