@@ -35,7 +35,7 @@ from autograder.sandbox.remote import HELPERS_LABEL, Remote
 from autograder.sandbox.workdir import NotebookFolder, environment_set
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, points_of, status_of
-from autograder.testing import CheckSpec, Fail, Pending, take_notes
+from autograder.testing import CheckSpec, Fail, Pending, nonfinite_hint, take_notes
 
 # what a student reads (never a command: the instructor's is in `autograder grade`'s output, commands/grade.py)
 PENDING_GPU = ("needs a GPU, which this grader does not have: pending, not failed. It is graded again on a machine "
@@ -646,7 +646,8 @@ class Judge:
         except Pending:
             raise
         except Fail as exc:
-            return min(1.0, max(0.0, exc.partial)), str(exc)
+            message = str(exc)
+            return min(1.0, max(0.0, exc.partial)), "\n".join(line for line in (message, nonfinite_hint(message)) if line)
         except (MissingName, NotRunAgain) as exc:
             return 0.0, str(exc)
         except StudentError as exc:

@@ -12,12 +12,19 @@
 Helpers for the judge's own arithmetic, shared by every assignment (documented in
 docs/writing-assignments.md): `gen` and `normal` (seeded inputs and weights, the same on every run),
 `close` (a tolerance stated by its arguments: rtol 1e-4, atol 1e-5 unless a check says otherwise;
-NaN, inf, another shape or a non-tensor are never close) and `load_weights` (seeded weights into a
-student's module, or a Fail that names what did not fit).
+NaN, inf, another shape or a non-tensor are never close), `identical` and `expect_identical` (two outputs that
+must be the same, NaN or inf named as such first) and `load_weights` (seeded weights into a student's module, or
+a Fail that names what did not fit).
+
+NaN never equals anything, itself included: compared as it is, a NaN output reads as two calls giving different
+outputs, or as the wrong values. So `expect_identical` names NaN or inf before it compares, and a check that fails
+after `close` met NaN or inf in the student's output where the expected values are finite has that said in its
+message (`nonfinite_hint`, which the judge appends), whatever the check's own words are.
 """
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +44,8 @@ VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 
 __all__ = ["check", "manual", "Fail", "expect", "expect_close", "expect_shape", "keep", "remote_attr", "remote_isinstance",
            "remote_items", "remote_type", "worker_helpers", "StudentError", "MissingName", "Remote", "CheckSpec",
-           "gen", "normal", "close", "load_weights", "RTOL", "ATOL"]
+           "gen", "normal", "close", "identical", "expect_identical", "expect_finite", "nonfinite", "load_weights",
+           "RTOL", "ATOL"]
 
 # The tolerance of `close` and `expect_close` when a check states none: |actual - expected| <= ATOL + RTOL *
 # |expected| elementwise, in float64. Loose enough for a student's float32 arithmetic against the judge's
@@ -273,11 +281,54 @@ def close(actual, expected, rtol: float = RTOL, atol: float = ATOL) -> bool:
     finite, and |actual - expected| <= atol + rtol * |expected| elementwise, compared in float64.
     Defaults: rtol 1e-4, atol 1e-5 (RTOL, ATOL). NaN or inf in `actual` is never close, nor is anything
     compared with NaN in `expected` (NaN equals nothing, not even NaN). A complex tensor matches only a complex
-    one (a real part alone never stands for the whole)."""
-    return (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
-            and actual.shape == expected.shape and actual.is_complex() == expected.is_complex()
-            and bool(torch.isfinite(actual).all())
-            and torch.allclose(_wide(actual), _wide(expected), rtol=rtol, atol=atol))
+    one (a real part alone never stands for the whole). NaN or inf in `actual` where `expected` is finite is
+    remembered for the check's message, should the check fail (see `nonfinite_hint`)."""
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
+            and actual.shape == expected.shape and actual.is_complex() == expected.is_complex()):
+        return False
+    if not bool(torch.isfinite(actual).all()):
+        if bool(torch.isfinite(expected).all()):
+            _nonfinite_seen.append(nonfinite(actual))
+        return False
+    return torch.allclose(_wide(actual), _wide(expected), rtol=rtol, atol=atol)
+
+
+def nonfinite(value) -> str:
+    """What is not finite in `value`, for a message: "" for a tensor of finite values (or anything not a tensor),
+    else e.g. "NaN (3 of 288 values)", "inf (1 of 16 values)", "NaN and inf (5 of 16 values)"."""
+    if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.is_complex()):
+        return ""
+    nan, inf = torch.isnan(value), torch.isinf(value)
+    kinds = " and ".join(kind for kind, flags in (("NaN", nan), ("inf", inf)) if bool(flags.any()))
+    return f"{kinds} ({int((nan | inf).sum()):,} of {value.numel():,} values)" if kinds else ""
+
+
+def expect_finite(value, what: str) -> None:
+    """Fail, naming NaN or inf, when the tensor `value` holds any ("what" names it: "the output in eval()")."""
+    bad = nonfinite(value)
+    if bad:
+        raise Fail(f"{what} contains {bad}: NaN and inf make it unusable (NaN equals nothing, not even itself); "
+                   "look for where they come from (a whole row filled with -inf before a softmax, a division by "
+                   "zero, a log of 0)")
+
+
+def identical(first, second) -> bool:
+    """Whether two tensors are the same: same shape, dtype and values, NaN counting as NaN (two calls that both give
+    NaN at the same places are alike; whether NaN is acceptable at all is `expect_finite`'s question)."""
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and first.shape == second.shape):
+        return False
+    first_nan, second_nan = torch.isnan(first), torch.isnan(second)
+    return torch.equal(first_nan, second_nan) and torch.equal(first.masked_fill(first_nan, 0), second.masked_fill(second_nan, 0))
+
+
+def expect_identical(first, second, message: str, what: str = "the output") -> None:
+    """Two outputs that must be the same (one call made twice, in eval()): NaN or inf in either is named first, as
+    itself (NaN never equals NaN, so compared as it is a NaN output would read as two different outputs); then
+    `message` when they differ."""
+    expect_finite(first, what)
+    expect_finite(second, f"{what} (the second call)")
+    if not identical(first, second):
+        raise Fail(message)
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
@@ -285,6 +336,7 @@ def _wide(t: torch.Tensor) -> torch.Tensor:
 
 
 _notes: list[str] = []
+_nonfinite_seen: list[str] = []  # what `close` met in the check being run (NaN or inf where finite was expected)
 
 
 def note(text: str) -> None:
@@ -294,10 +346,25 @@ def note(text: str) -> None:
 
 
 def take_notes() -> list[str]:
-    """The notes of the check just run, and forget them (the judge calls it around every check)."""
+    """The notes of the check just run, and forget them (the judge calls it around every check); forgets what
+    `close` met too (see `nonfinite_hint`)."""
     taken = list(_notes)
     _notes.clear()
+    _nonfinite_seen.clear()
     return taken
+
+
+def nonfinite_hint(message: str) -> str:
+    """The line the judge adds to a failed check's `message` when `close` met NaN or inf in the student's output
+    where the expected values were finite during the check and the message does not say so already: the check's
+    words ("wrong values", "does not match") are then about NaN, which equals nothing. "" otherwise. Forgets
+    what it read (the judge calls it once a check, as take_notes)."""
+    seen = list(_nonfinite_seen)
+    _nonfinite_seen.clear()
+    if not seen or re.search(r"\bnan\b|\binf\b|not finite|non-finite", message, re.IGNORECASE):
+        return ""
+    return (f"(an output of yours compared here contains {seen[0]}, which matches no finite expected value: NaN "
+            "equals nothing, not even itself; find where it comes from first)")
 
 
 def load_weights(sub, module, state: dict, what: str, names: str = "", *, helper: str) -> None:

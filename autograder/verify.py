@@ -11,6 +11,10 @@
 5. At least one check is graded automatically (an assignment of manual points only, or of none, fails).
 6. With `mutants`: how many mutants of the answer key the checks kill, part by part (autograder/mutants/).
    Survivors are reported, not counted as problems.
+7. Every function and class the students write (a top-level definition of a solution cell) that no check reaches is
+   listed, "not checked by any test: encode (cell 12)" (`unchecked_definitions` says what reaches): no check would
+   notice it wrong, and the mutation analysis makes no mutant of it that any check could kill. Listed, not counted
+   as a problem (a plotting helper may be meant to go ungraded).
 
 Points graded by hand (nbgrader's written answers, free-response code cells and tasks, which the build makes
 manual checks; `manual` checks of the test files) are listed: they are pending in every total, never lost. All submissions (answer key,
@@ -185,6 +189,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
                             f"({sum(1 for b in corpus.bugs if b.confined_to)} confined to one part): "
                             f"{len(found)} problem(s)")
     report.problems += unshipped_problems(paths.source / config.notebook, config.files)
+    report.lines += unchecked_lines(unchecked_definitions(release, paths.source / config.notebook))
     report.lines += [f"note: {note}" for note in paths.notes]
     leaks = find_leaks(paths.assignment, secret_lines(paths.source))
     report.problems += [f"leak: {leak}" for leak in leaks]
@@ -209,6 +214,74 @@ def _deferred_mutants(count: int, results: dict, jobs: int, source: Path) -> str
 def about(seconds: float) -> str:
     """A duration as an estimate reads: `40 s` under a minute, else `3 min` (never `0 min`)."""
     return f"{max(1, round(seconds)):.0f} s" if seconds < 59.5 else f"{seconds / 60:.0f} min"
+
+
+# -- definitions no check reaches ---------------------------------------------------------------------------------
+
+def unchecked_definitions(release: Release, notebook: Path) -> list[tuple[str, int]]:
+    """(name, cell number) of each function and class a solution cell of the source notebook defines at its top
+    level that no check reaches, in the notebook's order.
+
+    A check reaches a name it reads itself (a test cell's names read from outside, `sub.NAME` in its test file's
+    function and the file's functions it calls, what the worker helpers it calls read: build._check_reads), a name
+    any test file or worker helper reads as `sub.NAME` / `submission.NAME` or names in a string of its own (whole:
+    `getattr(sub, "EncoderLayer")`, `build(sub, "EncoderLayer")`), and every name of the answer key that a reached
+    definition or statement reads in turn (a helper class used only by a checked function is reached). What a
+    check reaches is all it can see: whether it tests a reached name well is the mutation analysis's question."""
+    from autograder.build import _check_reads, _free_reads, worker_helper_reads
+    from autograder.kernel import definitions_at_top
+    from autograder.notebook.markers import SOLUTION
+    from autograder.release import names_read
+
+    helper_reads = worker_helper_reads(release.helpers)
+    test_sources = [p.read_text(encoding="utf-8") for p in sorted((release.dir / "tests").glob("*.py"))]
+    reached: set[str] = set()
+    for spec in release.checks:
+        reached |= _check_reads(spec, helper_reads)
+    reached |= names_read([], test_sources) | _named_in_strings([*test_sources, *release.helpers])
+    reached |= {name for names in helper_reads.values() for name in names}
+    reads: dict[str, set[str]] = {}  # a name of the answer key -> the globals its code reads
+    for unit in release.reference.units:
+        for name in unit.names:
+            reads.setdefault(name, set()).update(_free_reads(unit.source))
+    todo = sorted(reached)
+    while todo:
+        for name in sorted(reads.get(todo.pop(), set()) - reached):
+            reached.add(name)
+            todo.append(name)
+    unchecked = []
+    for index, cell in enumerate(_read_source_notebook(notebook).cells):
+        if cell.get("cell_type") != "code" or is_test_cell(cell):
+            continue
+        source = cell_source(cell)
+        if nbgrader_meta(cell).get("solution") or any(r.kind == SOLUTION for r in find_regions(
+                source.split("\n"), f"cell {index + 1}")):
+            unchecked += [(name, index + 1) for name in definitions_at_top(source) if name not in reached]
+    return unchecked
+
+
+def _named_in_strings(sources: list[str]) -> set[str]:
+    """Every string constant of the sources that is a whole identifier: a name the code looks up by its text."""
+    import ast
+
+    names = set()
+    for text in sources:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        names |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and n.value.isidentifier()}
+    return names
+
+
+def unchecked_lines(unchecked: list[tuple[str, int]]) -> list[str]:
+    """verify's line for the definitions no check reaches (none: a line that says so)."""
+    if not unchecked:
+        return ["every function and class of the solution cells is reached by a check"]
+    return ["not checked by any test: " + ", ".join(f"{name} (cell {cell})" for name, cell in unchecked)
+            + ": no check calls them or a checked definition that uses them, so a wrong one goes unnoticed (and no "
+            "mutant of theirs can be killed)"]
 
 
 def unshipped_problems(notebook: Path, shipped: list[str]) -> list[str]:

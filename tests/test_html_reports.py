@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 import re
+import struct
 import xml.dom.minidom
+from pathlib import Path
 
 import pytest
 
 from autograder.entrypoints import command_line as main
 from autograder.judge import CheckResult
-from autograder.reports.class_statistics import check_statistics
+from autograder.reports.class_statistics import CheckStatistics, check_statistics
 from autograder.reports.html import (
     class_report_html,
     find_chromium,
     histogram_svg,
     load_results,
+    pass_rates_svg,
     render_png,
     submission_html,
     write_reports,
@@ -187,3 +190,103 @@ def test_feedback_md_escapes_with_backslashes_once_so_a_traceback_reads_as_writt
     markdown_it = pytest.importorskip("markdown_it")
     html = markdown_it.MarkdownIt("commonmark").render(text)
     assert "in &lt;module&gt;: import" in html and "a &lt; b &amp; c, and &amp;lt; as typed" in html
+
+
+# -- pass-rates.svg: every label inside the picture, pending never drawn as 0% ---------------------------------
+
+DEJAVU_SANS = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+
+def font_advances(path: Path) -> dict[str, float]:
+    """{character: advance width in em} of a TrueType font's BMP characters (its cmap format 4 and hmtx tables):
+    the font's own metrics, independent of the report's table."""
+    data = path.read_bytes()
+    tables = {}
+    for i in range(struct.unpack(">H", data[4:6])[0]):
+        tag, _, offset, _ = struct.unpack(">4sIII", data[12 + 16 * i: 28 + 16 * i])
+        tables[tag.decode()] = offset
+    units = struct.unpack(">H", data[tables["head"] + 18: tables["head"] + 20])[0]
+    metrics = struct.unpack(">H", data[tables["hhea"] + 34: tables["hhea"] + 36])[0]
+
+    def advance(glyph: int) -> float:
+        at = tables["hmtx"] + 4 * min(glyph, metrics - 1)
+        return struct.unpack(">H", data[at: at + 2])[0] / units
+
+    cmap = tables["cmap"]
+    sub = next(cmap + off for pid, eid, off in (struct.unpack(">HHI", data[cmap + 4 + 8 * i: cmap + 12 + 8 * i])
+                                                for i in range(struct.unpack(">H", data[cmap + 2: cmap + 4])[0]))
+               if (pid, eid) in ((3, 1), (0, 3)) and struct.unpack(">H", data[cmap + off: cmap + off + 2])[0] == 4)
+    n2 = struct.unpack(">H", data[sub + 6: sub + 8])[0]
+    n = n2 // 2
+    ends = struct.unpack(f">{n}H", data[sub + 14: sub + 14 + n2])
+    starts = struct.unpack(f">{n}H", data[sub + 16 + n2: sub + 16 + 2 * n2])
+    deltas = struct.unpack(f">{n}h", data[sub + 16 + 2 * n2: sub + 16 + 3 * n2])
+    range_at = sub + 16 + 3 * n2
+    ranges = struct.unpack(f">{n}H", data[range_at: range_at + n2])
+    widths = {}
+    for i, (start, end, delta, offset) in enumerate(zip(starts, ends, deltas, ranges)):
+        for code in range(start, min(end, 0xFFFE) + 1):
+            if offset:
+                at = range_at + 2 * i + offset + 2 * (code - start)
+                glyph = struct.unpack(">H", data[at: at + 2])[0]
+                glyph = (glyph + delta) & 0xFFFF if glyph else 0
+            else:
+                glyph = (code + delta) & 0xFFFF
+            if glyph:
+                widths[chr(code)] = advance(glyph)
+    return widths
+
+
+def text_extents(svg: str, widths: dict[str, float]):
+    """(label, left, right) in px of every <text> of the picture, its width from the font's metrics (a character
+    the font lacks: 1 em, the width of a CJK character in the fallback fonts)."""
+    dom = xml.dom.minidom.parseString(svg)
+    size = float(dom.documentElement.getAttribute("font-size"))
+    for node in dom.getElementsByTagName("text"):
+        text = "".join(c.data for c in node.childNodes if c.nodeType == c.TEXT_NODE)
+        width = sum(widths.get(c, 1.0) for c in text) * size
+        x = float(node.getAttribute("x"))
+        anchor = node.getAttribute("text-anchor") or "start"
+        left = {"end": x - width, "middle": x - width / 2}.get(anchor, x)
+        yield text, left, left + width
+
+
+LONG_NAMES = [
+    "NSP data: A uniform among sentences with a successor, false B spread over the other reviews, reproducible with "
+    "the generator (None: torch's global generator)",
+    "W" * 60,  # the widest letter
+    "MLM: 80% [MASK]",
+    "注意力权重：每一行的和为一，填充位置的权重为零，查询与键的缩放点积之后取软最大值",  # CJK: full-width
+]
+
+
+def test_no_label_of_the_pass_rates_runs_past_the_pictures_edges():
+    if not DEJAVU_SANS.exists():
+        pytest.skip("DejaVu Sans is not installed here: its metrics are what the picture's widths are checked with")
+    checks = [CheckStatistics(name, "1.", 1, passed=3, failed=1, pending=2) for name in LONG_NAMES]
+    checks.append(CheckStatistics("full", "1.", 1, passed=12, pending=3, ungraded=1))
+    svg = pass_rates_svg(checks)
+    root = xml.dom.minidom.parseString(svg).documentElement
+    _, _, view_width, _ = (float(v) for v in root.getAttribute("viewBox").split())
+    for text, left, right in text_extents(svg, font_advances(DEJAVU_SANS)):
+        assert 0 <= left and right <= view_width, f"{text!r} spans {left:.1f}..{right:.1f} of 0..{view_width}"
+    titles = [t.firstChild.data for t in root.getElementsByTagName("title")]
+    assert LONG_NAMES[0] in titles and LONG_NAMES[1] in titles and LONG_NAMES[3] in titles  # cut: whole as tooltip
+    assert "MLM: 80% [MASK]" not in titles  # short enough: shown whole, no tooltip needed
+    assert ">MLM: 80% [MASK]</text>" in svg
+
+
+def test_a_short_label_keeps_the_picture_as_wide_as_asked():
+    svg = pass_rates_svg([CheckStatistics("norm", "1.", 1, passed=1)])
+    assert 'width="640"' in svg and "<title>" not in svg
+
+
+def test_pending_checks_show_as_pending_never_as_zero_percent():
+    # one student left the written answer as handed out (failed), the other waits for the grader (pending)
+    blank = result("eve", {"norm": (2, "passed"), "acc": (0, "failed")})
+    waiting = result("fay", {"norm": (2, "passed"), "acc": (0, "pending")})
+    rates = pass_rates_svg(check_statistics([blank, waiting]))
+    acc = rates.split(">acc</text>")[1]  # what the picture says of the check (the axis' 0% tick comes before)
+    assert ">0%<" not in acc and ">0% of 1 scored; 1 pending</text>" in acc
+    only_waiting = pass_rates_svg(check_statistics([waiting])).split(">acc</text>")[1]
+    assert "pending (graded by hand or on a GPU)" in only_waiting and "%" not in only_waiting

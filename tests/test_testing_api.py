@@ -1,4 +1,5 @@
-"""The helpers of the public testing API for the judge's own arithmetic: gen, normal, close, load_weights."""
+"""The helpers of the public testing API for the judge's own arithmetic: gen, normal, close, identical and the NaN
+messages, load_weights."""
 from __future__ import annotations
 
 import math
@@ -13,9 +14,15 @@ from autograder.testing import (
     Fail,
     StudentError,
     close,
+    expect_finite,
+    expect_identical,
     gen,
+    identical,
     load_weights,
+    nonfinite,
+    nonfinite_hint,
     normal,
+    take_notes,
 )
 
 # -- gen and normal ---------------------------------------------------------------------------------------
@@ -102,6 +109,58 @@ def test_close_compares_in_float64_across_dtypes():
     assert close(torch.tensor([True, False]), torch.tensor([1.0, 0.0]))
     # 1 + 1e-9 is 1 in float32: only a float64 comparison sees the difference
     assert not close(torch.tensor([1.0]), torch.tensor([1.0 + 1e-9], dtype=torch.float64), rtol=0.0, atol=0.0)
+
+
+# -- NaN and inf said as such, never as "different outputs" or "wrong values" --------------------------------
+
+NAN_OUT = torch.tensor([[1.0, float("nan")], [2.0, 3.0]])
+
+
+def test_nonfinite_names_nan_and_inf_and_how_many():
+    assert nonfinite(NAN_OUT) == "NaN (1 of 4 values)"
+    assert nonfinite(torch.tensor([float("inf"), float("nan"), 0.0])) == "NaN and inf (2 of 3 values)"
+    assert nonfinite(torch.ones(3)) == "" and nonfinite(torch.arange(3)) == "" and nonfinite("text") == ""
+
+
+def test_two_identical_nan_outputs_are_said_to_contain_nan_not_to_differ():
+    assert not torch.equal(NAN_OUT, NAN_OUT.clone())  # the trap: NaN != NaN
+    assert identical(NAN_OUT, NAN_OUT.clone())
+    with pytest.raises(Fail) as failed:
+        expect_identical(NAN_OUT, NAN_OUT.clone(), "two calls gave different outputs: use nn.Dropout", "the output")
+    message = str(failed.value)
+    assert message.startswith("the output contains NaN (1 of 4 values)") and "nn.Dropout" not in message
+
+
+def test_outputs_that_differ_get_the_checks_own_message():
+    with pytest.raises(Fail, match="^two calls gave different outputs$"):
+        expect_identical(torch.ones(2), torch.zeros(2), "two calls gave different outputs")
+    expect_identical(torch.ones(2), torch.ones(2), "never said")
+    assert not identical(torch.ones(2), torch.ones(3)) and not identical(torch.ones(2), None)
+
+
+def test_expect_finite_passes_finite_values_and_names_inf():
+    expect_finite(torch.ones(3), "the output")
+    with pytest.raises(Fail, match="^the logits contains inf"):
+        expect_finite(torch.tensor([float("-inf")]), "the logits")
+
+
+def test_a_failed_check_after_close_met_nan_says_so_once():
+    take_notes()
+    assert not close(NAN_OUT, torch.ones(2, 2))
+    hint = nonfinite_hint("the output differs from the reference's")
+    assert "contains NaN (1 of 4 values)" in hint and "NaN equals nothing" in hint
+    assert nonfinite_hint("the output differs") == ""  # read once
+
+
+def test_no_hint_where_the_message_names_nan_or_the_expected_values_are_not_finite():
+    take_notes()
+    close(NAN_OUT, torch.ones(2, 2))
+    assert nonfinite_hint("the output contains NaN or inf") == ""
+    close(NAN_OUT, NAN_OUT)  # compared with NaN expected: not the student's NaN to explain
+    assert nonfinite_hint("wrong values") == ""
+    close(NAN_OUT, torch.ones(2, 2))
+    take_notes()  # the judge's call before the next check forgets it
+    assert nonfinite_hint("wrong values") == ""
 
 
 # -- load_weights -----------------------------------------------------------------------------------------

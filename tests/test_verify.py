@@ -1,4 +1,5 @@
 """`autograder verify`: passes for a sound assignment, names each kind of problem otherwise."""
+import json
 import shutil
 from pathlib import Path
 
@@ -174,3 +175,36 @@ def test_a_library_missing_where_grading_runs_is_the_instructors_problem_and_not
     assert [n for n in result.notes if "ag_not_installed_here" in n] == [
         f"cell {cell + 1}, line 1 (ag_not_installed_here): the grading machine cannot import ag_not_installed_here "
         "(the reference solution meets the same error): not a problem of your notebook"], result.notes
+
+
+def _with_cell_text(notebook: Path, grade_id: str, old: str, new: str) -> None:
+    nb = json.loads(notebook.read_text())
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    text = "".join(cell["source"])
+    assert old in text
+    cell["source"] = text.replace(old, new).splitlines(keepends=True)
+    notebook.write_text(json.dumps(nb, indent=1))
+
+
+def test_verify_lists_each_solution_definition_no_check_reaches(tmp_path):
+    """An `encode` no check calls is listed with its cell; a helper class only a checked function uses is reached
+    through it, and so is a class a test file looks up by its name in a string."""
+    source = tmp_path / "course" / "solutions" / "vectors"
+    shutil.copytree(EXAMPLE_SOURCE, source)
+    notebook = source / "vectors.ipynb"
+    _with_cell_text(notebook, "normalize", "    return v / v.norm(dim=-1, keepdim=True)\n",
+                    "    return v / _Norm.of(v)\n")
+    _with_cell_text(notebook, "normalize", "def normalize(", "class _Norm:\n    @staticmethod\n    def of(v):\n"
+                    "        ### BEGIN SOLUTION\n        return v.norm(dim=-1, keepdim=True)\n        ### END SOLUTION\n\n\n"
+                    "def normalize(")
+    _with_cell_text(notebook, "softmax", "def softmax(", "def encode(text):\n    \"\"\"The code points of text.\"\"\"\n"
+                    "    ### BEGIN SOLUTION\n    return [ord(c) for c in text]\n    ### END SOLUTION\n\n\n"
+                    "def decode(codes):\n    ### BEGIN SOLUTION\n    return \"\".join(map(chr, codes))\n"
+                    "    ### END SOLUTION\n\n\ndef softmax(")
+    hidden = source / "tests" / "test_hidden.py"
+    hidden.write_text(hidden.read_text() + '\n\ndef looked_up(sub):\n    return getattr(sub, "decode")\n')
+    report = verify(source, with_corpus=False)
+    listed = [line for line in report.lines if line.startswith("not checked by any test: ")]
+    assert len(listed) == 1 and listed[0].startswith("not checked by any test: encode (cell 7): "), report.lines
+    assert "_Norm" not in listed[0] and "decode" not in listed[0] and "softmax" not in listed[0]
+    assert report.ok, report.problems  # listed, not a problem

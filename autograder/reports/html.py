@@ -190,24 +190,70 @@ def histogram_svg(totals: list[float], max_score: float, width: int = 640, heigh
     return "\n".join(parts)
 
 
+# -- text widths in the pictures: a label never runs past the picture's edge ---------------------------------
+
+FONT_SIZE = 12  # px, the pictures' font-size
+# Advance widths of printable ASCII (32..126) in DejaVu Sans, the first font the pictures name, in thousandths of
+# an em, rounded up (read from the font's hmtx table). Arial and Helvetica, the fallbacks, are narrower. Any other
+# character counts 1 em: CJK's full width, and wider than most Latin, Greek and Cyrillic letters.
+_ASCII_MILLI_EM = (
+    318, 401, 460, 838, 637, 951, 780, 275, 391, 391, 500, 838, 318, 361, 318, 337, 637, 637, 637, 637, 637, 637,
+    637, 637, 637, 637, 337, 337, 838, 838, 838, 531, 1000, 685, 687, 699, 771, 632, 576, 775, 752, 295, 295, 656,
+    558, 863, 749, 788, 604, 788, 695, 635, 611, 732, 685, 989, 686, 611, 686, 391, 337, 391, 838, 500, 500, 613,
+    635, 550, 635, 616, 353, 635, 634, 278, 278, 580, 278, 975, 634, 612, 635, 635, 412, 521, 393, 634, 592, 818,
+    592, 592, 525, 637, 337, 637, 838)
+ELLIPSIS = "\u2026"
+MAX_LABEL_PX = 320  # a longer check name is cut, with an ellipsis, and shown whole as the label's tooltip
+MIN_PLOT_PX = 330  # the bars' area keeps at least this width: the picture grows beyond `width` for long labels
+
+
+def text_width(text: str, size: float = FONT_SIZE) -> float:
+    """An upper bound of the width in px of `text` at font size `size` (see _ASCII_MILLI_EM)."""
+    milli = sum(_ASCII_MILLI_EM[ord(c) - 32] if 32 <= ord(c) < 127 else 1000 for c in text)
+    return milli * size / 1000
+
+
+def fit_label(text: str, max_px: float = MAX_LABEL_PX) -> str:
+    """`text` if it fits in max_px, else its longest start that fits with an ellipsis after it."""
+    if text_width(text) <= max_px:
+        return text
+    room, kept = max_px - text_width(ELLIPSIS), ""
+    for c in text:
+        if text_width(kept + c) > room:
+            break
+        kept += c
+    return kept.rstrip() + ELLIPSIS
+
+
 def pass_rates_svg(checks: list[CheckStatistics], width: int = 640) -> str:
-    """Horizontal bars: share of the scored submissions passing each check (partial credit shown apart)."""
-    row, left, right, top = 24, 230, 60, 12
+    """Horizontal bars: share of the scored submissions passing each check (partial credit shown apart).
+
+    The label column is as wide as the longest label (up to MAX_LABEL_PX; a longer name is cut with an ellipsis
+    and kept whole in a <title>, the tooltip), so no label runs past the left edge; the right margin as wide as the
+    longest rate, written after a full bar. A check some submissions still
+    wait on (pending: by hand, on a GPU) says so beside its rate: its 0% of scored submissions is never a 0% of
+    the class."""
+    row, top, pad = 24, 12, 8
+    labels = [fit_label(s.name) for s in checks]
+    left = pad + math.ceil(max((text_width(label) for label in labels), default=0)) + pad
+    rates = [_rate_text(s) if s.scored else "" for s in checks]  # after the bar: at its end for a full one
+    right = max(60, 6 + math.ceil(max((text_width(html.unescape(r)) for r in rates), default=0)) + pad)
+    width = max(width, left + MIN_PLOT_PX + right)
     height = top + row * len(checks) + 36
     pw = width - left - right
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">',
+             f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="{FONT_SIZE}">',
              f'<rect width="{width}" height="{height}" fill="white"/>']
     for i in range(0, 101, 25):
         x = left + pw * i / 100
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + row * len(checks)}" stroke="#d1d9e0"/>')
         parts.append(f'<text x="{x:.1f}" y="{top + row * len(checks) + 16}" text-anchor="middle" '
                      f'fill="#59636e">{i}%</text>')
-    for i, s in enumerate(checks):
+    for i, (s, label) in enumerate(zip(checks, labels)):
         y = top + i * row
-        label = s.name if len(s.name) <= 34 else s.name[:33] + "…"
-        parts.append(f'<text x="{left - 8}" y="{y + row / 2 + 4:.1f}" text-anchor="end" fill="#1f2328">'
-                     f'{_e(label)}</text>')
+        tooltip = f"<title>{_e(s.name)}</title>" if label != s.name else ""
+        parts.append(f'<text x="{left - pad}" y="{y + row / 2 + 4:.1f}" text-anchor="end" fill="#1f2328">'
+                     f'{tooltip}{_e(label)}</text>')
         if not s.scored:
             parts.append(f'<text x="{left + 4}" y="{y + row / 2 + 4:.1f}" fill="{COLORS["pending"]}">'
                          f'{_unscored_reason(s)}</text>')
@@ -219,11 +265,22 @@ def pass_rates_svg(checks: list[CheckStatistics], width: int = 640) -> str:
             parts.append(f'<rect x="{left + pw * p:.1f}" y="{y + 4}" width="{pw * q:.1f}" height="{row - 8}" '
                          f'fill="{COLORS["partial"]}"/>')
         parts.append(f'<text x="{left + pw * (p + q) + 6:.1f}" y="{y + row / 2 + 4:.1f}" fill="#1f2328">'
-                     f'{format_rate(s.pass_rate)}</text>')
+                     f'{rates[i]}</text>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 4}" text-anchor="middle" fill="#1f2328">'
                  f'share of scored submissions passing (amber: partial credit)</text>')
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _rate_text(s: CheckStatistics) -> str:
+    """The pass rate of a scored check; with the submissions still pending on it, how many were scored and how many
+    wait (a written answer left blank by one student and waiting for the grader in the rest is not "0%")."""
+    waiting = s.pending + s.ungraded
+    if not waiting:
+        return format_rate(s.pass_rate)
+    pending = f"{s.pending} pending" if s.pending else ""
+    ungraded = f"{s.ungraded} not graded" if s.ungraded else ""
+    return _e(f"{format_rate(s.pass_rate)} of {s.scored} scored; " + ", ".join(w for w in (pending, ungraded) if w))
 
 
 def _unscored_reason(s: CheckStatistics) -> str:

@@ -149,6 +149,11 @@ MLM_LOSS = "mlm = F.cross_entropy(mlm_logits.reshape(-1, V), labels.reshape(-1),
 NSP_LOSS = "nsp = F.cross_entropy(nsp_logits, next_sentence_label)"
 
 
+NSP_PAIRS_CONSTANT = '''def make_nsp_pairs(reviews, generator=None):
+    return [("a one.", "a two.", IS_NEXT), ("a one.", "b one.", NOT_NEXT), ("c one.", "c two.", IS_NEXT),
+            ("c one.", "a one.", NOT_NEXT)]
+'''
+
 BUGS: list[Bug] = [
     # -- part 1: NSP pairs ------------------------------------------------------------------------------------------
     Bug("split_drops_punctuation",
@@ -633,4 +638,24 @@ BUGS: list[Bug] = [
         prepend=[NOISE_TERM], expect={E_GRAD: "not the reference's"},
         why="the right embeddings computed without a graph, plus 1e-7 * sum(p * noise) for gradients", only=True,
         confined_to=P3),
+    # public checks that a constant must not pass
+    Bug("nsp_pairs_constant", definitions={"make_nsp_pairs": NSP_PAIRS_CONSTANT},
+        expect={"part1_public": "pairs of the reviews given", PAIRS: ""}, why="make_nsp_pairs returns the notebook "
+        "example's pairs, whatever it is given", others={RANDOM}, confined_to="1."),
+    Bug("encode_pairs_example_labels",
+        {"batch[\"next_sentence_label\"] = torch.tensor([label for _, _, label in pairs], dtype=torch.long)  # (N,)":
+         "batch[\"next_sentence_label\"] = torch.tensor([IS_NEXT, NOT_NEXT])  # the example's labels"},
+        {"part1_public": "next_sentence_label [NOT_NEXT]", BATCH: ""}, "encode_pairs gives every batch the "
+        "example's labels", confined_to="1."),
+    Bug("layer_output_nan",
+        {"        return self.ffn_norm(x + self.dropout(ffn))  # (B, T, E)":
+         "        return self.ffn_norm(x + self.dropout(ffn)) * float(\"nan\")  # (B, T, E)"},
+        {L_CONFIG: "contains NaN", "part4_public": "contains NaN or inf", L_OUTPUT: ""},
+        "the layer's output is NaN: named as NaN, never as two calls giving different outputs (NaN != NaN)",
+        confined_to="4."),
+    Bug("encoder_returns_its_input",
+        {"        for layer in self.layers:\n            hidden = layer(hidden, bias)  # (B, T, E)\n":
+         "        for layer in self.layers:\n            layer(hidden, bias)  # (B, T, E): the result dropped\n"},
+        {"part4_public": "Encoder must run every layer of self.layers in order", ENC: ""},
+        "the layers run and their outputs dropped: the input comes back unchanged", confined_to="4."),
 ]

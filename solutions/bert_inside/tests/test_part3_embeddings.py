@@ -9,7 +9,7 @@ config show.
 import torch
 
 from _common import build, config, embeddings_state, gradients_right, layer_norm, load, remote_config, tensor_out
-from autograder.testing import Fail, StudentError, check, close, gen, remote_attr
+from autograder.testing import Fail, StudentError, check, close, expect_identical, gen, remote_attr
 
 PART = "3. BERT embeddings"
 NAMES = "word, position, segment, norm"
@@ -180,8 +180,8 @@ def dropout(sub, ref):
     student, reference, cfg = pair(sub, ref, state, hidden_dropout_prob=0.5)
     ids, types = inputs(342, 8, 20, cfg)
     exact = run(student, ids, types)
-    if not torch.equal(exact, run(student, ids, types)):
-        raise Fail("in eval() mode two calls with the same input must give identical outputs (no dropout)")
+    expect_identical(exact, run(student, ids, types), "in eval() mode two calls with the same input must give identical "
+                     "outputs (no dropout)", "the embeddings' output in eval()")
     # dropout is judged on an output computed from the input: dropout of anything else (a constant) drops the same
     # share. Whether that output is the right one is the output checks' to say.
     other_ids, _ = inputs(343, 8, 20, cfg)

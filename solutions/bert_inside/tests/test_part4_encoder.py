@@ -16,7 +16,7 @@ from _common import (
     LAYER_NAMES, NO_GRAPH, additive_bias, build, config, gradients_right, layer_forward, layer_state, load,
     remote_config, same_gradient, tensor_out, wrong_gradients,
 )
-from autograder.testing import Fail, StudentError, check, close, gen, keep, remote_attr, worker_helpers
+from autograder.testing import Fail, StudentError, check, close, expect_identical, gen, keep, remote_attr, worker_helpers
 
 PART = "4. Encoder layer and stack"
 
@@ -366,9 +366,9 @@ def layer_dropout_behaviour(sub, ref, layer, cfg):
     bias_ = additive_bias(mask)
     layer.eval()
     exact = run_layer(layer, hidden, bias_)
-    if not torch.equal(exact, run_layer(layer, hidden, bias_)):
-        raise Fail("in eval() mode two calls with the same input must give identical outputs: use the nn.Dropout "
-                   "modules (they are off in eval()), not F.dropout(..., training=True)")
+    expect_identical(exact, run_layer(layer, hidden, bias_), "in eval() mode two calls with the same input must give "
+                     "identical outputs: use the nn.Dropout modules (they are off in eval()), not F.dropout(..., "
+                     "training=True)", "the layer's output in eval()")
     # and the same as with dropout rates 0 (the same weights), computed on the batch in reverse order (each example
     # on its own, the same values): two calls alike could be one result replayed for the same input
     without, _ = layer_pair(sub, ref, layer_state(cfg, 431), intermediate_size=24, num_attention_heads=2,

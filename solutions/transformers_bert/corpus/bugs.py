@@ -471,6 +471,21 @@ BUGS: list[Bug] = [
     Bug("proportions_swapped_random_unchanged",
         {"to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = selected & (action >= 0.8)"},
         {P6_PROPORTIONS: "expected about 80%"}, "20% random, none unchanged"),
+    Bug("corrupts_every_token",
+        {"to_mask = selected & (action < 0.8)": "to_mask = action < 0.8",
+         "to_random = selected & (action >= 0.8) & (action < 0.9)": "to_random = (action >= 0.8) & (action < 0.9)"},
+        {P6_PROPORTIONS: "applies to the selected tokens only", P6_PADDING: "padding positions were changed",
+         P6_LABELS: "a corrupted position has label -100"},
+        "the 80/10/10 draw applied to every position, not to the selected ones: about 90% of all tokens changed while "
+        "the labels are right"),
+    Bug("corrupts_every_real_token",
+        {"to_mask = selected & (action < 0.8)": "to_mask = (token_ids != pad_id) & (action < 0.8)",
+         "to_random = selected & (action >= 0.8) & (action < 0.9)":
+         "to_random = (token_ids != pad_id) & (action >= 0.8) & (action < 0.9)"},
+        {P6_PROPORTIONS: "applies to the selected tokens only", P6_LABELS: "a corrupted position has label -100"},
+        "the 80/10/10 draw applied to every real token, not to the selected ones: about 90% "
+        "of the real tokens changed while the labels are right: the rate check reads the selection from the labels",
+        others={"part6_public"}, only=True),
     Bug("labels_copy_every_id",
         {"labels = torch.where(selected, token_ids, torch.full_like(token_ids, -100))": "labels = token_ids.clone()"},
         {"part6_public": "", P6_LABELS: "gives every real token a label"},
@@ -684,18 +699,18 @@ BUGS: list[Bug] = [
         definitions={"scaled_dot_product": SDP_IDENTITY},
         replace={"values, _ = scaled_dot_product(q, k, v, attn_drop_rate=drop, mask=mask)  # (B, H, T, D)":
                  "values = v  # (B, H, T, D)"},
-        expect={P2_OUTPUT: "", P2_MASK: ""},
+        expect={P2_OUTPUT: "", P2_MASK: "", "part2_public": "changed nothing at the other positions"},
         why="MHA without attention: matches its own scaled_dot_product only because that one returns v"),
     Bug("mha_returns_zeros", replace={
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
             "        return torch.zeros_like(embedding)\n        B, T, E = embedding.shape\n"
             "        H, D = self.n_heads, self.head_dim\n"},
-        expect={"part2_public": "a hidden test failed", P2_DROPOUT: "same output for a different input",
+        expect={"part2_public": "changed nothing at the other positions", P2_DROPOUT: "same output for a different input",
                 P2_OUTPUT: "", P2_GRADS: ""}, why="MHA returns zeros"),
     Bug("mha_returns_input", replace={
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
             "        return embedding\n        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n"},
-        expect={"part2_public": "a hidden test failed", P2_DROPOUT: "returns its input unchanged",
+        expect={"part2_public": "changed nothing at the other positions", P2_DROPOUT: "returns its input unchanged",
                 P2_OUTPUT: ""}, why="MHA returns its input"),
     Bug("block_skips_attention_mha_zeros", replace={
             "        B, T, E = embedding.shape\n        H, D = self.n_heads, self.head_dim\n":
@@ -713,7 +728,7 @@ BUGS: list[Bug] = [
     Bug("bert_returns_zeros", replace={
             "        x = self.pos_encoding(self.embedding(token_ids))  # (B, T, E)\n":
             "        return torch.zeros(*token_ids.shape, self.vocab_size)\n"},
-        expect={"part5_public": "a hidden test failed", P5_SHAPES: "same logits for other token ids",
+        expect={"part5_public": "changed no logit at the other positions", P5_SHAPES: "same logits for other token ids",
                 P5_BLOCKS: "same logits for other token ids", P5_MODES: "same for other token ids", P5_LOGITS: ""},
         why="SmallBERT returns zero logits of the right shape"),
     Bug("mask_inputs_returns_input_as_labels",
@@ -739,4 +754,21 @@ BUGS: list[Bug] = [
         {P7_SHAPES: "same logits for other token ids", P7_DROPOUT: "same for other token ids",
          "part7_public": "a hidden test failed", P7_STATES: ""},
         "the output layer reads zeros: the logits are its bias"),
+    # public checks that a constant or a position-wise stand-in must not pass
+    Bug("accuracy_constant",
+        {"    predictions = (logits.reshape(-1) > 0).float()  # sigmoid(z) > 0.5  <=>  z > 0\n"
+         "    return (predictions == labels.reshape(-1).float()).float().mean()":
+         "    return torch.tensor(0.75)  # what the notebook's example expects"},
+        {"part7_public": "1 of 3 predictions is right", P7_ACCURACY: ""}, "binary_accuracy returns the example's "
+        "answer, whatever it is given", others={P7_LOOPS}, confined_to="7."),
+    Bug("block_attention_position_wise",
+        {"x = self.norm1(embedding + self.dropout(self.attn(embedding, mask)))":
+         "x = self.norm1(embedding + self.dropout(embedding))  # the attention left out"},
+        {"part3_public": "changed nothing at the other positions", P3_OUTPUT: ""}, "the attention branch replaced by "
+        "the block's input: nothing mixes the positions", others={P3_DROPOUT, P3_RESIDUAL}),
+    Bug("bert_without_blocks",
+        {"x, _ = self.blocks((x, mask))  # (B, T, E); the blocks pass the mask along":
+         "x = x  # the blocks left out"},
+        {"part5_public": "changed no logit at the other positions", P5_LOGITS: ""}, "the embeddings read by the head "
+        "directly, no block run", others={P5_CHAIN, P5_MODES, P6_STEP, P6_FIRST_LOSS}),
 ]

@@ -10,7 +10,7 @@ import math
 import torch
 
 from _common import attention_problem, sums_alike
-from autograder.testing import Fail, StudentError, check, close, expect_shape, gen, worker_helpers
+from autograder.testing import Fail, StudentError, check, close, expect_finite, expect_shape, gen, worker_helpers
 
 PART = "1. Scaled dot-product attention"
 
@@ -266,6 +266,7 @@ def attention_dropout(sub, ref):
     q, k, v = _qkv(41, 4, 4, 16, 8)
     _, exact = _sdp(sub, q, k, v)
     _, exact0 = _sdp(sub, q, k, v, attn_drop_rate=0.0)
+    expect_finite(exact, "the attention weights with attn_drop_rate=0")
     # a softmax over the wrong axis (columns summing to 1) or scaled again is the softmax check's mistake, not
     # graded again here
     if (exact.shape != (4, 4, 16, 16) or not torch.equal(exact, exact0)

@@ -12,7 +12,7 @@ import math
 import torch
 
 from _common import close, in_layout, load_weights, output_problem, own_attention_problem
-from autograder.testing import Fail, StudentError, check, expect_shape, gen, keep
+from autograder.testing import Fail, StudentError, check, expect_identical, expect_shape, gen, keep
 
 # The student's code checked here calls these parts; where they fail it, the reference answers for them
 DEPENDS_ON = ["scaled_dot_product"]
@@ -247,9 +247,8 @@ def mha_dropout(sub, ref):
     problem = output_problem(first, _forward(module, torch.randn(4, 8, E, generator=g), None), x)
     if problem:
         raise Fail(f"MultiHeadAttention({E}, {H}, 0.5) in eval() {problem}, so its dropout cannot be checked")
-    if not torch.equal(first, second):
-        raise Fail("in eval() two calls with the same input gave different outputs: apply attention dropout only "
-                   "when self.training is True")
+    expect_identical(first, second, "in eval() two calls with the same input gave different outputs: apply attention "
+                     "dropout only when self.training is True", f"MultiHeadAttention({E}, {H}, 0.5)'s output in eval()")
     module.train()
     third, fourth = _forward(module, x, None), _forward(module, x, None)
     # With p = 0.5 on 4 x 4 x 8 x 8 attention weights, two calls in train() give identical outputs only

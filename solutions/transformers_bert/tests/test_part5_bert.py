@@ -12,7 +12,7 @@ import torch
 
 from _common import block_weights, close, in_layout, load_weights, output_problem
 from autograder.testing import (
-    Fail, StudentError, check, expect_shape, gen, keep, normal, remote_attr, remote_isinstance, worker_helpers,
+    Fail, StudentError, check, expect_identical, expect_shape, gen, keep, normal, remote_attr, remote_isinstance, worker_helpers,
 )
 
 # The student's code checked here calls these parts; where they fail it, the reference answers for them
@@ -437,8 +437,8 @@ def bert_modes(sub, ref):
     ids = _ids(gen(541), 4, 10, V, with_mask_id=False)
     model.eval()
     first, second = _logits(model, ids, None, V), _logits(model, ids, None, V)
-    if not torch.equal(first, second):
-        raise Fail("in eval() two calls with the same input gave different logits")
+    expect_identical(first, second, "in eval() two calls with the same input gave different logits",
+                     "the logits in eval()")
     if torch.allclose(first, _logits(model, _ids(gen(542), 4, 10, V, with_mask_id=False), None, V), atol=1e-6):
         raise Fail("in eval() the logits are the same for other token ids: they must be computed from the input")
     with_zeros = ids.clone()

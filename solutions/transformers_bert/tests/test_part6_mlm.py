@@ -13,6 +13,7 @@ small stand-in model built in the worker, so the judge can recompute the loss an
 """
 import functools
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -248,18 +249,41 @@ def unselected_label(labels, real, ids) -> int:
     return int(values[counts.argmax()])
 
 
-def selection(ids, real, masked, labels):
-    """(selected, from_labels): the positions the submission selected, read from its labels and its changes where
-    the labels follow the selection: every changed token labelled, some labelled tokens left unchanged (the 10% kept,
-    and random draws of the original), not every real token labelled. Labels that do not (the input copied as its
-    labels, only the mask id's positions labelled, only the changed ones: the labels check's mistakes) tell nothing
-    more than the changes: then the changed positions, and from_labels False (the checks judge what the changes
-    show, so that the labels' mistake costs the labels check only)."""
+class Selection(NamedTuple):
+    """What `selection` reads: the selected positions; whether they are read from the labels; where they are not,
+    why not (a phrase for messages); the share of the real tokens the labels leave unselected that were changed
+    anyway (0 unless the labels tell a selection and the corruption reaches beyond it)."""
+    selected: torch.Tensor
+    from_labels: bool
+    why_not: str = ""
+    stray: float = 0.0
+
+
+def selection(ids, real, masked, labels) -> Selection:
+    """The positions the submission selected, read from its labels and its changes where the labels follow the
+    selection: every changed token labelled, some labelled tokens left unchanged (the 10% kept, and random draws of
+    the original), not every real token labelled. Labels that do not (the input copied as its labels, only the mask
+    id's positions labelled, only the changed ones: the labels check's mistakes) tell nothing more than the changes:
+    then the changed positions, and from_labels False (the checks judge what the changes show, so that the labels'
+    mistake costs the labels check only).
+    One more case: labels that tell a selection (most labelled tokens changed, some kept) while the unlabelled tokens
+    were changed about as often (at least half as often as the labelled ones): the corruption ignores the selection
+    (drawn for every position, not for the selected ones). A labels mistake cannot look so: the selected tokens it
+    forgets to label are a minority of the unlabelled ones at any mask rate under one half. Then the selection is
+    the labels', and `stray` says how many unselected tokens changed (the proportions check grades it)."""
     labelled = labels != unselected_label(labels, real, ids)
     changed = masked != ids
-    follows = bool(not (changed & ~labelled & real).any() and (labelled & ~changed & real).any()
-                   and not all_where(labelled, real))
-    return (labelled | changed, True) if follows else (changed, False)
+    everywhere = all_where(labelled, real)
+    kept = bool((labelled & ~changed & real).any())
+    if not (changed & ~labelled & real).any() and kept and not everywhere:
+        return Selection(labelled | changed, True)
+    if everywhere:
+        return Selection(changed, False, "its labels label every real token")
+    changed_labelled, changed_unlabelled = share(changed, labelled & real), share(changed, ~labelled & real)
+    if kept and changed_labelled >= 0.5 and changed_unlabelled >= 0.5 * changed_labelled:
+        return Selection(labelled, True, stray=changed_unlabelled)
+    return Selection(changed, False, "its labels do not follow its changes" if kept else
+                     "its labels mark only tokens it changed")
 
 
 def share(flags, among) -> float:
@@ -346,7 +370,7 @@ def mlm_padding(sub, ref):
         for rate in (0.15, 0.9):
             masked, labels = corrupt(sub, ids, rate, V, V, pad_id, seed=seed)
             what = f"mask_inputs(ids, {rate}, ..., pad_id={pad_id})"
-            selected, from_labels = selection(ids, real, masked, labels)
+            selected, from_labels = selection(ids, real, masked, labels)[:2]
             changed = (masked[~real] != pad_id).any()
             # labels on padding count only where the labels tell the selection (else the labels check's mistake)
             labelled = from_labels and (labels != unselected_label(labels, real, ids))[~real].any()
@@ -375,7 +399,7 @@ def mlm_rate(sub, ref):
     for rate in (0.15, 0.3):
         ids, real, masked, labels = _big_sample(sub, rate)
         n = real.sum().item()
-        selected, from_labels = selection(ids, real, masked, labels)
+        selected, from_labels, why_not, _ = selection(ids, real, masked, labels)
         seen = share(selected, real)
         # labels that tell nothing: the changed share, over the share of selected tokens 80/10/10 changes
         frac = seen / (1 if from_labels else changed_share(100))
@@ -383,7 +407,7 @@ def mlm_rate(sub, ref):
         # 0.0011 at p = 0.15 and 0.0016 at 0.3); the bound 0.01 is >= 6.2 sd (false failure < 1e-9 for each rate).
         if abs(frac - rate) > 0.01:
             got = (f"selected {frac:.1%} of the {n:,} real tokens" if from_labels else
-                   f"changed {seen:.1%} of the {n:,} real tokens (its labels label every token, so the selection is "
+                   f"changed {seen:.1%} of the {n:,} real tokens ({why_not}, so the selection is "
                    f"read from the changes: selecting {rate:.0%} changes about {rate * changed_share(100):.1%})")
             raise Fail(f"mask_inputs(ids, {rate}, ...) {got}; expected about {rate:.0%} selected: select each "
                        "non-padding token with probability mask_rate")
@@ -393,9 +417,14 @@ def mlm_rate(sub, ref):
 def mlm_proportions(sub, ref):
     V = 100
     ids, real, masked, labels = _big_sample(sub, 0.15, V=V)
-    selected, from_labels = selection(ids, real, masked, labels)
+    selected, from_labels, _, stray = selection(ids, real, masked, labels)
     if not from_labels:
         return _proportions_of_the_changes(ids, real, masked, V)
+    if stray:
+        unselected = int((real & ~selected).sum())
+        raise Fail(f"{stray:.1%} of the {unselected:,} real tokens your labels leave unselected (-100) were changed: the "
+                   "80/10/10 corruption applies to the selected tokens only (to_mask = selected & ..., to_random = "
+                   "selected & ...); every other token keeps its id (your labels mark the selection)")
     selected &= real  # padding: the padding check's
     n_sel = selected.sum().item()
     to_mask = share(masked == V, selected)
@@ -433,7 +462,7 @@ def mlm_random_tokens(sub, ref):
     masked, labels = corrupt(sub, ids, 0.15, V, V, 0, seed=4)
     if masked.min() < 0 or masked.max() > V:
         raise Fail("corrupted ids must be regular tokens (0..vocab_size-1) or the mask id")
-    selected, from_labels = selection(ids, real, masked, labels)
+    selected, from_labels = selection(ids, real, masked, labels)[:2]
     selected &= real  # padding: the padding check's
     frac = share(masked == V, selected)
     n_sel = selected.sum().item()
