@@ -84,5 +84,9 @@ def _serve(options: ReviewOptions, out: Path) -> int:
         print(f"review: serving {url}/ ; each grader opens {url}/?token=<their token>", flush=True)
     print("review: Ctrl-C stops it; every change is saved as it is made (in "
           f"{out / 'review.sqlite'}); `--merge` writes the grades into the results", flush=True)
-    serve(make_app(ReviewConfig(out, graders, options.anonymous)), sock)
+    try:
+        serve(make_app(ReviewConfig(out, graders, options.anonymous)), sock)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: how a server is stopped, not a failure
+        pass
+    print("review: stopped; every change made was saved", flush=True)
     return 0
