@@ -316,6 +316,14 @@ def test_course_round_trip_to_release_feedback_with_a_late_submission(tmp_path, 
     with Gradebook(db, "vectors101") as gb:
         assert gb.find_grade("q_softmax", "vectors", "vectors", "alice").score == 2.0  # kept, never reset
 
+    # a written answer graded on the review page (autograder review --merge): formgrader's manual score
+    hand = CheckResult("q_softmax", "Graded by hand", 2.0, 1.5, "partial", "graded by hand: 1.5 / 2")
+    assert scores_into_gradebook(course, "vectors", "vectors.ipynb", {"bob": [hand]}, by_hand=True)[0].startswith(
+        "bob: q_softmax 1.5/2")
+    with Gradebook(db, "vectors101") as gb:
+        grade = gb.find_grade("q_softmax", "vectors", "vectors", "bob")
+        assert (grade.manual_score, grade.needs_manual_grade) == (1.5, False)
+
 
 @pytest.mark.parametrize("kind", ["nbgrader", "otter"])
 def test_an_imported_course_exports_as_a_course_nbgrader_accepts(kind, tmp_path):

@@ -183,3 +183,33 @@ def test_the_command_refuses_another_host_without_graders_and_merges_into_every_
     assert rows[first]["q_softmax"] == "2" and len(rows) == len(list(out.glob("*/grading.json")))
     assert "Clear and right." in (out / first / "feedback.md").read_text()
     assert json.loads((out / first / "hand.json").read_text())["checks"][0]["score"] == 2
+
+
+def test_hand_grades_of_an_nbgrader_course_go_into_its_gradebook(store, tmp_path, monkeypatch):
+    """A result whose notebook lies in a course's submitted/<student>/<assignment>/ tree: the merge hands its hand
+    grades to the course's gradebook as manual scores (export/nbgrader.py scores_into_gradebook, by_hand)."""
+    import autograder.export.nbgrader as nbgrader_export
+    from autograder.reports.results import SubmissionResult
+    from autograder.review.merge import merge_hand_grades
+
+    course = tmp_path / "course"
+    notebook = course / "submitted" / "a" / "ps1" / "ps1.ipynb"
+    notebook.parent.mkdir(parents=True)
+    notebook.write_text("{}")
+    (course / "nbgrader_config.py").write_text("c = get_config()\n")
+    store.set_meta("assignment", "ps1")
+    out = tmp_path / "out"
+    (out / "a").mkdir(parents=True)
+    check = {"name": "q1", "part": "1. Why", "max_score": 2.0, "score": 0.0, "status": "pending",
+             "message": "graded by hand", "visibility": "visible"}
+    (out / "a" / "grading.json").write_text(json.dumps(SubmissionResult("a", str(notebook), []).to_dict()
+                                                       | {"checks": [check]}))
+    correct = store.items("q1")[0]
+    store.change("a", "q1", 0, "ann", toggle=correct.id)
+    calls = []
+    monkeypatch.setattr(nbgrader_export, "scores_into_gradebook",
+                        lambda *args, **kw: calls.append((args, kw)) or [])
+    assert merge_hand_grades(store, out, "PS1") == 1
+    [((got_course, name, nb, by_student), kw)] = calls
+    assert (got_course, name, nb, kw) == (course, "ps1", "ps1.ipynb", {"by_hand": True})
+    assert [(c.name, c.score) for c in by_student["a"]] == [("q1", 2.0)]

@@ -728,10 +728,12 @@ def course_of(paths: list[str]) -> Path | None:
     return None
 
 
-def scores_into_gradebook(course: Path, name: str, notebook: str, checks: dict[str, list]) -> list[str]:
+def scores_into_gradebook(course: Path, name: str, notebook: str, checks: dict[str, list],
+                          by_hand: bool = False) -> list[str]:
     """Write scored checks (student -> CheckResults, such as the accuracy rubric's) into the course's gradebook,
     on the grade cells the export made for them, and assign the late penalty again on the new totals. Pending
-    and ungraded checks are left as they are (needing a manual grade). Returns a line per student written."""
+    and ungraded checks are left as they are (needing a manual grade). `by_hand`: grades a person gave (the review
+    page's), written as formgrader writes them (the manual score). Returns a line per student written."""
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.coursedir import CourseDirectory
@@ -749,7 +751,10 @@ def scores_into_gradebook(course: Path, name: str, notebook: str, checks: dict[s
             try:
                 for check in scored:
                     g = gb.find_grade(ids[check.name], nb_id, name, student)
-                    g.auto_score, g.needs_manual_grade = check.score, False
+                    if by_hand:
+                        g.manual_score, g.needs_manual_grade = check.score, False
+                    else:
+                        g.auto_score, g.needs_manual_grade = check.score, False
             except MissingEntry:
                 lines.append(f"{student}: not in the gradebook of {course} (grade with autograder nbgrader-grade first)")
                 continue

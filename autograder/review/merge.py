@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 
 from autograder.deferred import put_check
@@ -71,7 +72,7 @@ def merge_hand_grades(store: Store, out_dir: Path, title: str) -> int:
     for grade in store.grades():
         by_submission.setdefault(grade.submission, []).append(grade)
     results = load_results(out_dir)
-    changed = 0
+    changed, merged = 0, []
     for result in results:
         sub = known.get(result.submission)
         checks = hand_checks(store, by_submission.get(sub["id"], []), {c.name: c for c in result.checks}) \
@@ -83,12 +84,31 @@ def merge_hand_grades(store: Store, out_dir: Path, title: str) -> int:
         for check in checks:
             put_check(result.checks, check)
         write_submission(out_dir, result, title)
+        merged.append((result, checks))
         changed += 1
+    if merged:
+        _into_gradebooks(store, merged)
     if results:
         write_grades(out_dir, results, _table_names(out_dir, results))
         refresh_summary(out_dir, title)
         _refresh_html(out_dir, title, results)
     return changed
+
+
+def _into_gradebooks(store: Store, merged: list[tuple[SubmissionResult, list[CheckResult]]]) -> None:
+    """Notebooks from an nbgrader course's submitted/ tree (submitted/<student>/<assignment>/<notebook>): their hand
+    grades go into the course's gradebook too, as formgrader's manual scores."""
+    from autograder.export.nbgrader import course_of, scores_into_gradebook
+
+    courses: dict[tuple[Path, str], dict[str, list[CheckResult]]] = {}
+    for result, checks in merged:
+        course = course_of([result.file])
+        if course is not None:
+            notebook = Path(result.file)
+            courses.setdefault((course, notebook.name), {})[notebook.parent.parent.name] = checks
+    for (course, notebook), by_student in courses.items():
+        for line in scores_into_gradebook(course, store.meta("assignment"), notebook, by_student, by_hand=True):
+            print(f"gradebook of {course}: {line}", file=sys.stderr)
 
 
 def _refresh_html(out_dir: Path, title: str, results: list[SubmissionResult]) -> None:

@@ -27,6 +27,7 @@ def _results(out_dir: Path):
 def open_review(release, out_dir: Path, quiet: bool = False) -> Store:
     store = Store(out_dir)
     store.set_meta("title", release.config.title)
+    store.set_meta("assignment", release.config.name)
     specs = hand_graded_specs(release)
     for spec in specs:
         store.add_question(spec.name, spec.part, spec.points, str(getattr(spec.fn, "_ag_manual", "")))
