@@ -38,11 +38,11 @@ class OwnedPipe(io.RawIOBase):
     def fileno(self) -> int:
         return self.fd
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]  # (the buffer protocol)
+    def readinto(self, buffer) -> int:
         self._owned()
         return os.readv(self.fd, [buffer])  # straight into the reader's buffer (or a tensor blob's)
 
-    def write(self, data) -> int:  # type: ignore[override]  # (the buffer protocol)
+    def write(self, data) -> int:
         self._owned()
         return os.write(self.fd, data)
 
