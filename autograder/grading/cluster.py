@@ -82,8 +82,8 @@ def node_id() -> str:
 class _Slot:
     """One actor as the driver sees it: its node once the actor said where it runs."""
     actor: Any
-    located: Any  # the reference to its `where()` answer, until it arrives
-    node: str | None = None
+    located: Any  # the reference to its `where()` answer
+    node: str | None = None  # None until that answer arrives
 
 
 @dataclass
@@ -94,16 +94,18 @@ class _Cluster:
     capacity_since: float = field(default_factory=time.monotonic)  # the last time a live node could hold an actor
     live: set[str] = field(default_factory=set)
 
-    def look(self, ray, now: float) -> None:
-        """The live nodes, and whether one of them can hold an actor (a cluster that cannot answer has none)."""
+    def look(self, ray, now: float) -> bool:
+        """Whether the cluster answered: then its live nodes, and whether one of them can hold an actor. A cluster
+        that does not answer keeps what was known of its nodes, and counts as holding no actor."""
         self.last_look = now
         try:
             nodes = [n for n in ray.nodes() if n.get("Alive")]
         except Exception:  # noqa: BLE001 - Ray raises many types for a cluster it cannot reach
-            nodes = []
+            return False
         self.live = {n["NodeID"] for n in nodes}
         if any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in self.needs.items()) for n in nodes):
             self.capacity_since = now
+        return True
 
     def lost(self, now: float) -> bool:
         return now - self.capacity_since > NO_CAPACITY_SECONDS
@@ -112,11 +114,11 @@ class _Cluster:
 def schedule(ray, make_actor: Callable[[], Any], call: Callable[[Any, Any, bool], Any], work: list, slots: int,
              needs: dict, died: str) -> Iterator[tuple[int, Any, str]]:
     """Each item of `work` given to one of `slots` actors at a time (`call(actor, item, more)`: a Ray reference;
-    `more`: others are still to be given out), yielded
-    as (index, answer, "") when it comes back, or (index, None, why) when it was lost POOL_ATTEMPTS times (`died`
-    says so) or the cluster lost every node able to hold an actor (`needs`: one actor's resources, as Ray names
-    them: {"CPU": 1}). An answer of None means the actor's own process died: lost like a dead actor. Actors have a
-    `where()` method (node_id). Never waits on Ray without a limit (module docstring)."""
+    `more`: others are still to be given out), yielded as (index, answer, "") when it comes back, or (index, None,
+    why) when it was lost POOL_ATTEMPTS times (`died` says so) or the cluster lost every node able to hold an actor
+    (`needs`: one actor's resources, as Ray names them: {"CPU": 1}). An answer of None means the actor's own process
+    died: lost like a dead actor. Actors have a `where()` method (node_id). Never waits on Ray without a limit (the
+    module's docstring)."""
     todo, deaths = deque(range(len(work))), dict.fromkeys(range(len(work)), 0)
     cluster = _Cluster(needs)
     idle: list[_Slot] = []
@@ -128,12 +130,12 @@ def schedule(ray, make_actor: Callable[[], Any], call: Callable[[Any, Any, bool]
 
     def lose(slot: _Slot, i: int):
         _kill(ray, slot.actor)
-        idle.append(new_slot())
         deaths[i] += 1
-        if deaths[i] >= POOL_ATTEMPTS:
-            return i, None, died
-        todo.appendleft(i)
-        return None
+        if deaths[i] < POOL_ATTEMPTS:
+            todo.appendleft(i)
+        if todo:
+            idle.append(new_slot())  # in its place
+        return (i, None, died) if deaths[i] >= POOL_ATTEMPTS else None
 
     idle.extend(new_slot() for _ in range(slots))
     try:
@@ -144,8 +146,8 @@ def schedule(ray, make_actor: Callable[[], Any], call: Callable[[Any, Any, bool]
             locating = {slot.located: slot for slot, _ in running.values() if slot.node is None}
             ready, _ = ray.wait([*running, *locating], num_returns=1, timeout=POLL_SECONDS)
             for ref in ready:
-                if ref in locating:
-                    locating[ref].node = _fetch(ray, ref)
+                if ref in locating:  # ("": it died before it could say, and is lost at the next look)
+                    locating[ref].node = _fetch(ray, ref) or ""
                     continue
                 slot, i = running.pop(ref)
                 answer = _fetch(ray, ref)
@@ -159,9 +161,9 @@ def schedule(ray, make_actor: Callable[[], Any], call: Callable[[Any, Any, bool]
             now = time.monotonic()
             if now - cluster.last_look < POLL_SECONDS:
                 continue
-            cluster.look(ray, now)
+            answered = cluster.look(ray, now)
             for ref, (slot, i) in list(running.items()):
-                if slot.node is not None and slot.node not in cluster.live:  # its node is dead: do not wait for Ray
+                if answered and slot.node is not None and slot.node not in cluster.live:  # dead: no wait for Ray
                     del running[ref]
                     lost = lose(slot, i)
                     if lost:
