@@ -4,6 +4,7 @@ once the first result is written.
 
     python benchmarks/cluster_node_lost.py                 # --cluster local: the only node's agent is killed
     python benchmarks/cluster_node_lost.py --worker-node   # a head and a worker node: the worker node's agent
+    python benchmarks/cluster_node_lost.py --address HOST:PORT --agent PID   # a cluster started apart, one agent
 
 With --cluster local nothing is left to grade on: the command ends with NOT GRADED rows for what was not graded and
 exit 3. With a worker node lost, the head grades the lost submissions again: every row graded, exit 0. Each
@@ -60,6 +61,9 @@ def main(argv=None) -> int:
     ap.add_argument("--submissions", type=int, default=8)
     ap.add_argument("--sleep", type=float, default=4.0, help="seconds each submission's normalize sleeps")
     ap.add_argument("--worker-node", action="store_true", help="a head and a worker node; the worker's agent is killed")
+    ap.add_argument("--address", help="a running cluster's address (with --agent: the pid of the agent to kill)")
+    ap.add_argument("--agent", type=int)
+    ap.add_argument("--give-up", type=float, default=600, help="seconds after the loss before the command is killed")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ag-bench-node-lost-") as tmp:
         work = Path(tmp)
@@ -69,7 +73,7 @@ def main(argv=None) -> int:
         (work / "subs").mkdir()
         subs = [make_submission(work / "subs" / f"s{i:02d}.ipynb", release / "answer_key.ipynb", slow)
                 for i in range(args.submissions)]
-        cluster, address, agent_of = None, "local", None
+        cluster, address, agent_of = None, args.address or "local", args.agent
         if args.worker_node:
             from ray.cluster_utils import Cluster
 
@@ -91,7 +95,11 @@ def main(argv=None) -> int:
             before = len(results(out))
             os.kill(agents[0], signal.SIGKILL)
             lost_at = time.monotonic()
-            output, _ = proc.communicate(timeout=900)
+            try:
+                output, _ = proc.communicate(timeout=args.give_up)
+            except subprocess.TimeoutExpired:
+                print(f"the command was still running {args.give_up:.0f} s after the loss: killed")
+                return 1
             ended = time.monotonic()
         finally:
             if proc.poll() is None:
@@ -100,7 +108,8 @@ def main(argv=None) -> int:
                 cluster.shutdown()
         rows = results(out)
         graded = sum(1 for why in rows.values() if why == "graded")
-        print(f"{'worker node' if args.worker_node else '--cluster local'} on {socket.gethostname()}: "
+        kind = "worker node" if args.worker_node else f"--cluster {address}"
+        print(f"{kind} on {socket.gethostname()}: "
               f"{args.submissions} submissions ({args.sleep:.0f} s each), the agent killed "
               f"{lost_at - start:.1f} s after the start with {before} result(s) written")
         print(f"the command ended {ended - lost_at:.1f} s after the loss, exit {proc.returncode}: {len(rows)} rows, "
