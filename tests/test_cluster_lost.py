@@ -4,13 +4,15 @@ for Ray whose calls never come back the way a lost node's do (no Ray needed, no 
 - a node lost mid-run whose calls Ray never fails: its submission is graded again on another node's actor;
 - every node lost (what killing the agent of `--cluster local`'s only node does): every submission left gets a
   NOT GRADED row and the run ends; the rubric's models stay pending;
-- a result Ray announces but cannot hand over (its node's object store gone) counts as lost.
+- a result Ray announces but cannot hand over (its node's object store gone) counts as lost;
+- the lost node's replacement actor that Ray cannot place (no room left) holds no work: the nodes left grade it.
 
 tests/test_cluster.py kills a real node's agent (raylet) mid-run on a local Ray cluster.
 """
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 
@@ -46,7 +48,7 @@ class FakeRay:
                  unfetchable=()):
         self.alive, self.placement = dict(alive), list(placement)
         self.silent, self.dies, self.lose_after, self.unfetchable = set(silent), set(dies), lose_after, set(unfetchable)
-        self.calls, self.killed, self.graded_on = 0, 0, []
+        self.calls, self.killed, self.graded_on, self.waits = 0, 0, [], 0
 
     def remote(self, **_):
         return lambda body: self._actor_class
@@ -78,7 +80,11 @@ class FakeRay:
 
     def wait(self, refs, num_returns=1, timeout=None):
         assert timeout is not None, "the driver waits on Ray without a limit"
+        self.waits += 1
+        assert self.waits < 3000, "the driver makes no progress"  # (each empty wait lasts 1 ms: 3 s)
         ready = [r for r in refs if r.is_ready][:num_returns]
+        if not ready:
+            time.sleep(0.001)
         return ready, [r for r in refs if r not in ready]
 
     def get(self, ref, timeout=None):
@@ -135,6 +141,13 @@ def test_a_result_that_cannot_be_fetched_is_lost_and_graded_again(quick, example
     fake = FakeRay({"a": True, "b": True}, ["a", "b", "a", "a", "a"], unfetchable={"b"})
     rows = _run(fake, example_release, tmp_path, monkeypatch)
     assert sorted(rows) == ["s0", "s1", "s2", "s3"] and all(not r.error for r in rows.values())
+
+
+def test_a_replacement_that_cannot_be_placed_holds_no_work(quick, example_release, tmp_path, monkeypatch):
+    fake = FakeRay({"a": True, "b": True}, ["a", "b"], silent={"b"}, dies={"b"})  # then: nowhere to place one
+    rows = _run(fake, example_release, tmp_path, monkeypatch, n=6)
+    assert sorted(rows) == [f"s{i}" for i in range(6)] and all(not r.error for r in rows.values())
+    assert {node for _, node in fake.graded_on} == {"a"}
 
 
 def test_the_rubric_keeps_what_a_lost_cluster_left_pending(quick, monkeypatch):

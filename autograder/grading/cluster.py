@@ -78,7 +78,7 @@ def node_id() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
-@dataclass
+@dataclass(eq=False)  # (one actor, one slot: compared by identity)
 class _Slot:
     """One actor as the driver sees it: its node once the actor said where it runs."""
     actor: Any
@@ -117,37 +117,57 @@ def schedule(ray, make_actor: Callable[[], Any], call: Callable[[Any, Any, bool]
     `more`: others are still to be given out), yielded as (index, answer, "") when it comes back, or (index, None,
     why) when it was lost POOL_ATTEMPTS times (`died` says so) or the cluster lost every node able to hold an actor
     (`needs`: one actor's resources, as Ray names them: {"CPU": 1}). An answer of None means the actor's own process
-    died: lost like a dead actor. Actors have a `where()` method (node_id). Never waits on Ray without a limit (the
+    died: lost like a dead actor. Actors have a `where()` method (node_id); work goes only to actors that have
+    answered it (a replacement that Ray cannot place yet holds none). Never waits on Ray without a limit (the
     module's docstring)."""
     todo, deaths = deque(range(len(work))), dict.fromkeys(range(len(work)), 0)
     cluster = _Cluster(needs)
     idle: list[_Slot] = []
     running: dict = {}  # reference -> (slot, index)
+    failed_starts = [0]
 
-    def new_slot() -> _Slot:
+    def new_slot() -> None:
         actor = make_actor()
-        return _Slot(actor, actor.where.remote())
+        idle.append(_Slot(actor, actor.where.remote()))
 
     def lose(slot: _Slot, i: int):
         _kill(ray, slot.actor)
         deaths[i] += 1
         if deaths[i] < POOL_ATTEMPTS:
             todo.appendleft(i)
-        if todo:
-            idle.append(new_slot())  # in its place
+        new_slot()  # in its place (it gets work once Ray has placed it)
         return (i, None, died) if deaths[i] >= POOL_ATTEMPTS else None
 
-    idle.extend(new_slot() for _ in range(slots))
+    def drop(slot: _Slot) -> None:
+        """An idle actor that died before it started, or whose node is dead: replaced, a bounded number of times."""
+        idle.remove(slot)
+        _kill(ray, slot.actor)
+        failed_starts[0] += 1
+        if failed_starts[0] <= POOL_ATTEMPTS * max(1, slots):
+            new_slot()
+
+    for _ in range(slots):
+        new_slot()
     try:
         while todo or running:
-            while todo and idle:
-                slot, i = idle.pop(), todo.popleft()
+            for slot in [s for s in idle if s.node]:
+                if not todo:
+                    break
+                idle.remove(slot)
+                i = todo.popleft()
                 running[call(slot.actor, work[i], bool(todo))] = (slot, i)
-            locating = {slot.located: slot for slot, _ in running.values() if slot.node is None}
+            locating = {slot.located: slot for slot in idle if slot.node is None}
+            if not running and not locating:  # no actor left, none starting: what is left cannot be graded
+                for i in list(todo):
+                    yield i, None, died
+                return
             ready, _ = ray.wait([*running, *locating], num_returns=1, timeout=POLL_SECONDS)
             for ref in ready:
-                if ref in locating:  # ("": it died before it could say, and is lost at the next look)
-                    locating[ref].node = _fetch(ray, ref) or ""
+                if ref in locating:
+                    slot = locating[ref]
+                    slot.node = _fetch(ray, ref) or ""
+                    if not slot.node:
+                        drop(slot)
                     continue
                 slot, i = running.pop(ref)
                 answer = _fetch(ray, ref)
@@ -161,13 +181,15 @@ def schedule(ray, make_actor: Callable[[], Any], call: Callable[[Any, Any, bool]
             now = time.monotonic()
             if now - cluster.last_look < POLL_SECONDS:
                 continue
-            answered = cluster.look(ray, now)
-            for ref, (slot, i) in list(running.items()):
-                if answered and slot.node is not None and slot.node not in cluster.live:  # dead: no wait for Ray
-                    del running[ref]
-                    lost = lose(slot, i)
-                    if lost:
-                        yield lost
+            if cluster.look(ray, now):
+                for ref, (slot, i) in list(running.items()):
+                    if slot.node not in cluster.live:  # its node is dead: no waiting for Ray to say so
+                        del running[ref]
+                        lost = lose(slot, i)
+                        if lost:
+                            yield lost
+                for slot in [s for s in idle if s.node and s.node not in cluster.live]:
+                    drop(slot)
             if cluster.lost(now) and (todo or running):
                 why = CLUSTER_LOST.format(seconds=NO_CAPACITY_SECONDS)
                 for i in [*(i for _, i in running.values()), *todo]:
