@@ -1,6 +1,7 @@
 """`autograder grade --cluster` and `autograder rubric --cluster`: the same grading on a Ray cluster (a head and a
 second node with one (logical) GPU, started here): results identical to --jobs 2 less timings, nothing lost when a
-node's grading process is killed mid-run; the rubric's actors placed on the GPU, its results those of a local run."""
+node's grading process is killed mid-run, or a third node's agent (the node lost); the rubric's actors placed on the
+GPU, its results those of a local run."""
 from __future__ import annotations
 
 import json
