@@ -1,6 +1,7 @@
 """`autograder grade --cluster` and `autograder rubric --cluster`: the same grading on a Ray cluster (a head and a
 second node with one (logical) GPU, started here): results identical to --jobs 2 less timings, nothing lost when a
-node's grading process is killed mid-run; the rubric's actors placed on the GPU, its results those of a local run."""
+node's grading process is killed mid-run, or a third node's agent (the node lost); the rubric's actors placed on the
+GPU, its results those of a local run."""
 from __future__ import annotations
 
 import json
@@ -170,3 +171,51 @@ def test_a_killed_driver_resumes_where_it_stopped(cluster, example_release, batc
     local = grade(example_release, batch, GradeOptions(tmp_path / "jobs", quiet=True, jobs=2))
     ids = [r.submission for r in local]
     assert _without_timings(out, ids) == _without_timings(tmp_path / "jobs", ids)
+
+
+def _below(pid: int, marker: bytes) -> list[int]:
+    """Processes below `pid` whose command line holds `marker`."""
+    from autograder.sandbox.processes import descendants
+
+    found = []
+    for child in descendants(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as fh:
+                if marker in fh.read():
+                    found.append(child)
+        except OSError:
+            continue
+    return found
+
+
+def test_a_node_lost_mid_run_has_its_submissions_graded_on_the_others(cluster, example_build, example_release,
+                                                                      tmp_path):
+    """A third node joins; its agent (raylet) is SIGKILLed once a grading process runs on it, which takes the node
+    down with the actor and its grading process. The driver does not wait for the node: every submission gets its
+    grade from the nodes left (grading/cluster.py: schedule). Last in this module: the cluster keeps its two nodes."""
+    node = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    raylet = node.all_processes["raylet"][0].process
+    key = example_build.release / "answer_key.ipynb"
+    slow = {"return v / v.norm(dim=-1, keepdim=True)": "import time; time.sleep(3)\n    return v / v.norm(dim=-1, keepdim=True)"}
+    subs = [make_submission(tmp_path / f"slow{i}.ipynb", key, slow) for i in range(4)]
+    killed = []
+
+    def kill_the_node_while_it_grades():
+        end = time.monotonic() + 300
+        while time.monotonic() < end and not killed:
+            if _below(raylet.pid, b"autograder.entrypoints\0pool"):
+                raylet.kill()
+                killed.append(raylet.pid)
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_the_node_while_it_grades)
+    killer.start()
+    try:
+        results = grade(example_release, subs, GradeOptions(tmp_path / "out", quiet=True, cluster=cluster.address))
+    finally:
+        killer.join()
+        cluster.remove_node(node, allow_graceful=False)
+    assert killed, "no grading process was seen on the node to lose"
+    assert [r.error for r in results] == [""] * len(subs)
+    assert [r.score for r in results] == [example_release.max_score - 2] * len(subs)  # the written answer's 2 pending

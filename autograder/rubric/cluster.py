@@ -9,7 +9,9 @@ grades students' models at once.
 A cluster without GPUs keeps the rubric pending, as a machine without CUDA does; `--device cpu` grades on one
 actor per CPU instead (small classes, tests). Results come back to the driver, which merges them into --out as
 the local loop does. An actor that dies (a lost node, a killed process) costs nothing: its submission goes to a
-fresh actor, and after POOL_ATTEMPTS deaths the check stays pending with a note, never a score. Paths are read
+fresh actor, and after POOL_ATTEMPTS deaths the check stays pending with a note, never a score; the driver watches
+the nodes as grading.cluster.schedule does (a lost node's model goes to another actor at once; a cluster without a
+node able to hold an actor for NO_CAPACITY_SECONDS leaves what is left pending). Paths are read
 by every node as given (a shared filesystem, or the same copy on each node; docs/scale.md); the cache folder,
 when shared, is written atomically, so actors on one filesystem compute it once between them.
 """
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from autograder.grading.cluster import connect
+from autograder.grading.cluster import connect, node_id, schedule
 from autograder.grading.pool import POOL_ATTEMPTS
 from autograder.deferred.accuracy.config import RubricConfig
 from autograder.rubric.options import RubricOptions
@@ -43,6 +45,9 @@ class RubricActorBody:
                 self.run.prepare()
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which stops the run
             self.error = f"{type(exc).__name__}: {exc}"
+
+    def where(self) -> str:
+        return node_id()
 
     def grade(self, notebook: str, checkpoint: str) -> tuple[RubricOutcome | None, str | None, dict, str]:
         if self.error:
@@ -91,39 +96,21 @@ def grade_on_cluster(address: str, config: RubricConfig, options: RubricOptions,
         return
     log(f"rubric on the cluster: {min(slots, len(jobs))} actor(s) with {resources}")
     yield from _schedule(ray, ray.remote(max_restarts=0, **resources)(RubricActorBody),
-                         (config, options, str(out_dir)), jobs, min(slots, len(jobs)), config)
+                         (config, options, str(out_dir)), jobs, min(slots, len(jobs)), config, resources)
 
 
-def _schedule(ray, actor_class, setup: tuple, jobs: list[tuple[str, str]], slots: int,
-              config: RubricConfig) -> Iterator[Graded]:
-    todo = list(range(len(jobs)))
-    deaths: dict[int, int] = {}
-    actors = [actor_class.remote(*setup) for _ in range(slots)]
-    running: dict = {}  # future -> (actor, job index)
-    try:
-        while todo or running:
-            while todo and actors:
-                actor, i = actors.pop(), todo.pop(0)
-                running[actor.grade.remote(*jobs[i])] = (actor, i)
-            done, _ = ray.wait(list(running), num_returns=1)
-            actor, i = running.pop(done[0])
-            try:
-                outcome, encoder, timings, error = ray.get(done[0])
-            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError):
-                ray.kill(actor)
-                actors.append(actor_class.remote(*setup))
-                deaths[i] = deaths.get(i, 0) + 1
-                if deaths[i] >= POOL_ATTEMPTS:
-                    yield Graded(i, pending_outcome(config, f"{GPU_DIED} ({POOL_ATTEMPTS} times)"), None, {})
-                else:
-                    todo.insert(0, i)
-                continue
-            if error:
-                raise RubricPrepareError(error)
-            actors.append(actor)
-            yield Graded(i, outcome, encoder, timings)
-    finally:
-        for actor, _ in running.values():
-            ray.kill(actor)
-        for actor in actors:
-            ray.kill(actor)
+def _schedule(ray, actor_class, setup: tuple, jobs: list[tuple[str, str]], slots: int, config: RubricConfig,
+              resources: dict) -> Iterator[Graded]:
+    """grading.cluster.schedule over the rubric's actors: a model lost POOL_ATTEMPTS times, or left when the cluster
+    lost its nodes, stays pending with a note, never a score."""
+    needs = {"GPU": resources.get("num_gpus", 0), "CPU": resources.get("num_cpus", 0)}
+    call = lambda actor, job, more: actor.grade.remote(*job)  # noqa: E731 - one call
+    for i, answer, why in schedule(ray, lambda: actor_class.remote(*setup), call, jobs, slots,
+                                   {k: v for k, v in needs.items() if v}, f"{GPU_DIED} ({POOL_ATTEMPTS} times)"):
+        if why:
+            yield Graded(i, pending_outcome(config, why), None, {})
+            continue
+        outcome, encoder, timings, error = answer
+        if error:
+            raise RubricPrepareError(error)
+        yield Graded(i, outcome, encoder, timings)

@@ -27,7 +27,9 @@ from autograder.sandbox.environment import python_command, worker_environment
 from autograder.sandbox.changes import write_back
 from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
-from autograder.sandbox.processes import MONITORED, MemoryMonitor, kill_tree, process_table, process_tree
+from autograder.sandbox.processes import (
+    MONITORED, MemoryMonitor, children_of, descendants, holds_any, kill_tree, process_tree,
+)
 from autograder.sandbox.protocol import (
     BUNDLE, MAX_BLOB_BYTES, MAX_HEADER_BYTES, STACK_SIGNAL, Decoder, Encoder, Handle, JudgeFunction, Pickled,
     ProtocolError, decode_message, message_parts, pack_sources,
@@ -615,7 +617,7 @@ class WorkerProcess:
             return None
         if not self._isolated:
             return proc.pid
-        children = [pid for pid, parent in process_table().items() if parent == proc.pid]
+        children = children_of(proc.pid)  # (its children file: cheap enough for every check)
         return children[0] if len(children) == 1 else None
 
     # -- loading ------------------------------------------------------------------------------
@@ -717,9 +719,31 @@ class WorkerProcess:
         if self._replies is not None:
             self._replies.check_bytes = 0
 
+    def sweep_forked(self) -> list[int]:
+        """Kill every process below the worker that holds the worker's channel to the judge (pids, as this process
+        sees them). Only a fork that bypassed Python's fork hooks leaves a child holding it (isolation.py gives
+        os.fork's children /dev/null in its place; a started program never inherits it): such a child may read the
+        judge's requests or write into the replies at any later time. Swept between checks, what it did costs the
+        check during which it did it, never a later one."""
+        code = self._code_pid()
+        if code is None or self._stdin is None or self._replies is None:
+            return []
+        channel = set()
+        for fd in (self._stdin.fileno(), self._replies.fd):
+            st = os.fstat(fd)
+            channel.add((st.st_dev, st.st_ino))
+        forked = [pid for pid in descendants(code) if holds_any(pid, channel)]
+        for pid in forked:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return forked
+
     def start_check(self, seed: int) -> None:
         """Bring the worker to the state a check starts from, if its last request did not (see end_check)."""
         self._new_check()
+        self.sweep_forked()  # (a child forked while the notebook loaded, or by the last check)
         if not self.ready_for_check:
             self.request("seed", seed, what="seeding")
 
@@ -729,6 +753,7 @@ class WorkerProcess:
         self._new_check()
         if self.proc is None:
             return False
+        self.sweep_forked()
         self.deadline = time.monotonic() + 10
         return bool(self.request("end_check", seed, what="bookkeeping"))
 

@@ -52,6 +52,49 @@ def process_tree(pid: int, table: dict[int, int] | None = None) -> list[int]:
     return out
 
 
+def children_of(pid: int) -> list[int]:
+    """`pid`'s children, from its threads' `children` files (a few small reads, not the machine's process table);
+    none when it is gone or the kernel does not list children."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                out.extend(int(child) for child in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children first), walked from its children files."""
+    out, todo = [], children_of(pid)
+    while todo:
+        child = todo.pop(0)
+        out.append(child)
+        todo.extend(children_of(child))
+    return out
+
+
+def holds_any(pid: int, files: set[tuple[int, int]]) -> bool:
+    """Whether `pid` has a descriptor open on one of `files` ((device, inode) pairs: pipes, sockets)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in files:
+            return True
+    return False
+
+
 def memory_of(pid: int) -> int:
     """Proportional set size (shared pages split between their users), or resident size."""
     try:

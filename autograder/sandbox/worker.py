@@ -31,6 +31,7 @@ from autograder.sandbox import standins
 from autograder.sandbox.changes import Watch
 from autograder.seeding import seed_torch
 from autograder.sandbox.isolation import Confinement, confine
+from autograder.sandbox.owned import owned_channel
 from autograder.sandbox.protocol import (
     STACK_SIGNAL, Decoder, Encoder, Handle, read_message, unpack_sources, write_message,
 )
@@ -541,7 +542,7 @@ def main(config_json: str) -> None:
     sys.path.insert(0, os.getcwd())
     limit = conf.file_bytes // 2 if conf.file_bytes else 1 << 30  # half: room left for a crash's traceback
     sys.stdout, sys.stderr = CappedOutput(sys.stdout, limit), CappedOutput(sys.stderr, limit)
-    inp, out = os.fdopen(fd_in, "rb"), os.fdopen(fd_out, "wb")
+    inp, out = owned_channel(fd_in, fd_out)  # a process forked from this one exits when it touches them
     sys.stdin = open(os.devnull)
     # where the code is when a request hangs: the judge sends this signal before it kills the worker (client.Hang)
     faulthandler.register(STACK_SIGNAL, file=2, all_threads=True, chain=False)
