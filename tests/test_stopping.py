@@ -243,7 +243,7 @@ def test_a_full_disk_while_staging_leaves_no_staged_copy(example_release, tmp_pa
     key = example_release.dir / "answer_key.ipynb"
     notebooks = [make_submission(tmp_path / f"{name}.ipynb", key, append=[f"# {name}"]) for name in "ab"]
     copy = Staging._copy
-    monkeypatch.setattr(Staging, "_copy", lambda self, path: copy(self, path) if path.name == "a.ipynb"
+    monkeypatch.setattr(Staging, "_copy", lambda self, fd, name: copy(self, fd, name) if name == "a.ipynb"
                         else _refused(errno.ENOSPC)())
     out = tmp_path / "out"
     with pytest.raises(DiskFull, match="no space left"):

@@ -254,10 +254,14 @@ def requirements(release, extra: list[str] = ()) -> tuple[list[str], str, list[s
     return lines, torch_req, unknown
 
 
+# services no grading on Gradescope uses (the hand-grading page, the similarity report): left out of the bundle
+NOT_SHIPPED = ("review", "similarity")
+
+
 def _package_files() -> list[tuple[str, Path]]:
     package = Path(__file__).resolve().parents[1]
     return sorted((f"autograder/{p.relative_to(package).as_posix()}", p) for p in package.rglob("*.py")
-                  if "__pycache__" not in p.parts)
+                  if "__pycache__" not in p.parts and p.relative_to(package).parts[0] not in NOT_SHIPPED)
 
 
 def _add(zf: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:

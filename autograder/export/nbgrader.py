@@ -259,6 +259,18 @@ def check_grade_ids(nb) -> dict[str, str]:
     return out
 
 
+def hand_grade_ids(nb) -> dict[str, str]:
+    """check name -> nbgrader grade_id, for every cell formgrader grades by hand (a written answer, a task, a
+    manually graded code answer)."""
+    out = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        manual = meta.get("task") or (meta.get("grade") and meta.get("solution"))
+        if manual and meta.get("grade_id"):
+            out[cell.get("metadata", {}).get(META_KEY, {}).get("check", meta["grade_id"])] = meta["grade_id"]
+    return out
+
+
 PROJECT_FILE = "autograder.json"  # in the course folder: where each exported assignment's source lies
 
 
@@ -738,7 +750,8 @@ def scores_into_gradebook(course: Path, name: str, notebook: str, checks: dict[s
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.coursedir import CourseDirectory
 
-    ids = check_grade_ids(nbformat.read(Path(course) / "source" / name / notebook, as_version=4))
+    source = nbformat.read(Path(course) / "source" / name / notebook, as_version=4)
+    ids = hand_grade_ids(source) if by_hand else check_grade_ids(source)
     config = nbgrader_config(Path(course))
     coursedir = CourseDirectory(config=config, root=str(course))
     db, course_id, nb_id = coursedir.db_url, coursedir.course_id, Path(notebook).stem
