@@ -58,10 +58,11 @@ def _e(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _page(title: str, body: str) -> str:
+def page_html(title: str, body: str, extra_css: str = "") -> str:
+    """A whole page in the reports' style (the similarity report adds its own rules with `extra_css`)."""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
-            f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+            f"<style>{CSS}{extra_css}</style></head><body>\n{body}\n</body></html>\n")
 
 
 def _fmt(x: float) -> str:
@@ -131,7 +132,7 @@ def submission_html(result: SubmissionResult, title: str, audience: str = "stude
         if hidden_count:
             body.append(f'<p class="sub">{hidden_count} hidden check(s) in this part are counted in its score '
                         "but not shown.</p>")
-    return _page(f"{title}: feedback", "\n".join(body))
+    return page_html(f"{title}: feedback", "\n".join(body))
 
 
 # -- class report ----------------------------------------------------------------------------------
@@ -333,7 +334,7 @@ def class_report_html(results: list[SubmissionResult], title: str) -> tuple[str,
             f"<tr><td>{_e(r.submission)}</td><td>{_e(r.error)}</td></tr>" for r in errors) + "</table>")
     body.append("<h2>Submissions</h2><table><tr><th>Submission</th><th class='num'>Score</th><th></th></tr>"
                 + "".join(_submission_row(r) for r in sorted(results, key=lambda r: r.submission)) + "</table>")
-    return _page(f"{title}: class report", "\n".join(body)), hist, rates
+    return page_html(f"{title}: class report", "\n".join(body)), hist, rates
 
 
 def _submission_row(r: SubmissionResult) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder.files import write_atomic
-from autograder.reports.html import CSS
+from autograder.reports.html import page_html
 from autograder.similarity.compare import CODE, Comparison, Pair
 from autograder.similarity.fingerprints import located
 from autograder.similarity.normalise import cell_definitions
@@ -40,9 +40,7 @@ def _e(text) -> str:
 
 
 def _page(title: str, body: str) -> str:
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
-            f"<style>{CSS}{EXTRA_CSS}</style></head><body>\n{body}\n</body></html>\n")
+    return page_html(title, body, EXTRA_CSS)
 
 
 def _pct(x: float) -> str:
