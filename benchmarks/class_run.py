@@ -8,6 +8,11 @@ run prints its rows: every answer key must get the answer key's score, every sub
     python benchmarks/class_run.py                                 # transformers_bert, 200 keys + 20 hostile, --jobs 2
     python benchmarks/class_run.py --keys 40 --jobs 2
     python benchmarks/class_run.py --keys 40 --no-hostile --recording-from-elsewhere   # a release built elsewhere
+    python benchmarks/class_run.py --keys 40 --checkout /tmp/before --checkout . --rounds 2   # side by side
+
+With --checkout (repeatable), each checkout builds its own release with its own package (PYTHONPATH and the
+working directory set to it) and grades the same folder of submissions; the rate runs alternate between the
+checkouts, --rounds times, and a table of their medians ends the output.
 
 The hostile batch (HOSTILE below): memory held in memfd files, a huge tensor and millions of small objects
 returned to the judge, a 30 MB error message with the worker's own truncation replaced, a 69 MB constant, an
@@ -21,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -112,13 +118,14 @@ def machine_cpu() -> tuple[int, int]:
     return sum(fields[:8]) - idle, idle
 
 
-def graded(cmd: list[str], every: float = 0.2) -> tuple[float, int, int, str, float, float]:
+def graded(cmd: list[str], every: float = 0.2, checkout: Path = ROOT) -> tuple[float, int, int, str, float, float]:
     """(seconds, peak tree PSS in kB, exit status, stderr tail, core-seconds the machine was busy, the busy
     fraction of all its cores) of one grading command."""
     peak = [0]
     busy0, idle0 = machine_cpu()
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=checkout,
+                            env=checkout_env(checkout))
     done = threading.Event()
 
     def sample():
@@ -138,13 +145,33 @@ def graded(cmd: list[str], every: float = 0.2) -> tuple[float, int, int, str, fl
     return seconds, peak[0], proc.returncode, err[-2000:], busy, busy / max(busy + idle, 1e-9)
 
 
-def report_run(name: str, every: float, release: Path, subs: Path, out: Path, args, hostile: list[Path]) -> None:
+def checkout_env(checkout: Path) -> dict:
+    """The environment a command of `checkout` runs in: its own package first on the path."""
+    return {**os.environ, "PYTHONPATH": str(checkout)}
+
+
+def built_release(checkout: Path, assignment: Path, course: Path, elsewhere: bool) -> Path:
+    """The assignment built and recorded by `checkout`'s own `autograder build`, in a course folder of its own."""
+    source = course / "solutions" / assignment.name
+    shutil.copytree(assignment, source)
+    subprocess.run([sys.executable, "-m", "autograder", "build", str(source)], cwd=checkout,
+                   env=checkout_env(checkout), check=True, stdout=subprocess.DEVNULL)
+    release = course / "release" / assignment.name
+    if elsewhere:
+        recording = json.loads((release / "recording.json").read_text(encoding="utf-8"))
+        recording["fingerprint"] = "another environment"
+        (release / "recording.json").write_text(json.dumps(recording), encoding="utf-8")
+    return release
+
+
+def report_run(name: str, every: float, release: Path, subs: Path, out: Path, args, hostile: list[Path],
+               checkout: Path = ROOT) -> float:
     """One graded run of the folder, its figures and rows printed. The rate run reads no memory (reading the PSS of
     every process costs the machine some 5% of its CPU at every 0.2 s, and slows the run it measures); the memory
-    run reads it every `every` seconds."""
+    run reads it every `every` seconds. Returns the run's wall seconds."""
     cmd = [sys.executable, "-m", "autograder", "grade", str(release), str(subs), "--out", str(out), "--jobs",
            str(args.jobs), "--quiet"]
-    seconds, peak_kb, status, err, busy, fraction = graded(cmd, every)
+    seconds, peak_kb, status, err, busy, fraction = graded(cmd, every, checkout)
     rows = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/grading.json")}
     table = (out / "grades.csv").read_text().splitlines()
     key_rows = [r for sub_id, r in rows.items() if sub_id.startswith("key")]
@@ -167,11 +194,12 @@ def report_run(name: str, every: float, release: Path, subs: Path, out: Path, ar
               f" ({ungraded} not graded) in {r.get('execution_time', 0):.1f} s {first}")
     if status not in (0, 3):
         print(err)
+    return seconds
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--assignment", default=str(ROOT / "solutions" / "transformers_bert"))
+    ap.add_argument("--assignment", default="transformers_bert", help="solutions/<name> of each checkout")
     ap.add_argument("--keys", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--memory-every", type=float, default=0.2, metavar="SECONDS",
@@ -181,31 +209,39 @@ def main(argv=None) -> int:
     ap.add_argument("--recording-from-elsewhere", action="store_true",
                     help="mark the release's recording as made in another environment, as that of a release built "
                          "on an instructor's laptop and graded elsewhere is: the reference then runs live")
+    ap.add_argument("--checkout", action="append", type=Path,
+                    help="a checkout of this project (repeatable; default: this one); several run side by side")
+    ap.add_argument("--rounds", type=int, default=1, help="rate runs per checkout, alternating between checkouts")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
-    from autograder.grading import build_and_record
-
+    checkouts = [c.resolve() for c in (args.checkout or [ROOT])]
     with tempfile.TemporaryDirectory(prefix="ag-class-run-", dir="/var/tmp") as tmp:
         work = Path(tmp)
-        source = work / "course" / "solutions" / Path(args.assignment).name
-        shutil.copytree(args.assignment, source)
-        release = build_and_record(source).release
-        key = release / "answer_key.ipynb"
-        if args.recording_from_elsewhere:
-            recording = json.loads((release / "recording.json").read_text(encoding="utf-8"))
-            recording["fingerprint"] = "another environment"
-            (release / "recording.json").write_text(json.dumps(recording), encoding="utf-8")
-        subs = work / "subs"
-        subs.mkdir()
-        for i in range(args.keys):
-            shutil.copyfile(key, subs / f"key{i:04d}.ipynb")
-        hostile = hostile_batch(key, subs) if args.hostile else []
-        runs = [("rate", 0.0)] + ([("memory", args.memory_every)] if args.memory_every else [])
-        print(f"{Path(args.assignment).name}: {args.keys} answer keys + {len(hostile)} hostile inputs, --jobs {args.jobs}")
-        for name, every in runs:
-            report_run(name, every, release, subs, work / f"out-{name}", args, hostile)
+        releases, folders, hostile = {}, {}, []
+        for i, c in enumerate(checkouts):  # each checkout grades its own assignment's answer keys
+            releases[c] = built_release(c, c / "solutions" / args.assignment, work / f"course{i}",
+                                        args.recording_from_elsewhere)
+            folders[c] = work / f"subs{i}"
+            folders[c].mkdir()
+            for k in range(args.keys):
+                shutil.copyfile(releases[c] / "answer_key.ipynb", folders[c] / f"key{k:04d}.ipynb")
+            hostile = hostile_batch(releases[c] / "answer_key.ipynb", folders[c]) if args.hostile else []
+        print(f"{args.assignment}: {args.keys} answer keys + {len(hostile)} hostile inputs, --jobs {args.jobs}")
+        walls: dict[Path, list[float]] = {c: [] for c in checkouts}
+        for r in range(args.rounds):
+            for i, c in enumerate(checkouts):
+                print(f"[{c}]")
+                walls[c].append(report_run("rate", 0.0, releases[c], folders[c], work / f"out-rate-{i}-{r}", args, hostile, c))
+        for i, c in enumerate(checkouts if args.memory_every else []):
+            print(f"[{c}]")
+            report_run("memory", args.memory_every, releases[c], folders[c], work / f"out-memory-{i}", args, hostile, c)
+        if len(checkouts) > 1:
+            base = statistics.median(walls[checkouts[0]])
+            print(f"{'checkout':40s} {'rate runs: wall median (min-max) s':>36s}  ratio to the first")
+            for c in checkouts:
+                w = walls[c]
+                print(f"{str(c)[-40:]:40s} {statistics.median(w):14.1f} ({min(w):.1f}-{max(w):.1f})"
+                      f"{statistics.median(w) / base:22.2f}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
