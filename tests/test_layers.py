@@ -23,6 +23,17 @@ def test_no_import_circles():
     assert imports.circles(imports.graph()) == []
 
 
+def test_every_package_lies_in_one_layer():
+    assert imports.split_packages(imports.graph()) == []
+    graph = {"autograder.grading.run": set(), "autograder.grading.cli_side": set()}
+    layers = imports.LAYERS
+    try:
+        imports.LAYERS = [("grading", ["autograder.grading.run"]), ("command line", ["autograder.grading"])]
+        assert imports.split_packages(graph) == ["autograder.grading is in layers grading, command line"]
+    finally:
+        imports.LAYERS = layers
+
+
 def test_every_module_is_in_a_layer():
     for module in imports.graph():
         imports.layer_of(module)

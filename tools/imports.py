@@ -4,7 +4,9 @@
     python tools/imports.py --graph    every module and what it imports
 
 Layers, lowest first (LAYERS below): a module may import its own layer and the layers under it, never one
-above. Exit status 1 when an import runs back up or modules import each other in a circle.
+above. A package (a folder of the package) lies in one layer whole, so that the graph drawn per folder has no
+import back up either. Exit status 1 when an import runs back up, modules import each other in a circle, or a
+package is split between layers.
 tests/test_layers.py runs this check.
 """
 from __future__ import annotations
@@ -75,6 +77,18 @@ def upward_imports(g: dict[str, set[str]]) -> list[str]:
             for m in sorted(g) for t in sorted(g[m]) if layer_of(t) > layer_of(m)]
 
 
+def split_packages(g: dict[str, set[str]]) -> list[str]:
+    """Packages below autograder/ whose modules are in more than one layer (drawn per folder, such a package
+    would import itself back up)."""
+    layers: dict[str, set[int]] = {}
+    for m in g:
+        parts = m.split(".")
+        for depth in range(2, len(parts)):
+            layers.setdefault(".".join(parts[:depth]), set()).add(layer_of(m))
+    return [f"{p} is in layers {', '.join(LAYERS[i][0] for i in sorted(ls))}"
+            for p, ls in sorted(layers.items()) if len(ls) > 1]
+
+
 def circles(g: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected groups of more than one module (Tarjan)."""
     index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
@@ -116,7 +130,7 @@ def main(argv: list[str]) -> int:
         return 0
     for name, prefixes in LAYERS:
         print(f"{name}: {', '.join(prefixes)}")
-    problems = upward_imports(g) + [" -> ".join(c) for c in circles(g)]
+    problems = upward_imports(g) + [" -> ".join(c) for c in circles(g)] + split_packages(g)
     for p in problems:
         print(f"PROBLEM: {p}")
     print(f"{len(g)} modules; {len(upward_imports(g))} imports back up; {len(circles(g))} circles")
