@@ -127,7 +127,7 @@ class ClassStatistics:
         return sum(1 for s in self.scores if s == 0)
 
     def counts_sentence(self) -> str:
-        """The first line of both reports: "N submission(s): G graded, E could not be graded[, F not final ...]."."""
+        """The first line of both reports: how many submissions, graded, could not be graded, and not final."""
         left_out = f", {self.not_final} not final (left out of the class figures)" if self.not_final else ""
         return (f"{self.submissions} submission(s): {self.graded} graded, "
                 f"{self.errors} could not be graded{left_out}.")
