@@ -195,8 +195,8 @@ def other_notebooks(folders: list[Path], wanted: str | None, known: list[str] | 
 
 
 def missing_note(wanted: str, theirs: list[str]) -> str:
-    """The note of a folder that holds only `theirs`, other notebooks of the course: `wanted` is missing, and scores
-    0."""
+    """The note of a folder holding only `theirs` (other notebooks of the course): `wanted` is missing, and every
+    check scores 0."""
     return (f"{wanted} is missing: it was not submitted ({', '.join(theirs)} "
             f"{'is another notebook' if len(theirs) == 1 else 'are other notebooks'} of this course, graded with "
             f"{'its' if len(theirs) == 1 else 'their'} own assignment, not in its place); every check scores 0, as "

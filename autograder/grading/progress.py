@@ -23,7 +23,7 @@ class Progress:
         return self.total - self.skipped - self.done
 
     def counts(self) -> str:
-        """"done N, failed N, pending N": the counts every progress line ends with."""
+        """The counts every progress line ends with: "done N, failed N, pending N"."""
         return f"done {self.done}, failed {self.failed}, pending {self.pending}"
 
     def update(self, result: SubmissionResult) -> None:
