@@ -104,8 +104,8 @@ def _json(data: dict, status: int = 200) -> JSONResponse:
 
 
 def make_app(config: ReviewConfig) -> Starlette:
-    """The ASGI application `autograder review` serves: every route needs a grader's token (403 without), every write
-    also passes `_write_problem`."""
+    """The ASGI application `autograder review` serves: every route but /static needs a grader's token (403 without),
+    every write also passes `_write_problem`."""
     review = Review(config)
 
     def guarded(handler, write: bool = False):

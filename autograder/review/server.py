@@ -78,7 +78,7 @@ def address(sock: socket.socket, host: str) -> str:
 
 
 def serve(app, sock: socket.socket) -> None:
-    """Run the application on the bound socket with uvicorn until it is stopped (Ctrl-C, SIGTERM: KeyboardInterrupt)."""
+    """Run the application on the bound socket with uvicorn until the server is stopped (Ctrl-C, SIGTERM)."""
     import uvicorn
 
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))

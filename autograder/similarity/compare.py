@@ -55,7 +55,8 @@ class PartScore:
 
 @dataclass
 class Pair:
-    """Two sources compared on one channel (CODE or TEXT), with a score for each part both wrote."""
+    """Two sources compared on one channel (CODE or TEXT): a PartScore for each part they share code in, where both
+    sides hold `Settings.min_fingerprints` and the score reaches `Settings.floor`."""
 
     a: int  # index into the sources; a < b
     b: int
