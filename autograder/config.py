@@ -13,11 +13,15 @@ CONFIG_FILE = "assignment.toml"
 
 
 class ConfigError(UserError, ValueError):
+    """An assignment.toml that cannot be used: the message names the file and the setting."""
+
     pass
 
 
 @dataclass
 class Limits:
+    """The `[limits]` table: what one submission's checks may take (seconds of wall time, megabytes)."""
+
     check_seconds: float = 60.0  # wall time for one check, all its calls into student code included: the most
     check_slowdown: float = 50.0  # ... or this many times what the reference took on the grading machine (0 = off)
     check_min_seconds: float = 10.0  # ... but never less than this
@@ -29,6 +33,8 @@ class Limits:
 
 @dataclass
 class AssignmentConfig:
+    """An assignment's settings as load_config validated them; a release carries them in its MANIFEST (`to_dict`)."""
+
     name: str  # folder name: solutions/<name>, assignments/<name>, release/<name>
     title: str  # shown to students and in reports
     notebook: str  # source notebook file inside solutions/<name>/
@@ -41,14 +47,18 @@ class AssignmentConfig:
     environment: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The settings as plain JSON data, the limits a nested table: what the release's MANIFEST holds."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "AssignmentConfig":
+        """The settings read back from `to_dict`'s data (a release's MANIFEST), without validating them again."""
         return cls(**{**data, "limits": Limits(**data.get("limits", {}))})
 
 
 def load_config(source_dir: Path) -> AssignmentConfig:
+    """The settings of `source_dir`/assignment.toml (its folder's name is the assignment's), validated: ConfigError,
+    naming the file and the setting, for a missing file, bad TOML, an unknown setting or a value of the wrong type."""
     path = source_dir / CONFIG_FILE
     if not path.is_file():
         raise ConfigError(f"{path}: missing (every solutions/<name>/ folder needs an {CONFIG_FILE})")

@@ -30,6 +30,8 @@ class DiskFull(OSError):
 
 
 class ReadOnlyStorage(DiskFull):
+    """A DiskFull whose cause is a file system that turned read-only (EROFS): the same exit code, its own remedy."""
+
     remedy = "make the file system writable again (the system log says why it turned read-only)"
 
 

@@ -45,6 +45,8 @@ MAX_ZIP_BYTES = 4 * 1024 * 1024 * 1024  # all that one zip may put on the disk (
 
 @dataclass
 class Submission:
+    """One submission to grade: its id and the notebook chosen for it, or why it is not graded."""
+
     student: str  # id from the layout; made folder-safe and unique by `discover`
     path: Path  # the notebook (may not exist: graded as unreadable, with a result row)
     note: str = ""  # how the notebook was chosen, when there was a choice
@@ -57,6 +59,8 @@ class Submission:
 
 @dataclass
 class Inputs:
+    """What `discover` made of the command line's arguments: the submissions, and what each argument was read as."""
+
     submissions: list[Submission]
     roots: list[Path] = field(default_factory=list)  # folders holding submissions
     layouts: list[str] = field(default_factory=list)  # what each argument was recognised as
@@ -191,6 +195,8 @@ def other_notebooks(folders: list[Path], wanted: str | None, known: list[str] | 
 
 
 def missing_note(wanted: str, theirs: list[str]) -> str:
+    """The note of a folder holding only `theirs` (other notebooks of the course): `wanted` is missing, and every
+    check scores 0."""
     return (f"{wanted} is missing: it was not submitted ({', '.join(theirs)} "
             f"{'is another notebook' if len(theirs) == 1 else 'are other notebooks'} of this course, graded with "
             f"{'its' if len(theirs) == 1 else 'their'} own assignment, not in its place); every check scores 0, as "

@@ -30,6 +30,10 @@ def graded_by_hand(spec: CheckSpec) -> bool:
 
 
 class HandGraded(DeferredKind):
+    """The kind of a check a person grades: its results are DIR/<submission>/hand.json (written by `autograder review
+    --merge`), shown in nbgrader's formgrader as manually graded cells. Its methods implement DeferredKind's
+    (protocol.py)."""
+
     key = "hand"
     results_file = HAND_FILE
     nbgrader_hand_graded = True

@@ -223,6 +223,7 @@ class NodeGraderBody:
         self.process = GradingProcess(setup)
 
     def where(self) -> str:
+        """The id of the Ray node this actor runs on; `schedule` gives work only to actors that have answered it."""
         return node_id()
 
     def grade(self, path: str, sub_id: str, more: bool) -> dict | None:
@@ -238,6 +239,7 @@ class NodeGraderBody:
             return None
 
     def stop(self) -> None:
+        """Stop the actor's grading process (stdin closed, then killed if it has not ended within 60 s)."""
         self.process.stop()
 
 

@@ -45,6 +45,8 @@ class OutDirLost(UserError, RuntimeError):
 
 @contextlib.contextmanager
 def claim(out_dir: Path) -> Iterator[None]:
+    """Hold DIR for this command (module docstring): made if missing, locked for as long as the context lasts.
+    OutDirBusy when another command holds it; OutDirUnusable or DiskFull when it cannot be made or written."""
     _make(out_dir)
     key = str(out_dir.resolve())
     if key in _held:

@@ -202,16 +202,20 @@ class GradingProcess:
         return not self.ready and status >= 0
 
     def start_failure(self, status: int) -> str:
+        """The message of every row given up on when grading processes cannot start: COULD_NOT_START and the error
+        the process reported, else its exit status."""
         said = f": {self.error}" if self.error else \
             f" (it exited with status {status} before it was ready and reported no error; anything it printed is " \
             "on stderr)"
         return COULD_NOT_START + said
 
     def kill(self) -> None:
+        """Kill the process and wait for it (its fork server and workers die with it)."""
         self.proc.kill()  # its fork server and workers follow (parent-death signals)
         self.proc.wait()
 
     def close_pipes(self) -> None:
+        """Close our ends of its pipes, once it has ended; a pipe already broken is no error."""
         for pipe in (self.stdin, self.stdout):
             try:
                 pipe.close()
@@ -219,6 +223,8 @@ class GradingProcess:
                 pass
 
     def stop(self) -> None:
+        """Retire the process once it has no more work: its stdin closed (its loop ends at end of file), up to 60 s
+        to exit on its own, then killed."""
         try:
             self.stdin.close()
         except OSError:
@@ -255,6 +261,8 @@ class Pool:
         self.lanes = cpu_lanes(self.jobs)
 
     def run(self, tasks: list[Task]) -> None:
+        """Grade every task; returns when each has a result through `finish` (graded, or an error row after
+        POOL_ATTEMPTS deaths or when processes cannot start). Every grading process is killed before it returns."""
         self.todo = list(tasks)
         try:
             for _ in range(min(self.jobs, len(self.todo))):

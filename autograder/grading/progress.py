@@ -19,12 +19,16 @@ class Progress:
 
     @property
     def pending(self) -> int:
+        """Submissions of this run not graded yet (the skipped ones, already in --out, left out)."""
         return self.total - self.skipped - self.done
 
     def counts(self) -> str:
+        """The counts every progress line ends with: "done N, failed N, pending N"."""
         return f"done {self.done}, failed {self.failed}, pending {self.pending}"
 
     def update(self, result: SubmissionResult) -> None:
+        """Count one finished result and show it: the bar redrawn (with rate and ETA), or a line with its score,
+        pending points and error; nothing when quiet."""
         self.done += 1
         self.failed += bool(result.error)
         if self.quiet:
@@ -46,6 +50,7 @@ class Progress:
               f"{pending} ({result.execution_time:.1f} s){error}  ({self.counts()})", file=sys.stderr, flush=True)
 
     def finish(self) -> None:
+        """End the bar's line, so that what is printed next starts on a line of its own."""
         if self.bar and not self.quiet and self.done:
             sys.stderr.write("\n")
             sys.stderr.flush()

@@ -137,6 +137,7 @@ class Staging:
         return staged, digest.hexdigest()
 
     def close(self) -> None:
+        """Remove DIR/.staged and every staged copy in it, at the run's end."""
         shutil.rmtree(self.root, ignore_errors=True)
 
 

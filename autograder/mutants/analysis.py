@@ -45,16 +45,20 @@ class Definition:
 
 @dataclass
 class Mutant:
+    """One mutant: a single mutation of one graded definition of the answer key; `id` is stable across runs."""
+
     id: str
     definition: Definition
     mutation: Mutation
 
     @property
     def part(self) -> str:
+        """The part the mutant's definition belongs to: the part it is scored in."""
         return self.definition.part
 
     @property
     def source(self) -> str:
+        """The mutated definition's whole source."""
         return self.mutation.source
 
     def diff(self) -> str:
@@ -66,6 +70,8 @@ class Mutant:
 
 @dataclass
 class Outcome:
+    """How a mutant fared: its verdict (KILLED, SURVIVED, EQUIVALENT or NOT_GRADED) and the checks that decided it."""
+
     mutant: Mutant
     verdict: str
     # checks of its part (or of a part whose checks use its definition) that it loses points on -> message
@@ -76,11 +82,14 @@ class Outcome:
 
 @dataclass
 class PartScore:
+    """A part's mutants and their outcomes (a sample of the `generated` ones under --mutants-limit)."""
+
     part: str
     outcomes: list[Outcome]
     generated: int = 0  # mutants the operators made for this part (before --mutants-limit)
 
     def count(self, verdict: str) -> int:
+        """How many of the part's outcomes have `verdict`."""
         return sum(1 for o in self.outcomes if o.verdict == verdict)
 
     @property
@@ -92,6 +101,9 @@ class PartScore:
 
 @dataclass
 class MutationReport:
+    """What `verify --mutants` reports: each part's outcomes in the notebook's order, the definitions not mutated,
+    and how the run was made (seconds, the per-part limit, the sample's seed)."""
+
     parts: list[PartScore]
     skipped: list[str] = field(default_factory=list)  # definitions no part grades, and why
     seconds: float = 0.0
@@ -100,11 +112,14 @@ class MutationReport:
 
     @property
     def score(self) -> float | None:
+        """Killed among the killed and the survivors of every part (0 to 1); None when no mutant was counted."""
         killed = sum(p.count(KILLED) for p in self.parts)
         counted = killed + sum(p.count(SURVIVED) for p in self.parts)
         return killed / counted if counted else None
 
     def lines(self, diffs: bool = True) -> list[str]:
+        """The report as text lines: a line per part, the overall score, the definitions not mutated, then each
+        survivor, probable equivalent and mutant not graded, with its diff unless `diffs` is False."""
         out = []
         for p in self.parts:
             sample = f" (a sample of {len(p.outcomes)} of {p.generated})" if len(p.outcomes) < p.generated else ""
@@ -128,6 +143,7 @@ class MutationReport:
         return out
 
     def to_dict(self) -> dict:
+        """The report as a JSON object: the scores and counts per part and every mutant with its verdict and diff."""
         return {"score": self.score, "seconds": round(self.seconds, 1), "limit": self.limit, "seed": self.seed,
                 "skipped": self.skipped,
                 "parts": [{"part": p.part, "score": p.score, "generated": p.generated,
@@ -452,6 +468,8 @@ def settle_reach(candidates: list[Outcome], probes: dict, reach_of: dict[str, st
 
 def report(outcomes: list[Outcome], generated: dict[str, int], part_order: list[str], skipped: list[str],
            seconds: float, limit: int | None, seed: int) -> MutationReport:
+    """The MutationReport of the outcomes: grouped by part, parts in `part_order` (others after it, by name), with
+    each part's count of mutants generated."""
     by_part: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by_part.setdefault(o.mutant.part, []).append(o)

@@ -35,6 +35,8 @@ IMPORT_OTTER = ("convert the notebook with `autograder import otter NOTEBOOK --n
 
 @dataclass(frozen=True)
 class Style:
+    """Whose marker format a foreign marker belongs to, and what the instructor does about it."""
+
     name: str  # whose format, in words
     advice: str  # what to do about it
 
@@ -57,12 +59,16 @@ UNKNOWN = Style("another tool's grading format",
 
 @dataclass(frozen=True)
 class ForeignMarker:
+    """A marker-like line found in a cell (module docstring), with the format it was recognized as."""
+
     line: int  # 0-based index in the cell
     text: str  # the line as written
     marker: str  # the marker's words, as recognized
     style: Style
 
     def describe(self, where: str) -> str:
+        """The build's refusal message for this marker: `where` (the file and cell), the line (1-based), the text,
+        whose format it is and what to do."""
         return (f"{where}, line {self.line + 1}: {self.text.strip()!r} is a marker of {self.style.name}, which "
                 f"this build does not implement (solutions and tests in it would be read as comments): "
                 f"{self.style.advice}. If it is an ordinary comment, write it in lower case.")
@@ -86,6 +92,7 @@ def _code_candidates(line: str) -> list[str]:
 
 
 def classify(words: str) -> Style:
+    """The Style of marker words `marker_words` found: AUTOTEST, MARK_SCHEME, OTTER_OLD, OTTER, else UNKNOWN."""
     if _AUTOTEST.match(words):
         return AUTOTEST
     if re.search(r"\bMARK SCHEME\b", words):
@@ -97,6 +104,9 @@ def classify(words: str) -> Style:
 
 
 def find_foreign(lines: list[str], cell_type: str) -> list[ForeignMarker]:
+    """The foreign markers among a cell's lines (at most one per line; this build's own markers skipped), in line
+    order. `cell_type` decides what is read: the comments of a code cell, whole lines elsewhere, raw cells in any
+    case."""
     found = []
     for index, line in enumerate(lines):
         if OWN.match(line):

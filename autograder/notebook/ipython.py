@@ -40,6 +40,8 @@ _MAYBE = re.compile(r"^[ \t\f]*[!%?,;/]|\?[ \t\f]*$|=[ \t\f]*(?:%[A-Za-z_]|!)", 
 
 @dataclass(frozen=True)
 class Escape:
+    """One escape (a magic, a shell line, a help request) of a cell: where it is and its text."""
+
     first: int  # 0-based index of its first physical line
     last: int  # 0-based index of its last (the same line unless it ends in backslashes)
     indent: str

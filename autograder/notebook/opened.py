@@ -24,6 +24,8 @@ _MARKDOWN_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\
 
 @dataclass(frozen=True)
 class Opened:
+    """A relative path a notebook reads, and where: `cell` and `line` count from 1."""
+
     cell: int  # 1-based
     line: int  # 1-based, in the cell
     path: str
@@ -56,6 +58,8 @@ def _reads(call: ast.Call) -> bool:
 
 
 def relative(path: str) -> bool:
+    """Whether `path` is a path relative to the notebook's folder: not empty, not a URL, not absolute or under `~`,
+    not a data URI or an anchor, one line."""
     return bool(path) and "://" not in path and not path.startswith(("/", "~", "data:", "#")) and "\n" not in path
 
 

@@ -29,6 +29,7 @@ from autograder.notebook.extract import is_test_cell, strip_ipython
 
 
 def assignment(variable: str, value) -> str:
+    """The statement that sets the seed variable: `variable = repr(value)`."""
     return f"{variable} = {value!r}"
 
 

@@ -59,14 +59,17 @@ class CheckStatistics:
 
     @property
     def lost(self) -> int:
+        """Scored submissions that lost points on this check (partial or failed)."""
         return self.partial + self.failed
 
     @property
     def mean(self) -> float | None:
+        """The mean score of the scored submissions, in points; None when none was scored."""
         return self.score_sum / self.scored if self.scored else None
 
     @property
     def pass_rate(self) -> float | None:
+        """The share (0 to 1) of the scored submissions that passed; None when none was scored."""
         return self.passed / self.scored if self.scored else None
 
     @property
@@ -100,25 +103,31 @@ class ClassStatistics:
 
     @property
     def mean(self) -> float | None:
+        """The mean final total, in points; None when no submission is graded."""
         return statistics.fmean(self.scores) if self.scores else None
 
     @property
     def median(self) -> float | None:
+        """The median final total, in points; None when no submission is graded."""
         return statistics.median(self.scores) if self.scores else None
 
     @property
     def minimum(self) -> float | None:
+        """The lowest final total; None when no submission is graded."""
         return self.scores[0] if self.scores else None
 
     @property
     def maximum(self) -> float | None:
+        """The highest final total; None when no submission is graded."""
         return self.scores[-1] if self.scores else None
 
     @property
     def zero(self) -> int:
+        """Graded submissions with a final total of 0."""
         return sum(1 for s in self.scores if s == 0)
 
     def counts_sentence(self) -> str:
+        """The first line of both reports: how many submissions, graded, could not be graded, and not final."""
         left_out = f", {self.not_final} not final (left out of the class figures)" if self.not_final else ""
         return (f"{self.submissions} submission(s): {self.graded} graded, "
                 f"{self.errors} could not be graded{left_out}.")
@@ -187,6 +196,7 @@ def _count(s: CheckStatistics, c: CheckResult, messages: Counter) -> None:
 
 
 def class_statistics(results: list[SubmissionResult]) -> ClassStatistics:
+    """The class's figures, counted as the module docstring says: the one call both reports make."""
     graded = graded_results(results)
     final = final_results(results)
     return ClassStatistics(

@@ -348,6 +348,7 @@ def _submission_row(r: SubmissionResult) -> str:
 
 
 def load_results(results_dir: Path) -> list[SubmissionResult]:
+    """Every result of a results folder, read from DIR/<id>/grading.json, in id order."""
     out = []
     for f in sorted(results_dir.glob("*/grading.json")):
         out.append(SubmissionResult.from_dict(json.loads(f.read_text(encoding="utf-8"))))
@@ -371,6 +372,7 @@ def write_reports(results_dir: Path, title: str, results: list[SubmissionResult]
 
 
 def find_chromium() -> str | None:
+    """The path of a Chromium or Chrome on PATH, under any of its usual names; None when there is none."""
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
         found = shutil.which(name)
         if found:

@@ -14,6 +14,10 @@ from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, UNSCOR
 
 @dataclass
 class SubmissionResult:
+    """One submission's result, as DIR/<id>/grading.json holds it: every check (error rows too: then with placeholder
+    checks, see reports/class_statistics.py), what the student is told beyond them, and how its worker was confined.
+    Every other file of the folder is derived from it (`derived_files`)."""
+
     submission: str  # id: the file name, made safe for a folder name
     file: str  # the notebook's path as given
     checks: list[CheckResult]
@@ -25,14 +29,17 @@ class SubmissionResult:
 
     @property
     def score(self) -> float:
+        """The points of the decided checks (pending and ungraded ones are not in it), rounded to 6 places."""
         return round(sum(c.score for c in self.checks if c.status not in UNSCORED), 6)
 
     @property
     def max_score(self) -> float:
+        """The assignment's total: every check's points, pending ones too, rounded to 6 places."""
         return round(sum(c.max_score for c in self.checks), 6)
 
     @property
     def pending(self) -> list[CheckResult]:
+        """Checks decided later (graded by hand, the accuracy rubric): no score yet, never 0."""
         return [c for c in self.checks if c.status == PENDING]
 
     @property
@@ -47,6 +54,7 @@ class SubmissionResult:
         return round(sum(c.max_score for c in self.pending), 6)
 
     def not_final_note(self) -> str:
+        """Why this grade is not final, in words a student reads; empty when every check was decided."""
         if not self.ungraded:
             return ""
         return (f"This grade is NOT FINAL: {len(self.ungraded)} check(s) worth {sum(c.max_score for c in self.ungraded):g} "
@@ -54,12 +62,14 @@ class SubmissionResult:
                 f"{self.ungraded[0].grader_problem}. The instructor will grade them again.")
 
     def to_dict(self) -> dict:
+        """The result as grading.json holds it (its score and total computed, for readers of the file)."""
         return {"submission": self.submission, "file": self.file, "score": self.score, "max_score": self.max_score,
                 "error": self.error, "notes": self.notes, "execution_time": self.execution_time,
                 "confinement": self.confinement, "memory": self.memory, "checks": [c.to_dict() for c in self.checks]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "SubmissionResult":
+        """A result read back from grading.json (`score` and `max_score` are computed from its checks, not read)."""
         checks = [CheckResult(**c) for c in data["checks"]]
         return cls(data["submission"], data["file"], checks, data.get("notes", []), data.get("error", ""),
                    data.get("execution_time", 0.0), data.get("confinement", ""), data.get("memory", ""))
@@ -211,6 +221,8 @@ def derived_files(result: SubmissionResult, title: str) -> dict[str, str]:
 
 
 def write_submission(out_dir: Path, result: SubmissionResult, title: str) -> Path:
+    """Write a result's folder DIR/<id>/: feedback.md, grading.json, then results.json (last: it says the folder is
+    complete), each atomically; returns the folder."""
     folder = out_dir / result.submission
     derived = derived_files(result, title)
     write_atomic(folder / "feedback.md", derived.pop("feedback.md"))

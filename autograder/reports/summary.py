@@ -29,6 +29,9 @@ from autograder.reports.results import SubmissionResult, plain
 
 
 def summary_markdown(results: list[SubmissionResult], title: str = "", extra: Sequence[str] = ()) -> str:
+    """summary.md: the class's counts and score figures, why some grades are not final, a row per check and the most
+    common messages of those who lost points, then the submissions that could not be graded. `extra` lines go before
+    the checks."""
     stats = class_statistics(results)
     lines = [f"# Class summary{': ' + title if title else ''}", "", stats.counts_sentence()]
     if stats.graded:
@@ -84,6 +87,7 @@ def _cell(text: str) -> str:
 
 
 def summary_csv(results: list[SubmissionResult]) -> str:
+    """summary.csv: one row per check with its counts, mean (4 decimals) and its TOP_MESSAGES most common messages."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     header = ["check", "part", "points", "scored", "mean", "passed", "partial", "failed", "stub", "pending",
@@ -103,6 +107,7 @@ def summary_csv(results: list[SubmissionResult]) -> str:
 
 def write_summary(out_dir: Path, results: list[SubmissionResult], title: str = "",
                   extra: Sequence[str] = ()) -> Path:
+    """Write DIR/summary.md and DIR/summary.csv atomically; returns summary.md's path."""
     path = out_dir / "summary.md"
     write_atomic(path, summary_markdown(results, title, extra))
     write_atomic(out_dir / "summary.csv", summary_csv(results))

@@ -16,6 +16,8 @@ from autograder.reports.results import SubmissionResult
 
 
 def grades_csv(results: list[SubmissionResult], check_names: list[str]) -> str:
+    """grades.csv: a row per submission in id order, a column per check of `check_names` (empty when the submission
+    has no such check), then total (empty when not final), max, pending points and error."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["submission", *check_names, "total", "max", "pending", "error"])
@@ -39,6 +41,7 @@ def as_text(cell: str) -> str:
 
 
 def write_grades(out_dir: Path, results: list[SubmissionResult], check_names: list[str]) -> Path:
+    """Write DIR/grades.csv atomically; returns its path."""
     path = out_dir / "grades.csv"
     write_atomic(path, grades_csv(results, check_names))
     return path

@@ -74,6 +74,8 @@ def _attachments(cell: dict) -> dict:
 
 
 def snapshot_cell(cell: dict, number: int) -> dict:
+    """One notebook cell as the snapshot the page shows (`number` counts from 1): type, grade_id, source and outputs
+    cut to the bounds, images from data only."""
     meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
     nbgrader = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
     return {"number": number, "type": str(cell.get("cell_type", "code")), "grade_id": str(nbgrader.get("grade_id", "")),
@@ -122,4 +124,5 @@ def answer_cells(cells: list[dict], question: str, message: str, heading: str = 
 
 
 def digest(path: Path) -> str | None:
+    """sha256 of the notebook's bytes; None when it cannot be read."""
     return file_digest(path)

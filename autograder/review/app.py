@@ -40,6 +40,9 @@ MAX_BODY = 256 * 1024  # a comment or an item is text a person types
 
 @dataclass
 class ReviewConfig:
+    """What `make_app` serves: the results folder, the graders by token, and the secret the CSRF tokens are made with
+    (new for each server, so a page from an earlier one must be reloaded)."""
+
     out_dir: Path
     graders: dict[str, str]  # token -> grader's name
     anonymous: bool = False  # names hidden for everyone (else each grader may hide them)
@@ -57,6 +60,8 @@ class Review:
         self.templates = Jinja2Templates(env=environment)
 
     def grader(self, request: Request) -> str | None:
+        """The name of the grader whose token the request carries (cookie or Bearer header); None when it carries no
+        known token. Tokens are compared in constant time."""
         token = request.cookies.get(COOKIE) or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         for known, name in self.config.graders.items():
             if token and hmac.compare_digest(token, known):
@@ -64,16 +69,23 @@ class Review:
         return None
 
     def csrf(self, request: Request) -> str:
+        """The CSRF token a page from this request carries: HMAC-SHA256 of the grader's token under the server's
+        secret."""
         token = request.cookies.get(COOKIE) or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         return hmac.new(self.config.secret, token.encode(), hashlib.sha256).hexdigest()
 
     def anonymous(self, request: Request) -> bool:
+        """Whether students' names are hidden on this request's pages: for everyone by `--anonymous`, else by the
+        grader's cookie."""
         return self.config.anonymous or request.cookies.get(ANONYMOUS_COOKIE) == "1"
 
     def shown_name(self, request: Request, sub: dict) -> str:
+        """A submission's name as this request shows it: its id, or "Student N" (its position, from 1) when
+        anonymous."""
         return f"Student {sub['position'] + 1}" if self.anonymous(request) else sub["id"]
 
     def page(self, request: Request, template: str, **context) -> Response:
+        """A template rendered with what every page shows (CSRF token, title, grader, anonymity), sent with HEADERS."""
         context.update(request=request, csrf=self.csrf(request), anonymous=self.anonymous(request),
                        forced_anonymous=self.config.anonymous, title=self.store.meta("title", "Review"),
                        grader=self.grader(request))
@@ -92,6 +104,8 @@ def _json(data: dict, status: int = 200) -> JSONResponse:
 
 
 def make_app(config: ReviewConfig) -> Starlette:
+    """The ASGI application `autograder review` serves: every route but /static needs a grader's token (403 without),
+    every write also passes `_write_problem`."""
     review = Review(config)
 
     def guarded(handler, write: bool = False):
@@ -144,6 +158,8 @@ STATIC = {"review.js": "text/javascript", "review.css": "text/css"}
 
 
 async def static(request: Request) -> Response:
+    """GET /static/<name>: review.js or review.css (with Pygments' styles appended); any other name is 404. No token
+    needed: they hold nothing of the class."""
     name = request.path_params["name"]
     if name not in STATIC:
         return PlainTextResponse("not found", status_code=404)
@@ -156,6 +172,7 @@ async def static(request: Request) -> Response:
 # -- pages ------------------------------------------------------------------------------------------------------
 
 async def index(review: Review, request: Request) -> Response:
+    """GET /: every question with (answers graded, answers), and every submission."""
     with review.lock:
         questions = [(q, *review.store.progress(q.name)) for q in review.store.questions()]
         subs = review.store.submissions()
@@ -164,6 +181,7 @@ async def index(review: Review, request: Request) -> Response:
 
 
 async def question_list(review: Review, request: Request) -> Response:
+    """GET /q/<q>: the question's answers with their grades (`?ungraded=1`: only those not graded yet)."""
     ungraded_only = request.query_params.get("ungraded") == "1"
     with review.lock:
         q = review.store.question(request.path_params["q"])
@@ -188,6 +206,8 @@ def _neighbours(subs: list[dict], graded: dict[str, bool], position: int,
 
 
 async def answer_page(review: Review, request: Request) -> Response:
+    """GET /q/<q>/<s>: one answer to grade, with its cells, the rubric, the grade's history and links to the answers
+    before and after it."""
     ungraded_only = request.query_params.get("ungraded") == "1"
     with review.lock:
         store = review.store
@@ -210,6 +230,8 @@ async def answer_page(review: Review, request: Request) -> Response:
 
 
 async def submission_page(review: Review, request: Request) -> Response:
+    """GET /s/<s>: one submission whole: its notebook, its automatic checks (from its grading.json) and its hand
+    grades."""
     import json
 
     with review.lock:
@@ -228,6 +250,8 @@ async def submission_page(review: Review, request: Request) -> Response:
 
 
 async def set_anonymous(review: Review, request: Request) -> Response:
+    """GET /anonymous?on=1|0&back=PATH: set the grader's cookie that hides names, then go back (to a path of this
+    server only, never another site)."""
     back = request.query_params.get("back", "/")
     response = RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/", status_code=303)
     response.set_cookie(ANONYMOUS_COOKIE, "1" if request.query_params.get("on") == "1" else "0", httponly=True,
@@ -251,6 +275,8 @@ def _stale(stale: Stale) -> JSONResponse:
 
 
 async def api_grade(review: Review, request: Request) -> Response:
+    """POST /api/grade: one change to an answer's grade (toggle an item, comment, score set by hand, graded), made
+    from the `version` the page saw: 409 with what is stored now when another grader changed it first."""
     data = await _body(request)
     grader = review.grader(request) or ""
     with review.lock:
@@ -273,6 +299,8 @@ async def api_grade(review: Review, request: Request) -> Response:
 
 
 async def api_item(review: Review, request: Request) -> Response:
+    """POST /api/item: a new rubric item (no `id`), or an edit of one made from its `version`, with how many answers
+    the edit re-scores; 409 when another grader changed it first."""
     data = await _body(request)
     grader = review.grader(request) or ""
     title, comment = str(data.get("title", "")).strip()[:500], str(data.get("comment", ""))[:5000]
@@ -300,6 +328,8 @@ async def api_item(review: Review, request: Request) -> Response:
 
 
 async def api_merge(review: Review, request: Request) -> Response:
+    """POST /api/merge: the hand grades written into the results (as `--merge`); answers how many submissions
+    changed."""
     with review.lock:
         changed = merge_hand_grades(review.store, review.config.out_dir, review.store.meta("title", ""))
     return _json({"merged": changed})

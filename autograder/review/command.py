@@ -11,6 +11,9 @@ from autograder.review.server import ReviewError
 
 @dataclass(frozen=True)
 class ReviewOptions:
+    """The options of `autograder review`, as commands/review.py takes them from the command line. At most one of
+    `export`, `import_` and `merge`; with none, the page is served."""
+
     assignment: str
     out: str
     host: str = "127.0.0.1"
@@ -24,6 +27,8 @@ class ReviewOptions:
 
 
 def run(options: ReviewOptions) -> int:
+    """Bring DIR/review.sqlite up to date with the results folder, then export, import, merge or serve; the exit
+    status. Raises ReviewError when the folder holds no results."""
     from autograder.grading import resolve_release
     from autograder.review.session import open_review
 

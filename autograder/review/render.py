@@ -34,6 +34,8 @@ def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
 
 
 def sanitise(fragment: str) -> str:
+    """An HTML fragment with only the allowed tags and attributes (TAGS, ATTRIBUTES); scripts and styles removed with
+    their content."""
     return nh3.clean(fragment, tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https", "mailto", "data"},
                      attribute_filter=_keep_attribute, link_rel="noopener noreferrer nofollow",
                      clean_content_tags={"script", "style"})
@@ -53,16 +55,20 @@ def _image_rule(attachments: dict):
 
 
 def markdown_html(source: str, attachments: dict | None = None) -> str:
+    """A markdown cell's text as sanitised HTML; its images shown only from data (`attachment:` names resolved in
+    `attachments`)."""
     md = MarkdownIt("commonmark", {"html": True}).enable("table").enable("strikethrough")
     md.add_render_rule("image", _image_rule(attachments or {}))
     return sanitise(md.render(source))
 
 
 def code_html(source: str) -> str:
+    """Python code, escaped and highlighted."""
     return f'<pre class="code highlight">{highlight(source, PythonLexer(), _formatter)}</pre>'
 
 
 def outputs_html(outputs: list[dict]) -> str:
+    """A code cell's snapshot outputs: images from data, everything else as escaped text."""
     parts = []
     for output in outputs:
         if output.get("kind") == "image":
@@ -103,4 +109,5 @@ def cell_html(cell: dict) -> str:
 
 
 def pygments_css() -> str:
+    """The CSS for the highlighted code, appended to review.css."""
     return _formatter.get_style_defs(".highlight")

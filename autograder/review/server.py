@@ -16,6 +16,9 @@ from autograder.errors import UserError
 
 
 class ReviewError(UserError):
+    """A review that cannot start: no results, a bad graders file, an address that cannot be listened on or needs
+    tokens."""
+
     pass
 
 
@@ -38,6 +41,7 @@ def read_graders(path: Path) -> dict[str, str]:
 
 
 def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or "localhost"): served to this machine only."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -54,6 +58,7 @@ def access(host: str, graders_file: str | None) -> tuple[dict[str, str], bool]:
 
 
 def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on (host, port); port 0 takes a free one. ReviewError when it cannot bind."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -67,11 +72,13 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def address(sock: socket.socket, host: str) -> str:
+    """The URL the socket serves (its real port, an IPv6 host in brackets)."""
     port = sock.getsockname()[1]
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def serve(app, sock: socket.socket) -> None:
+    """Run the application on the bound socket with uvicorn until the server is stopped (Ctrl-C, SIGTERM)."""
     import uvicorn
 
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))

@@ -13,6 +13,7 @@ from autograder.review.store import Store
 
 
 def hand_graded_specs(release) -> list:
+    """The release's checks graded by hand: the questions of the review."""
     return [spec for spec in release.checks if graded_by_hand(spec)]
 
 
@@ -25,6 +26,8 @@ def _results(out_dir: Path):
 
 
 def open_review(release, out_dir: Path, quiet: bool = False) -> Store:
+    """DIR/review.sqlite opened and brought up to date; the caller closes it. Progress goes to stderr for classes of
+    100 or more, unless `quiet`."""
     store = Store(out_dir)
     store.set_meta("title", release.config.title)
     store.set_meta("assignment", release.config.name)

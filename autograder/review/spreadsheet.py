@@ -18,6 +18,8 @@ SEPARATOR = " | "
 
 
 def export_csv(store: Store) -> str:
+    """Every answer's hand grade as CSV text (COLUMNS), in question then submission order; `score` is empty for an
+    answer not graded yet."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(COLUMNS)

@@ -53,6 +53,9 @@ class Stale(Exception):
 
 @dataclass
 class Question:
+    """A question graded by hand: `position` orders the pages (0 first), `points` is the most its answers score,
+    `what` the description given to `manual()`."""
+
     name: str
     position: int
     part: str
@@ -62,6 +65,9 @@ class Question:
 
 @dataclass
 class Item:
+    """A rubric item of a question: applied to an answer, it adds `points` (negative takes away); `version` goes up
+    with each edit, for `Store.edit_item`'s stale check."""
+
     id: int
     question: str
     title: str
@@ -87,10 +93,12 @@ class Grade:
     score: float = 0.0
 
     def to_dict(self) -> dict:
+        """The grade as a plain dict (the page's JSON, and `Stale.current`)."""
         return dict(self.__dict__)
 
 
 def clamp(value: float, points: float) -> float:
+    """`value` rounded to 6 places and held between 0 and `points`."""
     return round(min(points, max(0.0, value)), 6)
 
 
@@ -107,6 +115,7 @@ class Store:
         self.db.executescript(SCHEMA)
 
     def close(self) -> None:
+        """Close this thread's connection; every committed change is already on disk."""
         self.db.close()
 
     # -- transactions -------------------------------------------------------------------------------------------
@@ -125,10 +134,12 @@ class Store:
     # -- what is graded -----------------------------------------------------------------------------------------
 
     def set_meta(self, key: str, value: str) -> None:
+        """Set one value of the folder's meta table (the title, the assignment), replacing any earlier one."""
         with self._write():
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def meta(self, key: str, default: str = "") -> str:
+        """One value of the meta table; `default` when it was never set."""
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row["value"] if row else default
 
@@ -156,21 +167,26 @@ class Store:
                 self.db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?)", (sub_id, question, json.dumps(answer)))
 
     def questions(self) -> list[Question]:
+        """Every question, in page order."""
         return [Question(**dict(r)) for r in self.db.execute("SELECT * FROM questions ORDER BY position")]
 
     def question(self, position: int) -> Question | None:
+        """The question at `position` (0-based, as in the page's URLs); None when there is none."""
         row = self.db.execute("SELECT * FROM questions WHERE position = ?", (position,)).fetchone()
         return Question(**dict(row)) if row else None
 
     def submissions(self) -> list[dict]:
+        """Every submission (id, position, notebook_sha256, note), in page order, without its cells."""
         return [dict(r) for r in self.db.execute(
             "SELECT id, position, notebook_sha256, note FROM submissions ORDER BY position")]
 
     def submission(self, position: int) -> dict | None:
+        """The submission at `position` (0-based) with its snapshot cells; None when there is none."""
         row = self.db.execute("SELECT * FROM submissions WHERE position = ?", (position,)).fetchone()
         return {**dict(row), "cells": json.loads(row["cells"])} if row else None
 
     def answer(self, sub_id: str, question: str) -> list:
+        """The snapshot cells holding a submission's answer to `question`; empty when none was found."""
         row = self.db.execute("SELECT cells FROM answers WHERE submission = ? AND question = ?",
                               (sub_id, question)).fetchone()
         return json.loads(row["cells"]) if row else []
@@ -178,14 +194,18 @@ class Store:
     # -- rubric items -------------------------------------------------------------------------------------------
 
     def items(self, question: str) -> list[Item]:
+        """A question's rubric items, in the order they were added."""
         return [Item(**dict(r)) for r in self.db.execute(
             "SELECT * FROM items WHERE question = ? ORDER BY position, id", (question,))]
 
     def item(self, item_id: int) -> Item | None:
+        """The rubric item with this id; None when there is none."""
         row = self.db.execute("SELECT * FROM items WHERE id = ?", (item_id,)).fetchone()
         return Item(**dict(row)) if row else None
 
     def add_item(self, question: str, title: str, points: float, comment: str, grader: str) -> Item:
+        """A new rubric item at the end of the question's list, logged under `grader`. KeyError when there is no such
+        question."""
         with self._write():
             if not self.db.execute("SELECT 1 FROM questions WHERE name = ?", (question,)).fetchone():
                 raise KeyError(question)
@@ -222,6 +242,7 @@ class Store:
     # -- grades -------------------------------------------------------------------------------------------------
 
     def grade(self, sub_id: str, question: str) -> Grade:
+        """One answer's grade, scored from its items as they are now (a default, ungraded Grade when none was given)."""
         q = self.db.execute("SELECT points FROM questions WHERE name = ?", (question,)).fetchone()
         row = self.db.execute("SELECT * FROM grades WHERE submission = ? AND question = ?", (sub_id, question)).fetchone()
         items = self.db.execute("SELECT a.item, i.points FROM applied a JOIN items i ON i.id = a.item "
@@ -313,6 +334,7 @@ class Store:
         return done, total
 
     def history(self, sub_id: str, question: str) -> list[dict]:
+        """Every change made to one answer's grade, oldest first: grader, time (seconds since the epoch), the change."""
         return [{**dict(r), "change": json.loads(r["change"])} for r in self.db.execute(
             "SELECT grader, at, change FROM history WHERE submission = ? AND question = ? ORDER BY id",
             (sub_id, question))]

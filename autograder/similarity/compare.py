@@ -28,6 +28,8 @@ CODE, TEXT = "code", "written answers"
 
 @dataclass
 class Settings:
+    """The thresholds of a comparison (the module docstring says how each is used); scores are shares, 0 to 1."""
+
     threshold: float = 0.6  # a part's score from which a pair is flagged
     text_threshold: float = 0.5
     min_fingerprints: int = 6  # each side must hold this many fingerprints in a part for it to score
@@ -39,17 +41,23 @@ class Settings:
 
 @dataclass
 class PartScore:
+    """A pair's fingerprints in one part: those both sides hold, and each side's count."""
+
     shared: int
     size_a: int
     size_b: int
 
     @property
     def score(self) -> float:
+        """shared / (the smaller side's fingerprints): 0 to 1."""
         return self.shared / max(1, min(self.size_a, self.size_b))
 
 
 @dataclass
 class Pair:
+    """Two sources compared on one channel (CODE or TEXT): a PartScore for each part they share code in, where both
+    sides hold `Settings.min_fingerprints` and the score reaches `Settings.floor`."""
+
     a: int  # index into the sources; a < b
     b: int
     channel: str
@@ -58,15 +66,20 @@ class Pair:
 
     @property
     def score(self) -> float:
+        """The pair's score: its highest part's."""
         return max((p.score for p in self.parts.values()), default=0.0)
 
     @property
     def shared(self) -> int:
+        """Fingerprints in common, over every part."""
         return sum(p.shared for p in self.parts.values())
 
 
 @dataclass
 class Comparison:
+    """What `compare` found, for the report: the pairs, each submission's closeness to the answer key, the groups,
+    and the common code taken out of each part (shown on the pages)."""
+
     sources: list[Source]
     pairs: list[Pair]  # both channels, flagged first, then by score
     key_scores: dict[int, dict[str, PartScore]]  # current source -> part -> closeness to the answer key

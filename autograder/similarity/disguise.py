@@ -45,6 +45,8 @@ def _is_solution(cell) -> bool:
 
 
 def solution_indexes(nb) -> list[int]:
+    """Indexes of a notebook's cells the student writes: those marked as nbgrader solutions, else every code cell
+    that is not a test cell."""
     cells = nb.get("cells", [])
     marked = [i for i, c in enumerate(cells) if _is_solution(c)]
     if marked:
@@ -94,6 +96,7 @@ def _new_name(rng: random.Random, taken: set[str]) -> str:
 
 
 def rename(source: str, rng: random.Random) -> str:
+    """The `rename` transformation (module docstring). SyntaxError when `source` does not parse."""
     tree = ast.parse(source)
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     local_map: dict[str, str] = {}
@@ -136,6 +139,8 @@ def _replace_names(source: str, local_map: dict[str, str], attr_map: dict[str, s
 # -- reformat, comments -------------------------------------------------------------------------------------
 
 def reformat(source: str, rng: random.Random) -> str:
+    """The `reformat` transformation: the code as ast.unparse prints it, blank lines between statements doubled half
+    the time. SyntaxError when `source` does not parse."""
     text = ast.unparse(ast.parse(source))
     return text.replace("\n\n", "\n\n\n") if rng.random() < 0.5 else text
 
@@ -150,6 +155,7 @@ def _without_comments(source: str) -> str:
 
 
 def comments(source: str, rng: random.Random) -> str:
+    """The `comments` transformation (module docstring). SyntaxError when `source` does not parse."""
     tree = ast.parse(source)
     starts = {n.lineno: n.col_offset for n in ast.walk(tree) if isinstance(n, ast.stmt)}
     defs = {n.body[0].lineno: n.body[0].col_offset for n in ast.walk(tree)
@@ -208,6 +214,8 @@ def reorder(source: str, rng: random.Random) -> str:
 # -- dead code ----------------------------------------------------------------------------------------------
 
 def dead_code(source: str, rng: random.Random) -> str:
+    """The `dead_code` transformation: a no-op before about 40% of the statements inside functions. SyntaxError when
+    `source` does not parse."""
     tree = ast.parse(source)
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     before: dict[int, int] = {}
@@ -286,6 +294,7 @@ class _Spell(ast.NodeTransformer):
 
 
 def spellings(source: str, rng: random.Random) -> str:
+    """The `spellings` transformation (module docstring); the code comes back as ast.unparse prints it."""
     tree = _Spell(rng).visit(ast.parse(source))
     return ast.unparse(ast.fix_missing_locations(tree))
 

@@ -30,6 +30,8 @@ def _token_id(text: str) -> int:
 
 
 def kgram_hashes(tokens: list[Token], k: int = K) -> list[int]:
+    """A hash of each run of `k` tokens (63 bits, the same in every process); one hash of the whole when there are
+    fewer than `k`."""
     ids = [_token_id(t.text) for t in tokens]
     if len(ids) < k:
         return [hash(tuple(ids)) & MASK] if ids else []

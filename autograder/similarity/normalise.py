@@ -40,6 +40,8 @@ MAX_STATEMENT_CHARS = 200_000  # a statement longer than this is read as plain t
 
 @dataclass(frozen=True)
 class Token:
+    """One normalised token and the line of the source it came from."""
+
     text: str
     line: int  # 1-based line in the source given
 
@@ -400,6 +402,7 @@ class Definition:
 
 
 def parse_cell(source: str) -> ast.Module | None:
+    """A cell's syntax tree, its IPython syntax (magics, shell lines) taken out first; None when it does not parse."""
     from autograder.notebook.extract import strip_ipython
 
     try:

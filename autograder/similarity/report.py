@@ -48,6 +48,7 @@ def _pct(x: float) -> str:
 
 
 def page_name(rank: int) -> str:
+    """Where the flagged pair of rank `rank` (from 1) has its page, relative to DIR/similarity/."""
     return f"pairs/pair-{rank:04d}.html"
 
 
@@ -76,6 +77,8 @@ def _parts_cell(pair: Pair, limit: float) -> str:
 
 
 def index_html(title: str, c: Comparison, pages: dict[int, str]) -> str:
+    """index.html: what was compared and how, the sources not compared, the groups, per channel every flagged pair
+    (and the closest UNFLAGGED_SHOWN others) linked to its page where it has one, then closeness to the answer key."""
     s = c.settings
     current = [x for x in c.sources if x.kind == CURRENT]
     compared = [x for x in current if not x.problem]
@@ -179,6 +182,8 @@ def _code_html(side: str, other: str, lines: list[str], mine: dict[int, list[int
 
 
 def pair_html(title: str, c: Comparison, pair: Pair, lay: Layout, sides: dict | None = None) -> str:
+    """A pair's page: for each part, highest first, the two sides side by side with the lines of shared fingerprints
+    highlighted (code) or the two written answers. `sides` caches each source's highlighted code across pages."""
     a, b = c.sources[pair.a], c.sources[pair.b]
     body = [f"<h1>{_who(a)} and {_who(b)}: similar {_e(pair.channel)}</h1>",
             f'<p class="sub">{_e(title)}. Score {_pct(pair.score)}: the share of the smaller side\'s fingerprints '
@@ -232,6 +237,8 @@ def _safe_cell(text: str) -> str:
 
 
 def pairs_csv(c: Comparison, pages: dict[int, str]) -> str:
+    """pairs.csv: every pair, flagged or not, then each submission's closeness to the answer key, then the sources
+    not compared with why; cells a spreadsheet would read as formulas made text."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     rows: list[list] = [CSV_FIELDS]

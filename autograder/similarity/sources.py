@@ -36,6 +36,9 @@ MAX_CELL_CHARS = 2_000_000  # a code cell longer than this is compared by its fi
 
 @dataclass
 class Source:
+    """One notebook read for comparison (module docstring): per part, its student-written code and answers and their
+    fingerprints; `problem` when it could not be compared."""
+
     id: str
     kind: str  # CURRENT, PAST (an earlier term's, --past) or KEY
     path: Path | None = None
@@ -48,6 +51,7 @@ class Source:
 
     @property
     def label(self) -> str:
+        """The source's name in the report: its id, with its kind for an earlier term's or the answer key."""
         return self.id if self.kind == CURRENT else f"{self.id} ({self.kind})"
 
 

@@ -15,6 +15,9 @@ from autograder.testing import CheckSpec
 
 
 class AccuracyRubric(DeferredKind):
+    """The kind of a `rubric_check`: its result is DIR/<submission>/rubric.json, written by `autograder rubric` on a
+    machine with CUDA. Its methods implement DeferredKind's (protocol.py)."""
+
     key = "rubric"
     results_file = RUBRIC_FILE
     command = "autograder rubric"

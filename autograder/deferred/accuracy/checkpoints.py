@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CheckpointKind:
+    """A kind of checkpoint (the table of the module docstring): what it holds and what the grader builds from it."""
+
     name: str
     summary: str  # what the checkpoint holds, for messages and docs
     student_code: bool  # the model is the student's class: the notebook's definitions are loaded
@@ -39,6 +41,7 @@ KINDS = {kind.name: kind for kind in (FROZEN_ENCODER_CLASS, SEQUENCE_CLASSIFIER)
 
 
 def checkpoint_kind(name: str) -> CheckpointKind:
+    """The CheckpointKind named `name`; ValueError, listing the known ones, for any other name."""
     try:
         return KINDS[name]
     except KeyError:

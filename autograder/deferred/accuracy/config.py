@@ -38,6 +38,7 @@ class RubricConfig:
 
     @property
     def checkpoint_kind(self) -> CheckpointKind:
+        """The CheckpointKind of `kind`; ValueError when the assignment names an unknown one."""
         return checkpoint_kind(self.kind)
 
 
