@@ -156,13 +156,33 @@ def _read_source_notebook(path: Path):
     import nbformat
 
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(with_cell_ids(path.read_text(encoding="utf-8")), as_version=4)
         nbformat.validate(nb)
         return nb
     except FileNotFoundError:
         raise BuildError(f"{path}: the notebook named in assignment.toml does not exist") from None
     except Exception as exc:  # noqa: BLE001 - nbformat's validation and JSON errors have no common base
         raise BuildError(f"{path}: not a valid notebook: {exc}") from None
+
+
+def with_cell_ids(text: str) -> str:
+    """A notebook of format 4.5 or later whose cells lack the ids that format requires (one written by a script or
+    an older tool), with ids made from each cell's position: nbformat would make random ones, and the same source
+    would not build to the same bytes. Anything else is returned as it is, for nbformat to read or refuse."""
+    try:
+        nb = json.loads(text)
+        if nb.get("nbformat") != 4 or nb.get("nbformat_minor", 0) < 5 or not isinstance(nb.get("cells"), list):
+            return text
+    except (ValueError, AttributeError):
+        return text
+    cells = [c for c in nb["cells"] if isinstance(c, dict)]
+    taken = {c["id"] for c in cells if isinstance(c.get("id"), str)}
+    for index, cell in enumerate(cells):
+        if "id" not in cell:
+            cell["id"] = next(f"cell-{index}{suffix}" for suffix in ("", *(f"-{n}" for n in range(1, len(cells) + 2)))
+                              if f"cell-{index}{suffix}" not in taken)
+            taken.add(cell["id"])
+    return json.dumps(nb)
 
 
 def build(source: Path, assignments_root: Path | None = None, release_root: Path | None = None) -> Paths:

@@ -32,6 +32,26 @@ def test_build_is_deterministic(tmp_path):
     assert outputs[0] == outputs[1]
 
 
+def test_a_source_notebook_whose_cells_lack_ids_builds_to_the_same_bytes(tmp_path, recwarn):
+    """A 4.5 notebook written by a script (no cell ids): ids from positions, not nbformat's random ones."""
+    outputs = []
+    for i in range(2):
+        source = tmp_path / f"run{i}" / "solutions" / "vectors"
+        shutil.copytree(EXAMPLE_SOURCE, source)
+        nb_path = next(source.glob("*.ipynb"))
+        nb = json.loads(nb_path.read_text())
+        nb["nbformat_minor"] = 5
+        for cell in nb["cells"]:
+            cell.pop("id", None)
+        nb_path.write_text(json.dumps(nb))
+        paths = build(source)
+        outputs.append([p.read_bytes() for p in sorted(paths.assignment.glob("*.ipynb"))])
+    assert outputs[0] == outputs[1]
+    student = json.loads(outputs[0][0])
+    assert student["cells"][0]["id"] == "cell-0"
+    assert not [w for w in recwarn if "MissingIDField" in type(w.message).__name__]
+
+
 def test_student_notebook_has_stubs_and_no_hidden_tests(example_build):
     nb = nbformat.read(example_build.assignment / "vectors.ipynb", as_version=4)
     text = "\n".join(c.source for c in nb.cells)
