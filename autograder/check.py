@@ -26,7 +26,8 @@ from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.ladder import Choice, choose
 from autograder.student import resolve_part
-from autograder.testing import CheckSpec, test_cell_check
+from autograder.checkspecs import test_cell_check
+from autograder.testing import CheckSpec
 from autograder.status import PASSED
 
 

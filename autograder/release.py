@@ -10,7 +10,8 @@ from autograder.errors import UserError
 from autograder.config import AssignmentConfig
 from autograder.recording import Recording
 from autograder.notebook.extract import Extraction, Unit
-from autograder.testing import CheckSpec, load_test_file, manual_spec
+from autograder.checkspecs import load_test_file, manual_spec
+from autograder.testing import CheckSpec
 
 
 MANIFEST = "manifest.json"

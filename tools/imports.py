@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("foundations", ["autograder.errors", "autograder.pins", "autograder.status", "autograder.files", "autograder.seeding", "autograder.config",
                      "autograder.notebook"]),
     ("processes", ["autograder.sandbox"]),
-    ("checks", ["autograder.testing", "autograder.substitution", "autograder.kernel", "autograder.judge",
+    ("checks", ["autograder.testing", "autograder.checkspecs", "autograder.substitution", "autograder.kernel", "autograder.judge",
                 "autograder.deferred"]),
     ("release format and recording data", ["autograder.recording", "autograder.release"]),
     ("results and inputs", ["autograder.reports", "autograder.submissions"]),
