@@ -33,7 +33,7 @@ from autograder.notebook.markers import (
 )
 from autograder.notebook.seedvar import cell_seeding, for_grading, record_cells, with_value
 from autograder.files import write_atomic
-from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
+from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_checks_read, source_hash
 from autograder.checkspecs import cell_check, hand_graded_check, hidden_test_files, load_test_file
 from autograder.testing import CheckSpec
 from autograder.deferred import graded_by_hand
@@ -49,7 +49,7 @@ class Paths:
     release: Path  # release/<name>
     notes: list[str] = field(default_factory=list)  # said by the build: test cells whose meaning differs
     # what the grading environment cannot do with the answer key (set once the reference is recorded:
-    # grading.record.reference_load_problems); verify fails on them
+    # grading.record_reference.reference_load_problems); verify fails on them
     problems: list[str] = field(default_factory=list)
 
     @classmethod
@@ -186,7 +186,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         raise BuildError(f"{paths.source / 'assignment.toml'}: [gpu] checks names unknown checks {sorted(unknown_gpu)}")
 
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
-    used = names_read([c.source for c in out.cell_checks], test_sources)
+    used = names_checks_read([c.source for c in out.cell_checks], test_sources)
     reference = extract(for_grading(out.answer_key, config.seed), used, each_cell=cell_seeding(config.seed))
     if paths.assignment.is_dir():  # generated whole: a file dropped from `files` leaves it too
         shutil.rmtree(paths.assignment)
@@ -489,8 +489,8 @@ def _copy(src: Path, dst: Path) -> None:
     shutil.copyfile(src, dst)
 
 
-def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool = True,
-                    after_build=None) -> Release:
+def release_for(name_or_path: str, root: Path | None = None, rebuild: bool = True,
+                after_build=None) -> Release:
     """`name` -> release/<name> (rebuilt from solutions/<name> when missing or out of date), or a path to
     a release folder or a solutions folder. `after_build(release_dir)` runs after a rebuild (the grading
     layer records the reference there)."""

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("results and inputs", ["autograder.reports", "autograder.submissions"]),
     ("build", ["autograder.student_checks", "autograder.student", "autograder.build", "autograder.corpus"]),
     ("grading", ["autograder.grading"]),
-    ("services", ["autograder.check", "autograder.verify", "autograder.export", "autograder.rubric", "autograder.review",
+    ("services", ["autograder.selfcheck", "autograder.verify", "autograder.export", "autograder.rubric", "autograder.review",
                   "autograder.importers", "autograder.scaffold", "autograder.mutants", "autograder.similarity"]),
     ("command line", ["autograder.commands", "autograder.cli"]),
     ("process map", ["autograder.entrypoints", "autograder.__main__"]),

@@ -35,8 +35,7 @@ class GradeCommand(Command):
         return args.assignment if args.jobs <= 1 and not args.cluster else None
 
     def run(self, args) -> int:
-        from autograder.grading import resolve_release
-        from autograder.grading.outdir import claim
+        from autograder.grading import claim, resolve_release
 
         if not args.out.strip():  # `--out "$OUT"` with OUT unset: never the current folder by accident
             print("error: --out is empty: give the folder to write the results into", file=sys.stderr)

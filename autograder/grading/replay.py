@@ -1,7 +1,7 @@
 """The reference's worker in a grading run, recorded or replayed (the data and its format: autograder/recording.py).
 
 - RecordingWorker: the live reference worker, noting each check's requests and replies into a Recording
-  (used by grading/record.py when a release is recorded).
+  (used by grading/record_reference.py when a release is recorded).
 - ReplayingWorker: the reference as recorded. Replies come from the recording; the first request of a check
   that was not recorded starts the live worker, which is brought to where the check is, and the rest of the
   check runs live. So a replayed reference answers exactly as the live one would.
