@@ -63,3 +63,12 @@ def test_grading_is_imported_through_its_face():
                     if t.startswith("autograder.grading.") and not m.startswith("autograder.grading")
                     and m not in GRADING_FACE_EXCEPTIONS)
     assert behind == []
+
+
+def test_the_test_authors_api_reads_no_notebook():
+    """autograder/testing.py is what hidden test files import; reading checks out of notebook cells and test files
+    is the build's (autograder/checkspecs.py), so the authoring API imports nothing that reads a notebook."""
+    assert sorted(t for t in imports.graph()["autograder.testing"] if t.startswith("autograder.notebook")) == []
+    import autograder.testing as testing
+
+    assert all(hasattr(testing, name) for name in testing.__all__)
