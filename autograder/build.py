@@ -492,8 +492,8 @@ def _copy(src: Path, dst: Path) -> None:
 def release_for(name_or_path: str, root: Path | None = None, rebuild: bool = True,
                 after_build=None) -> Release:
     """`name` -> release/<name> (rebuilt from solutions/<name> when missing or out of date), or a path to
-    a release folder or a solutions folder. `after_build(release_dir)` runs after a rebuild (the grading
-    layer records the reference there)."""
+    a release folder or a solutions folder. `after_build(release_dir)` runs after a rebuild: the build records
+    nothing; grading.resolve_release is this with the reference recorded after a rebuild."""
     root = root or Path.cwd()
     p = Path(name_or_path)
     if (p / MANIFEST).is_file() and not (p / "assignment.toml").is_file():

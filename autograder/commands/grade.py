@@ -46,9 +46,10 @@ class GradeCommand(Command):
             return 2
         release = resolve_release(args.assignment)
         with claim(Path(args.out)):  # before .inputs/ is unpacked: a second command on DIR stops here
-            return self._grade(args, release)
+            return self._discover_and_grade(args, release)
 
-    def _grade(self, args, release) -> int:
+    def _discover_and_grade(self, args, release) -> int:
+        """In the claimed --out: the submissions found in what was given, graded, and what to do next said."""
         from autograder.grading import GradeOptions, grade
         from autograder.submissions import discover
 

@@ -28,5 +28,5 @@ from autograder.grading.progress import Progress
 from autograder.grading.record_reference import build_and_record, record_release, resolve_release
 from autograder.grading.run import grade
 
-__all__ = ["ClusterUnavailable", "ConfinementUnavailable", "GradeOptions", "Grader", "Progress", "build_and_record", "claim", "grade",
-           "merge_check", "preflight", "record_release", "refresh_summary", "resolve_release", "scrub"]
+__all__ = ["ClusterUnavailable", "ConfinementUnavailable", "GradeOptions", "Grader", "Progress", "build_and_record",
+           "claim", "grade", "merge_check", "preflight", "record_release", "refresh_summary", "resolve_release", "scrub"]

@@ -227,6 +227,7 @@ class Run:
         self.status = self.status or pool.status  # the preflight's line, as a worker would say it
 
     def _grade_in_this_process(self) -> None:
+        """One Grader here (--jobs 1): the submissions left, one after another."""
         grader = Grader(self.release, self.options, self.status, self_grade=len(self.todo) > 1)
         try:
             for n, (i, path, sub_id) in enumerate(self.todo, start=1):
