@@ -28,13 +28,14 @@ from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (
-    HIDDEN, MarkerError, answer_digest, cell_source, check_cell, hand_graded, heading_above, is_locked_code, is_test_cell, locked_code, nbgrader_meta,
+    MarkerError, answer_digest, cell_source, check_cell, hand_graded, heading_above, is_locked_code, is_test_cell, locked_code, nbgrader_meta,
     notebook_language, public_lines, secret_lines, solution_source, student_source,
 )
 from autograder.notebook.seedvar import cell_seeding, for_grading, record_cells, with_value
 from autograder.files import write_atomic
-from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_read, source_hash
-from autograder.testing import CheckSpec, hand_graded_check, hidden_test_files, load_test_file, test_cell_check
+from autograder.release import BUILD_FORMAT, MANIFEST, load_release, Release, ReleaseError, names_checks_read, source_hash
+from autograder.checkspecs import cell_check, hand_graded_check, hidden_test_files, load_test_file
+from autograder.testing import CheckSpec
 from autograder.deferred import graded_by_hand
 
 class BuildError(UserError, ValueError):
@@ -48,7 +49,7 @@ class Paths:
     release: Path  # release/<name>
     notes: list[str] = field(default_factory=list)  # said by the build: test cells whose meaning differs
     # what the grading environment cannot do with the answer key (set once the reference is recorded:
-    # grading.record.reference_load_problems); verify fails on them
+    # grading.record_reference.reference_load_problems); verify fails on them
     problems: list[str] = field(default_factory=list)
 
     @classmethod
@@ -100,23 +101,10 @@ def transform(nb, where: str) -> Transformed:
             key.cells[index]["source"] = solution_source(cell, regions, keep_hidden=False)
         _clean(student.cells[index])
         _clean(key.cells[index])
-        if cell.get("cell_type") == "code" and is_test_cell(cell):
-            spec = test_cell_check(cell, index + 1, where)
-            spec.source = solution_source(cell, regions, keep_hidden=True)  # the judge runs the hidden part too
-            spec.public = not any(r.kind == HIDDEN for r in regions)
+        spec = cell_check(cell, index + 1, regions, where)
+        if spec is not None:
             checks.append(spec)
-        elif hand_graded(cell):  # its points stay in every total, pending, as nbgrader keeps them for grading by hand
-            checks.append(_hand_graded(cell, index + 1, where))
     return Transformed(student, key, checks, secrets, public, caveats(nb, where))
-
-
-def _hand_graded(cell, number: int, where: str) -> CheckSpec:
-    """The manual check of a cell graded by hand. Its points must be written out, as a test cell's must: a
-    written answer whose points were forgotten would otherwise be worth 0 without a word."""
-    meta, kind = nbgrader_meta(cell), str(hand_graded(cell))
-    if meta.get("points") is None:
-        raise MarkerError(f"{where}: cell {number}: {kind} {meta.get('grade_id')!r} needs nbgrader 'points' >= 0")
-    return hand_graded_check(cell, number, kind, where)
 
 
 def _numbered_in(student, spec: CheckSpec) -> CheckSpec:
@@ -218,7 +206,7 @@ def build(source: Path, assignments_root: Path | None = None, release_root: Path
         raise BuildError(f"{paths.source / 'assignment.toml'}: [gpu] checks names unknown checks {sorted(unknown_gpu)}")
 
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((paths.source / "tests").glob("*.py"))]
-    used = names_read([c.source for c in out.cell_checks], test_sources)
+    used = names_checks_read([c.source for c in out.cell_checks], test_sources)
     reference = extract(for_grading(out.answer_key, config.seed), used, each_cell=cell_seeding(config.seed))
     if paths.assignment.is_dir():  # generated whole: a file dropped from `files` leaves it too
         shutil.rmtree(paths.assignment)
@@ -521,11 +509,11 @@ def _copy(src: Path, dst: Path) -> None:
     shutil.copyfile(src, dst)
 
 
-def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool = True,
-                    after_build=None) -> Release:
+def release_for(name_or_path: str, root: Path | None = None, rebuild: bool = True,
+                after_build=None) -> Release:
     """`name` -> release/<name> (rebuilt from solutions/<name> when missing or out of date), or a path to
-    a release folder or a solutions folder. `after_build(release_dir)` runs after a rebuild (the grading
-    layer records the reference there)."""
+    a release folder or a solutions folder. `after_build(release_dir)` runs after a rebuild: the build records
+    nothing; grading.resolve_release is this with the reference recorded after a rebuild."""
     root = root or Path.cwd()
     p = Path(name_or_path)
     if (p / MANIFEST).is_file() and not (p / "assignment.toml").is_file():

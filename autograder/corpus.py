@@ -120,7 +120,7 @@ class Corpus:
 
 def load_corpus(source: Path) -> Corpus:
     """The corpus of `solutions/<name>/` (empty when it has no corpus folder)."""
-    from autograder.testing import scoped_modules
+    from autograder.checkspecs import scoped_modules
 
     folder = Path(source) / CORPUS_DIR
     variants, bugs = [], []

@@ -60,7 +60,7 @@ def _distributions() -> list[str]:
     return sorted(found)
 
 
-def fingerprint(manifest_digest: str, confinement_status: str, cuda: bool) -> str:
+def run_fingerprint(manifest_digest: str, confinement_status: str, cuda: bool) -> str:
     import torch
 
     parts = {

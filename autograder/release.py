@@ -10,7 +10,8 @@ from autograder.errors import UserError
 from autograder.config import AssignmentConfig
 from autograder.recording import Recording
 from autograder.notebook.extract import Extraction, Unit
-from autograder.testing import CheckSpec, load_test_file, manual_spec
+from autograder.checkspecs import load_test_file, manual_spec
+from autograder.testing import CheckSpec
 
 
 MANIFEST = "manifest.json"
@@ -64,12 +65,12 @@ class Release:
         return self._recording or None
 
     def names_read_from_submissions(self) -> set[str]:
-        """Names the checks read from a submission (see `names_read`)."""
-        return names_read([c.source for c in self.checks if c.fn is None],
+        """Names the checks read from a submission (see `names_checks_read`)."""
+        return names_checks_read([c.source for c in self.checks if c.fn is None],
                           [p.read_text(encoding="utf-8") for p in sorted((self.dir / "tests").glob("*.py"))])
 
 
-def names_read(cell_sources: list[str], test_sources: list[str]) -> set[str]:
+def names_checks_read(cell_sources: list[str], test_sources: list[str]) -> set[str]:
     """Names checks read from a submission: every name a notebook test cell reads before binding it itself
     (a test cell's own `batch = ...` does not make the notebook's `batch` a dependency), and every `sub.NAME`
     of the hidden test files. Extraction runs the assignments that bind them (notebook/extract.py)."""

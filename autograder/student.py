@@ -63,7 +63,7 @@ if _missing:
 def public_checks(nb) -> list[dict]:
     """The notebook's test cells as students see them (hidden sections already removed)."""
     from autograder.notebook.markers import is_test_cell  # imported here: the kernel side never needs them
-    from autograder.testing import test_cell_check
+    from autograder.checkspecs import test_cell_check
 
     specs = [test_cell_check(cell, number, "the student notebook") for number, cell in enumerate(nb.cells, start=1)
              if cell.get("cell_type") == "code" and is_test_cell(cell)]

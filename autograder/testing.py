@@ -20,20 +20,19 @@ NaN never equals anything, itself included: compared as it is, a NaN output read
 outputs, or as the wrong values. So `expect_identical` names NaN or inf before it compares, and a check that fails
 after `close` met NaN or inf in the student's output where the expected values are finite has that said in its
 message (`nonfinite_hint`, which the judge appends), whatever the check's own words are.
+
+Reading checks out of where they are declared (a notebook's test and hand-graded cells, the test files) is the
+build's and the release's business: autograder/checkspecs.py.
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import torch
 
-from autograder.notebook.markers import MarkerError, cell_source, nbgrader_meta
 from autograder.sandbox.client import MissingName, StudentError  # re-exported for test files
 from autograder.status import MANUAL
 from autograder.sandbox.remote import (  # re-exported for test files
@@ -83,46 +82,6 @@ class CheckSpec:
                 "public": self.public, "gpu": self.gpu, "depends_on": list(self.depends_on), **said}
 
 
-def test_cell_check(cell, number: int, where: str = "notebook") -> CheckSpec:
-    """The check a notebook test cell declares: the one reading of its metadata, for the build (source notebook),
-    `autograder check` and the student notebook's check() (student notebooks). nbgrader's grade_id and points,
-    this project's part, visibility and depends_on; the source is the cell's as it stands. Raises MarkerError
-    naming `where: cell <number>` when the metadata is not valid."""
-    meta, loc = nbgrader_meta(cell), f"{where}: cell {number}"
-    grade_id, points = meta.get("grade_id"), meta.get("points")
-    if not isinstance(grade_id, str) or not grade_id:
-        raise MarkerError(f"{loc}: test cell without an nbgrader grade_id")
-    if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
-        raise MarkerError(f"{loc}: test cell {grade_id!r} needs nbgrader 'points' >= 0")
-    depends_on, passed = meta.get("depends_on", []), meta.get("passed_message", "")
-    if not isinstance(passed, str):
-        raise MarkerError(f"{loc}: nbgrader 'passed_message' must be text (what a student reads when it passes)")
-    if not isinstance(depends_on, list) or not all(isinstance(n, str) and n.isidentifier() for n in depends_on):
-        raise MarkerError(f"{loc}: nbgrader 'depends_on' must be a list of names the notebook defines")
-    return CheckSpec(name=grade_id, points=float(points), part=str(meta.get("part", "")),
-                     visibility=str(meta.get("visibility", "visible")), source=cell_source(cell), public=True,
-                     depends_on=tuple(depends_on), passed_message=passed)
-
-
-HAND_GRADED_PART = "Graded by hand"  # the part of a notebook's hand-graded cell whose metadata names none
-
-
-def hand_graded_check(cell, number: int, kind: str, where: str = "notebook") -> CheckSpec:
-    """The manual check of a cell nbgrader grades by hand (`kind`: written answer, code answer, task): pending in
-    every total with the cell's points, graded by no code. Part: the cell's nbgrader `part`, else HAND_GRADED_PART."""
-    meta = nbgrader_meta(cell)
-    points = meta.get("points", 0) or 0
-    if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
-        raise MarkerError(f"{where}: cell {number}: hand-graded cell {meta.get('grade_id')!r} needs nbgrader 'points' >= 0")
-    return manual_spec(str(meta.get("grade_id")), float(points), str(meta.get("part") or HAND_GRADED_PART),
-                       f"{kind}, notebook cell {number}")
-
-
-def manual_spec(name: str, points: float, part: str, what: str, visibility: str = "visible") -> CheckSpec:
-    """The CheckSpec of `manual(...)` (a release rebuilds a notebook's hand-graded checks with it)."""
-    return manual(name, points, part, what, visibility)._ag_check
-
-
 def check(name: str, points: float, part: str = "", visibility: str = "visible", gpu: bool = False,
           timeout: float | None = None, depends_on: list[str] | tuple[str, ...] = (), passed_message: str = ""):
     """Declare a graded check. See docs/writing-assignments.md. `passed_message`: what a student reads when it
@@ -146,8 +105,6 @@ def check(name: str, points: float, part: str = "", visibility: str = "visible",
     return register
 
 
-
-
 class Pending(Exception):
     """Raised by a check that is decided later, elsewhere (the GPU accuracy rubric, grading by hand): the check
     is reported as pending with this message, neither failed nor 0."""
@@ -167,7 +124,7 @@ def manual(name: str, points: float, part: str = "", what: str = "", visibility:
     return fn
 
 
-_HELPERS_ATTR = "_ag_worker_helpers"
+HELPERS_ATTR = "_ag_worker_helpers"  # a test file's global listing its worker_helpers sources
 
 
 def worker_helpers(source: str) -> str:
@@ -175,57 +132,8 @@ def worker_helpers(source: str) -> str:
     It runs with `submission` (the student's module) in scope; checks call `sub.helpers.NAME(...)`.
     It is visible to the student's process, so it must hold no expected values."""
     frame = sys._getframe(1)
-    frame.f_globals.setdefault(_HELPERS_ATTR, []).append(source)
+    frame.f_globals.setdefault(HELPERS_ATTR, []).append(source)
     return source
-
-
-def is_helper_module(path: Path) -> bool:
-    """`tests/_name.py`: code shared by the test files of one assignment, imported by them, never scanned for
-    checks. Shipped with the release like the test files (it stays on the grader's side)."""
-    return path.name.startswith("_")
-
-
-def hidden_test_files(folder: Path) -> list[Path]:
-    """The test files of an assignment's tests/ folder, in name order (helper modules left out)."""
-    return [p for p in sorted(folder.glob("*.py")) if not is_helper_module(p)]
-
-
-@contextmanager
-def scoped_modules(names):
-    """Inside the block, these module names are free for an assignment's helper modules; afterwards they
-    leave sys.modules and whatever held the names before is back. So two assignments may each have a
-    `_common.py` (each test file keeps the module it imported)."""
-    saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
-    try:
-        yield
-    finally:
-        for name in names:
-            sys.modules.pop(name, None)
-        sys.modules.update(saved)
-
-
-@contextmanager
-def _importable_helpers(folder: Path):
-    """While a test file loads, `import _name` finds folder/_name.py."""
-    with scoped_modules({p.stem for p in folder.glob("_*.py")}):
-        sys.path.insert(0, str(folder))
-        try:
-            yield
-        finally:
-            sys.path.remove(str(folder))
-
-
-def load_test_file(path: Path) -> tuple[list[CheckSpec], list[str]]:
-    """Import a hidden test file (instructor code, in the judge) and list its checks in file order."""
-    module_name = f"_ag_tests_{path.stem}_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None  # a .py file's location always has a loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    with _importable_helpers(path.parent):
-        spec.loader.exec_module(module)
-    checks = [obj._ag_check for obj in vars(module).values() if hasattr(obj, "_ag_check")]
-    return checks, list(getattr(module, _HELPERS_ATTR, []))
 
 
 # -- assertions with student-facing messages ----------------------------------------------------------

@@ -130,7 +130,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
     fast (AUTO_MUTANTS, after the limit) and otherwise says how long it would take."""
     report = VerifyReport()
     paths = build_and_record(source)
-    report.problems += paths.problems  # the answer key's statements that fail to load here (grading.record)
+    report.problems += paths.problems  # the answer key's statements that fail to load here (grading.record_reference)
     release = load_release(paths.release)
     config = release.config
     corpus = corpus_module.load_corpus(paths.source) if with_corpus else corpus_module.Corpus([], [])
@@ -231,14 +231,14 @@ def unchecked_definitions(release: Release, notebook: Path) -> list[tuple[str, i
     from autograder.build import _check_reads, _free_reads, worker_helper_reads
     from autograder.kernel import definitions_at_top
     from autograder.notebook.markers import SOLUTION
-    from autograder.release import names_read
+    from autograder.release import names_checks_read
 
     helper_reads = worker_helper_reads(release.helpers)
     test_sources = [p.read_text(encoding="utf-8") for p in sorted((release.dir / "tests").glob("*.py"))]
     reached: set[str] = set()
     for spec in release.checks:
         reached |= _check_reads(spec, helper_reads)
-    reached |= names_read([], test_sources) | _named_in_strings([*test_sources, *release.helpers])
+    reached |= names_checks_read([], test_sources) | _named_in_strings([*test_sources, *release.helpers])
     reached |= {name for names in helper_reads.values() for name in names}
     reads: dict[str, set[str]] = {}  # a name of the answer key -> the globals its code reads
     for unit in release.reference.units:

@@ -46,10 +46,10 @@ OWN_LINES = 5  # lines of code of its own, at least: `return q, q` in place of t
 
 
 def corpus_notebooks(name: str, folder: Path) -> tuple[dict[str, Path], Path, Path]:
-    from autograder.build import resolve_release
+    from autograder.build import release_for
     from autograder.corpus import load_corpus, make_notebook
 
-    release = resolve_release(name, ROOT)
+    release = release_for(name, ROOT)
     key = release.dir / "answer_key.ipynb"
     student = ROOT / "assignments" / name / release.config.notebook
     paths = {}

@@ -232,16 +232,16 @@ def test_a_release_of_another_format_or_a_broken_manifest_is_one_clear_error(exa
 
 
 def test_a_release_named_by_its_assignment_is_built_when_stale_and_the_command_says_so(tmp_path, capsys):
-    from autograder.build import resolve_release
+    from autograder.build import release_for
 
     source = tmp_path / "solutions" / "vectors"
     shutil.copytree(EXAMPLE_SOURCE, source)
-    resolve_release("vectors", root=tmp_path)
+    release_for("vectors", root=tmp_path)
     assert "is not built yet from" in capsys.readouterr().err
-    resolve_release("vectors", root=tmp_path)
+    release_for("vectors", root=tmp_path)
     assert "building" not in capsys.readouterr().err  # current: used as it is
     (source / "assignment.toml").write_text((source / "assignment.toml").read_text() + "\n# edited\n")
-    resolve_release("vectors", root=tmp_path)
+    release_for("vectors", root=tmp_path)
     assert "is out of date with" in capsys.readouterr().err
 
 

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from autograder.grading import build_and_record
-from autograder.check import run_checks
+from autograder.selfcheck import run_checks
 from autograder.entrypoints import command_line as main
 from autograder.config import ConfigError, load_config
 from autograder.grading import GradeOptions, grade

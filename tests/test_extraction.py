@@ -2,7 +2,7 @@
 import nbformat
 
 from autograder.notebook.extract import extract, reads_from_outside
-from autograder.release import names_read
+from autograder.release import names_checks_read
 
 
 def notebook(*cells: str):
@@ -34,7 +34,7 @@ def test_scratch_code_binding_a_test_cells_own_name_is_not_run():
     nb = notebook("import torch\ndef predict(x):\n    return x * 2",
                   "batch = predict(torch.ones(3))  # scratch: slow in a real notebook",
                   "logits = predict(batch)")
-    uses = names_read(["batch = torch.zeros(3)\nlogits = predict(batch)\nassert logits.sum() == 0"], [])
+    uses = names_checks_read(["batch = torch.zeros(3)\nlogits = predict(batch)\nassert logits.sum() == 0"], [])
     sources = run_sources(nb, uses)
     assert "batch = predict(torch.ones(3))  # scratch: slow in a real notebook" not in sources
     assert not any(s.startswith("logits") for s in sources)
@@ -42,7 +42,7 @@ def test_scratch_code_binding_a_test_cells_own_name_is_not_run():
 
 def test_a_name_the_test_cell_reads_from_the_notebook_is_still_run():
     nb = notebook("import torch", "weights = torch.ones(3) * 2")
-    uses = names_read(["assert weights.sum() == 6"], [])
+    uses = names_checks_read(["assert weights.sum() == 6"], [])
     assert "weights = torch.ones(3) * 2" in run_sources(nb, uses)
 
 

@@ -385,7 +385,7 @@ def test_a_refused_notebook_of_a_folder_writes_none_of_the_others(tmp_path):
 
 
 def test_grade_ids_that_share_a_python_name_keep_both_checks(tmp_path):
-    from autograder.testing import load_test_file
+    from autograder.checkspecs import load_test_file
 
     cells = [_graded("assert True", grade_id="a-b", points=1), _graded("", grade_id="a_b", points=2)]
     (report,) = import_assignment(_nbgrader_notebook(tmp_path / "nbgrader" / "hw.ipynb", cells), "hw",

@@ -204,7 +204,7 @@ def test_seeding_lines_run_before_each_test_in_both_programs(tmp_path):
 # -- what students had in otter they keep: public tests, files; otter's PDF export markers -------------------
 
 def test_public_cases_are_public_test_cells_students_run_and_hidden_ones_stay_hidden(demo):
-    from autograder.check import public_specs
+    from autograder.selfcheck import public_specs
 
     paths = build(demo.target)
     student = nbformat.read(paths.assignment / "demo.ipynb", as_version=4)
@@ -880,7 +880,7 @@ def test_autograder_check_seeds_each_cell_as_grading_does(tmp_path):
     """`[seed] cells = 42` (otter's `generate: {seed: 42}`): the build records it in the student notebook, and
     `autograder check` runs the same seeding before each cell's statements as grading, so a student who draws in
     a cell before the answer's sees the public test pass, as grading passes it."""
-    from autograder.check import run_checks
+    from autograder.selfcheck import run_checks
     from autograder.grading import GradeOptions, grade
     from autograder.release import load_release
 

@@ -60,3 +60,26 @@ def test_mypy_is_clean():
         pytest.skip("mypy is not installed (pip install -e '.[test]' installs it)")
     done = subprocess.run([mypy], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+# Outside grading/, these import a grading module by name, each for a reason grading/__init__.py states.
+GRADING_FACE_EXCEPTIONS = {"autograder.entrypoints", "autograder.rubric.cluster"}
+
+
+def test_grading_is_imported_through_its_face():
+    """grading/__init__.py is the grading package's public API: the commands, the services and the rest import
+    grading names from it, never from the module that happens to hold them."""
+    graph = imports.graph()
+    behind = sorted(f"{m} imports {t}" for m, targets in graph.items() for t in targets
+                    if t.startswith("autograder.grading.") and not m.startswith("autograder.grading")
+                    and m not in GRADING_FACE_EXCEPTIONS)
+    assert behind == []
+
+
+def test_the_test_authors_api_reads_no_notebook():
+    """autograder/testing.py is what hidden test files import; reading checks out of notebook cells and test files
+    is the build's (autograder/checkspecs.py), so the authoring API imports nothing that reads a notebook."""
+    assert sorted(t for t in imports.graph()["autograder.testing"] if t.startswith("autograder.notebook")) == []
+    import autograder.testing as testing
+
+    assert all(hasattr(testing, name) for name in testing.__all__)

@@ -260,7 +260,7 @@ def test_a_folder_replaced_under_a_running_command_stops_it_and_the_new_one_keep
     for name in ("a", "b"):
         nbs.append(tmp_path / f"{name}.ipynb")
         nbs[-1].write_bytes((example_release.dir / "answer_key.ipynb").read_bytes())
-    grade_todo = run_module.Run.grade_todo
+    grade_remaining = run_module.Run.grade_remaining
 
     def folder_replaced_then_graded(run):
         import shutil
@@ -268,9 +268,9 @@ def test_a_folder_replaced_under_a_running_command_stops_it_and_the_new_one_keep
         shutil.rmtree(out)  # `rm -rf out` while this command runs, then a new command on it
         (out / STAGED / "theirs").mkdir(parents=True)
         (out / ".grading.lock").write_text("4242")
-        grade_todo(run)
+        grade_remaining(run)
 
-    monkeypatch.setattr(run_module.Run, "grade_todo", folder_replaced_then_graded)
+    monkeypatch.setattr(run_module.Run, "grade_remaining", folder_replaced_then_graded)
     with pytest.raises(OutDirLost, match="removed or replaced"):
         grade(example_release, nbs, GradeOptions(out, quiet=True))
     assert sorted(p.name for p in out.iterdir()) == [".grading.lock", STAGED]  # no row of its own written there

@@ -355,18 +355,18 @@ def test_refuses_changed_encoder_weights(world, trained, tmp_path, run_cached):
 
 def test_encoder_comparison_tolerates_half_precision_copies(trained):
     from autograder.rubric.encoder import compare_encoder
-    from autograder.rubric.worker_side import fingerprint
+    from autograder.rubric.worker_side import tensor_fingerprint
 
     encoder = {k[5:]: v for k, v in trained.items() if k.startswith("bert.")}
-    reference = {k: [list(v.shape), fingerprint(v)] for k, v in encoder.items()}
+    reference = {k: [list(v.shape), tensor_fingerprint(v)] for k, v in encoder.items()}
     for dtype in (torch.float16, torch.bfloat16):  # an encoder loaded in half precision, then saved
-        copy = {k: [list(v.shape), fingerprint(v.to(dtype).float() if v.is_floating_point() else v)]
+        copy = {k: [list(v.shape), tensor_fingerprint(v.to(dtype).float() if v.is_floating_point() else v)]
                 for k, v in encoder.items()}
         assert compare_encoder(copy, reference) == []
     tuned = dict(encoder)
     name = "encoder.layer.0.attention.self.query.weight"
     tuned[name] = tuned[name] + 1e-3 * torch.randn_like(tuned[name])  # a few fine-tuning steps' worth
-    changed = {k: [list(v.shape), fingerprint(v)] for k, v in tuned.items()}
+    changed = {k: [list(v.shape), tensor_fingerprint(v)] for k, v in tuned.items()}
     assert compare_encoder(changed, reference) == [name]
 
 

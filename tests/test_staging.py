@@ -73,13 +73,13 @@ def test_a_notebook_replaced_while_the_run_goes_on_is_graded_as_it_was_read(exam
     nb = tmp_path / "hw.ipynb"
     shutil.copy(key, nb)
     graded_bytes = nb.read_bytes()
-    grade_todo = run_module.Run.grade_todo
+    grade_remaining = run_module.Run.grade_remaining
 
     def replaced_then_graded(run):
         nb.write_text("{ truncated")  # a late upload, another tool re-extracting the same export
-        grade_todo(run)
+        grade_remaining(run)
 
-    monkeypatch.setattr(run_module.Run, "grade_todo", replaced_then_graded)
+    monkeypatch.setattr(run_module.Run, "grade_remaining", replaced_then_graded)
     out = tmp_path / "out"
     [result] = grade(example_release, [nb], GradeOptions(out, quiet=True))
     assert result.score == 11 and result.file == str(nb)
@@ -119,13 +119,13 @@ def test_a_full_disk_while_staging_is_the_runs_full_disk(tmp_path, monkeypatch):
 def test_a_staged_copy_removed_while_the_run_goes_on_is_not_graded_never_zero(example_release, tmp_path, monkeypatch):
     nb = tmp_path / "hw.ipynb"
     shutil.copy(example_release.dir / "answer_key.ipynb", nb)
-    grade_todo = run_module.Run.grade_todo
+    grade_remaining = run_module.Run.grade_remaining
 
     def copies_removed_then_graded(run):
         shutil.rmtree(tmp_path / "out" / STAGED)  # a clean-up script, a hand in the folder
-        grade_todo(run)
+        grade_remaining(run)
 
-    monkeypatch.setattr(run_module.Run, "grade_todo", copies_removed_then_graded)
+    monkeypatch.setattr(run_module.Run, "grade_remaining", copies_removed_then_graded)
     [result] = grade(example_release, [nb], GradeOptions(tmp_path / "out", quiet=True))
     assert result.ungraded and all(c.status == UNGRADED for c in result.checks)
     assert "removed while it ran" in result.error and result.file == str(nb)

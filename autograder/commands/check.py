@@ -22,7 +22,7 @@ class CheckCommand(Command):
         return None
 
     def run(self, args) -> int:
-        from autograder.check import describe, run_checks
+        from autograder.selfcheck import describe, run_checks
 
         start = time.monotonic()
         code = 0

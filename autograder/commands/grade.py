@@ -35,8 +35,7 @@ class GradeCommand(Command):
         return args.assignment if args.jobs <= 1 and not args.cluster else None
 
     def run(self, args) -> int:
-        from autograder.grading import resolve_release
-        from autograder.grading.outdir import claim
+        from autograder.grading import claim, resolve_release
 
         if not args.out.strip():  # `--out "$OUT"` with OUT unset: never the current folder by accident
             print("error: --out is empty: give the folder to write the results into", file=sys.stderr)
@@ -47,9 +46,10 @@ class GradeCommand(Command):
             return 2
         release = resolve_release(args.assignment)
         with claim(Path(args.out)):  # before .inputs/ is unpacked: a second command on DIR stops here
-            return self._grade(args, release)
+            return self._discover_and_grade(args, release)
 
-    def _grade(self, args, release) -> int:
+    def _discover_and_grade(self, args, release) -> int:
+        """In the claimed --out: the submissions found in what was given, graded, and what to do next said."""
         from autograder.grading import GradeOptions, grade
         from autograder.submissions import discover
 

@@ -11,10 +11,10 @@ class RecordCommand(Command):
         parser.add_argument("assignment", help="assignment name or a release folder")
 
     def run(self, args) -> int:
-        from autograder.build import resolve_release
+        from autograder.build import release_for
         from autograder.grading import record_release
 
-        release = resolve_release(args.assignment, rebuild=False)
+        release = release_for(args.assignment, rebuild=False)
         recording, line = record_release(release.dir)
         print(line)
         return 0 if recording is not None else 2

@@ -25,7 +25,7 @@ class SimilarityCommand(Command):
     def run(self, args) -> int:
         import importlib.util
 
-        from autograder.build import resolve_release  # (built when stale, never recorded: nothing here runs code)
+        from autograder.build import release_for  # (built when stale, never recorded: nothing here runs code)
 
         if importlib.util.find_spec("scipy") is None:
             print("error: autograder similarity needs scipy: pip install 'torchgrade[similarity]'", file=sys.stderr)
@@ -36,7 +36,7 @@ class SimilarityCommand(Command):
         if not args.out.strip():
             print("error: --out is empty: give the folder to write the report into", file=sys.stderr)
             return 2
-        release = resolve_release(args.assignment)
+        release = release_for(args.assignment)
         student_nb = _student_notebook(release)
         lay = layout(sorted({c.part for c in release.checks if c.part}), student_nb, release.dir / "answer_key.ipynb")
         settings = Settings()

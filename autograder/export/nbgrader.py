@@ -392,7 +392,7 @@ class KernelChecks:
     def __init__(self, reference_source: str, test_files: dict[str, str], helpers: list[str]):
         import types
 
-        from autograder.testing import is_helper_module, scoped_modules
+        from autograder.checkspecs import is_helper_module, scoped_modules
 
         self.reference = types.ModuleType("reference")
         exec(compile(reference_source, "<reference>", "exec"), self.reference.__dict__)

@@ -44,7 +44,6 @@ FETCH_SECONDS = 60.0  # a result Ray says is ready but that cannot be fetched in
 NO_CAPACITY_SECONDS = 45.0  # no live node able to hold an actor this long: what is left is given up
 CLUSTER_LOST = ("the Ray cluster had no live node able to grade for {seconds:.0f} s (its nodes were lost or their "
                 "Ray agents stopped); grade it again once the cluster is back")
-NODE_LOST = "the Ray node grading it was lost"
 
 
 class ClusterUnavailable(UserError, RuntimeError):

@@ -22,7 +22,7 @@ from autograder.notebook.extract import extract
 from autograder.notebook.load import NotebookError, NotebookUnreadable, NotebookVanished, read_notebook
 from autograder.notebook.markers import cite_own_cell, locked_code, restore_locked, unanswered
 from autograder.notebook.seedvar import cell_seeding, for_grading
-from autograder.recording import Recording, fingerprint
+from autograder.recording import Recording, run_fingerprint
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
 from autograder.sandbox.client import StudentError, WorkerError, WorkerProcess, WorkerSpec
@@ -122,7 +122,7 @@ def load_recording(release: Release, confinement_status: str, cuda: bool) -> Rec
     recording = release.recording()
     if not confinement_status or recording is None:
         return None
-    return recording if recording.fingerprint == fingerprint(release.manifest_digest, confinement_status, cuda) else None
+    return recording if recording.fingerprint == run_fingerprint(release.manifest_digest, confinement_status, cuda) else None
 
 
 GRADING_TOOLS = frozenset({"otter", "nbgrader"})  # imported by notebooks those tools handed out; not needed here
@@ -217,7 +217,7 @@ class Grader:
             self.reference.worker = ReplayingWorker(self.reference.worker.spec, self.recording, release.helpers)
             self.reference.worker.explain_name = self.reference.explain_unbound
         self._reference_as_submission: Program | None = None
-        self.names_read = release.names_read_from_submissions()
+        self.names_checks_read = release.names_read_from_submissions()
         self.locked = handed_out_locked(release)
         self.manual = {c.name for c in release.checks if graded_by_hand(c)}
         self.judge = _SeededJudge(release.checks, self.reference, limits, judge_imports(release.reference),
@@ -350,7 +350,7 @@ class Grader:
             return self._ungraded(path, sub_id, str(exc), start)
         notes += restore_locked(nb, self.locked)
         try:
-            extraction = extract(for_grading(nb, self.release.config.seed), self.names_read,
+            extraction = extract(for_grading(nb, self.release.config.seed), self.names_checks_read,
                                  each_cell=cell_seeding(self.release.config.seed))
         except Exception as exc:  # noqa: BLE001 - a notebook the grader cannot read through still gets its row
             return self._ungraded(path, sub_id, f"{INTERNAL_ERROR}: reading the notebook's code: "

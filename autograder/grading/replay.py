@@ -1,7 +1,7 @@
 """The reference's worker in a grading run, recorded or replayed (the data and its format: autograder/recording.py).
 
 - RecordingWorker: the live reference worker, noting each check's requests and replies into a Recording
-  (used by grading/record.py when a release is recorded).
+  (used by grading/record_reference.py when a release is recorded).
 - ReplayingWorker: the reference as recorded. Replies come from the recording; the first request of a check
   that was not recorded starts the live worker, which is brought to where the check is, and the rest of the
   check runs live. So a replayed reference answers exactly as the live one would.
@@ -48,7 +48,6 @@ class ReplayingWorker(WorkerProcess):
         self.sent: list[tuple[dict, dict, str]] = []  # this check's requests so far
         self.live = False  # this check goes to the live worker
         self.seed = 0  # the check's seed, for the live worker if the check goes live
-        self.misses = 0  # requests that were not recorded (for benchmarks and tests)
 
     manages_helpers = True  # loads the grader's helper code itself, when it goes live (judge.Program.start)
 
@@ -75,7 +74,6 @@ class ReplayingWorker(WorkerProcess):
             if recorded is not None:
                 self.sent.append((header, tensors, what))
                 return recorded
-            self.misses += 1
             self._go_live()
         return super().roundtrip(header, tensors, what)
 

@@ -26,7 +26,7 @@ MARKER = ".graded.json"  # DIR/<id>/.graded.json: what was graded (notebook and 
 SAME = ("notebook", "release", "grader")
 
 
-def fingerprint(path: Path, release_id: str, digest: str | None = None) -> dict:
+def submission_fingerprint(path: Path, release_id: str, digest: str | None = None) -> dict:
     """What a result was graded from: the notebook's bytes (`digest`, else read now), the release, this package's
     code, the path as given."""
     return {"notebook": digest or file_digest(path), "release": release_id, "grader": package_digest(),
@@ -177,19 +177,19 @@ def release_fingerprint(release: Release) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def graded_by_another_version(out_dir: Path, sub_id: str, fingerprint: dict) -> bool:
+def graded_by_another_version(out_dir: Path, sub_id: str, submission_print: dict) -> bool:
     """Whether the result in DIR for this id was graded from the same notebook and release by other code."""
     marker = _marker(out_dir / sub_id)
-    return bool(marker) and all(marker.get(k) == fingerprint[k] for k in ("notebook", "release")) \
-        and marker.get("grader") != fingerprint["grader"]
+    return bool(marker) and all(marker.get(k) == submission_print[k] for k in ("notebook", "release")) \
+        and marker.get("grader") != submission_print["grader"]
 
 
-def previous(out_dir: Path, sub_id: str, fingerprint: dict) -> SubmissionResult | None:
+def previous(out_dir: Path, sub_id: str, submission_print: dict) -> SubmissionResult | None:
     """The result already in DIR for this id, if it was graded from the same notebook and release (its record,
     grading.json: the files derived from it are restore_derived's)."""
     folder = out_dir / sub_id
     marker = _marker(folder)
-    if not marker or any(marker.get(key) != fingerprint[key] for key in SAME):
+    if not marker or any(marker.get(key) != submission_print[key] for key in SAME):
         return None
     try:
         result = SubmissionResult.from_dict(json.loads((folder / RECORD).read_text(encoding="utf-8")))

@@ -23,7 +23,8 @@ import torch
 from autograder.deferred import merge_into, read_back
 from autograder.files import write_atomic
 from autograder.grading.resume import (
-    MARKER, apart_from_earlier, fingerprint, graded_by_another_version, previous, release_fingerprint, restore_derived,
+    MARKER, apart_from_earlier, graded_by_another_version, previous, release_fingerprint, restore_derived,
+    submission_fingerprint,
 )
 from autograder.grading.grader import Grader, error_result, imported_modules, recorded_modules, ungraded_result
 from autograder.grading.options import GradeOptions
@@ -114,7 +115,7 @@ class Run:
         release_id = release_fingerprint(release)
         self.given = list(paths)  # the paths as given, which results name
         self.staging = staging
-        self.prints = [fingerprint(path, release_id) for path in paths]  # the bytes as they are now
+        self.prints = [submission_fingerprint(path, release_id) for path in paths]  # the bytes as they are now
         self.results: list[SubmissionResult | None] = [None] * len(paths)
         # results of earlier commands in the same folder: the tables list them too
         this_run = set(ids)
@@ -140,7 +141,7 @@ class Run:
             except NotStaged as exc:
                 self.unstaged[i] = exc
                 staged, digest = path, f"not staged: {exc}"  # never resumed: graded again by the next run
-            self.prints[i] = fingerprint(path, release_id, digest)
+            self.prints[i] = submission_fingerprint(path, release_id, digest)
             self.todo.append((i, staged, sub_id))
         self.jobs = max(1, min(options.jobs, len(self.todo)))
         self.grades_written = 0.0  # when grades.csv was last written (finish)
@@ -209,7 +210,7 @@ class Run:
             self.finish(i, row(self.release, path, sub_id, refused[i]))
         self.todo = [t for t in self.todo if t[0] not in refused]
 
-    def grade_todo(self) -> None:
+    def grade_remaining(self) -> None:
         """Grade what is left: in this process (one job) or in a pool of grading processes."""
         if not self.todo:
             return
@@ -218,14 +219,15 @@ class Run:
 
             pool: Pool | ClusterPool = ClusterPool(self.release, self.options, self.status, self.finish)
         elif self.jobs == 1:
-            self._grade_here()
+            self._grade_in_this_process()
             return
         else:
             pool = Pool(self.release, self.options, self.status, self.finish)
         pool.run(self.todo)
         self.status = self.status or pool.status  # the preflight's line, as a worker would say it
 
-    def _grade_here(self) -> None:
+    def _grade_in_this_process(self) -> None:
+        """One Grader here (--jobs 1): the submissions left, one after another."""
         grader = Grader(self.release, self.options, self.status, self_grade=len(self.todo) > 1)
         try:
             for n, (i, path, sub_id) in enumerate(self.todo, start=1):
@@ -275,16 +277,17 @@ def grade(release: Release, submissions: list, options: GradeOptions) -> list[Su
     """Grade `submissions` (paths, or `Submission`s from autograder.submissions) into options.out_dir.
     Returns one result per submission, in the order given."""
     with claim(options.out_dir):
-        return _grade(release, submissions, options)
+        return _grade_staged(release, submissions, options)
 
 
-def _grade(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
+def _grade_staged(release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
+    """grade() in the claimed folder: each notebook staged (copied once), the copies removed however the run ends."""
     paths = [Path(s.path) if isinstance(s, Submission) else Path(s) for s in submissions]
     ids, notes = _ids_and_notes(submissions, paths, options)
     staging = Staging(options.out_dir, enabled=not options.cluster)
     try:  # the staged copies go whatever ends the run, staging itself included (a full disk, a signal)
-        return _grade_run(Run(release, options, paths, ids, notes, staging, submissions), release, submissions,
-                          options)
+        return _grade_and_write_tables(Run(release, options, paths, ids, notes, staging, submissions), release,
+                                       submissions, options)
     finally:
         try:
             ensure_held(options.out_dir)
@@ -293,10 +296,12 @@ def _grade(release: Release, submissions: list, options: GradeOptions) -> list[S
             pass
 
 
-def _grade_run(run: Run, release: Release, submissions: list, options: GradeOptions) -> list[SubmissionResult]:
+def _grade_and_write_tables(run: Run, release: Release, submissions: list,
+                            options: GradeOptions) -> list[SubmissionResult]:
+    """Grade the run, then write grades table and summary (on an interruption: the tables of what was written)."""
     threads = torch.get_num_threads()
     try:
-        _start_and_grade(run, release, submissions, options)
+        _prepare_and_grade(run, release, submissions, options)
     except BaseException:  # interrupted (Ctrl-C, SIGTERM, SIGHUP), out of disk...: the tables list every result written
         with contextlib.suppress(Exception):
             run.write_tables_as_stopped()
@@ -312,7 +317,8 @@ def _grade_run(run: Run, release: Release, submissions: list, options: GradeOpti
     return final
 
 
-def _start_and_grade(run: Run, release: Release, submissions: list, options: GradeOptions) -> None:
+def _prepare_and_grade(run: Run, release: Release, submissions: list, options: GradeOptions) -> None:
+    """Rows for refused submissions, the fork server's preload, the preflight, then what is left graded."""
     run.refuse({i: s.refused for i, s in enumerate(submissions) if isinstance(s, Submission) and s.refused})
     if run.todo and run.jobs == 1 and not options.cluster:  # the fork server imports what the workers will need while this process goes on
         preload_modules(recorded_modules(release) or imported_modules(release.reference.units), wait=False)
@@ -325,4 +331,4 @@ def _start_and_grade(run: Run, release: Release, submissions: list, options: Gra
               "them again)", file=sys.stderr, flush=True)
     torch.set_num_threads(1)  # judge-side arithmetic alike in every grading process
     with run_memory_groups() as (_, run.memory):
-        run.grade_todo()
+        run.grade_remaining()

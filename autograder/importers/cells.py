@@ -45,8 +45,9 @@ def run_seed_lines(source):
 '''
 
 
-class JudgeImports:
-    """The notebook's import statements, each run in the judge when the cell first uses a name it binds."""
+class ListedImports:
+    """The notebook's import statements a tests file lists (IMPORTS), each run in the judge when a cell first uses a
+    name it binds (judge.JudgeImports does the same for a built notebook's reference)."""
 
     def __init__(self, statements: list[str]):
         self.statements = {name: s for s in statements for name in bound_names(s)}
@@ -107,7 +108,7 @@ def notebook_cell(name: str, points: float, part: str, imports: list[str], sourc
     def run(sub, ref):
         seeded(sub, seed)
         try:
-            value = run_test_cell(source, filename, KernelNamespace(sub, JudgeImports(imports), interface=ref),
+            value = run_test_cell(source, filename, KernelNamespace(sub, ListedImports(imports), interface=ref),
                                   list(earlier))
         except AssertionError as exc:
             raise failed_assertion(exc, source, filename) from None
@@ -143,7 +144,7 @@ def evaluate(program, imports: list[str], source: str, filename: str, seed: str 
     """The value of the cell's last expression (None if none), run in a kernel namespace of `program`; with `seed`,
     after the question's seeding and its cases before this one, `earlier` (name, source) (see above);
     `interface`: the reference, whose definitions of built-ins' names are the notebook's."""
-    namespace = KernelNamespace(program, JudgeImports(imports), interface=interface)
+    namespace = KernelNamespace(program, ListedImports(imports), interface=interface)
     if not seed:
         return run_test_cell(source, filename, namespace)
     with judge_generators_kept():

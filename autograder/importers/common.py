@@ -148,7 +148,7 @@ def notebook_names(sources: list[str]) -> set[str]:
     return {name for node in statements(sources) for name in top_level_bindings(node)}
 
 
-def names_read(tests: list[str], defined: set[str]) -> set[str]:
+def notebook_names_tests_read(tests: list[str], defined: set[str]) -> set[str]:
     """Notebook names the tests read: read by a test before it, or an earlier test, binds them itself (a test's
     `model, losses = train(X, y)` does not make the notebook's own `model = train(...)` run when it is loaded)."""
     read: set[str] = set()
@@ -184,7 +184,7 @@ def reads_function(reads: set[str]) -> list[str]:
     if not reads:
         return []
     return ["", "", "def names_the_tests_read(sub):",
-            '    """Not a check: names the notebook statements the tests need (see release.names_read)."""',
+            '    """Not a check: names the notebook statements the tests need (see release.names_checks_read)."""',
             f"    return {', '.join(f'sub.{n}' for n in sorted(reads))}"]
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.importers.common import (
-    ImportFailed, NothingToImport, literal, loaded_names, names_read, nbgrader_cells, nothing_to_import, notebook_imports,
+    ImportFailed, NothingToImport, literal, loaded_names, notebook_names_tests_read, nbgrader_cells, nothing_to_import, notebook_imports,
     notebook_names, parse, points_text, prepare, reads_function, tests_header, top_level_bindings, write_assignment,
 )
 from autograder.config import Limits
@@ -279,7 +279,7 @@ def convert(nb, where: str, report: ImportReport, settings: CourseSettings = NBG
             report.refuse(loc, f"{cell.get('cell_type')} grade cell {nbgrader_meta(cell).get('grade_id')!r}",
                           "nbgrader grades no such cell (a grade cell is code, or a solution); its points are left out")
     out.imports = notebook_imports(code_sources(out))
-    out.reads = names_read([c.source for c in out.checks if not c.manual], notebook_names(code_sources(out)))
+    out.reads = notebook_names_tests_read([c.source for c in out.checks if not c.manual], notebook_names(code_sources(out)))
     caveats(out, report)
     return out
 

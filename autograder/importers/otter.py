@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.importers.common import (
-    ImportFailed, literal, names_read, notebook_imports, notebook_names, nothing_to_import, parse, points_text, prepare,
+    ImportFailed, literal, notebook_names_tests_read, notebook_imports, notebook_names, nothing_to_import, parse, points_text, prepare,
     reads_function, statements, tests_header, top_level_bindings, write_assignment,
 )
 from autograder.importers.otter_lines import (
@@ -622,7 +622,7 @@ def checks_source(questions: list[Question], nb, report: ImportReport, seed: str
                          runners, notebook_imports(code), context.lines)
     for q in questions:
         lines += question_checks(q, report, context)
-    reads = names_read([c.source for q in questions for c in q.cases], notebook_names(code))
+    reads = notebook_names_tests_read([c.source for q in questions for c in q.cases], notebook_names(code))
     reads |= {SEED_NAME} & notebook_names(code)  # the seeding calls: the grader runs them where they stand
     return "\n".join(lines + reads_function(reads)) + "\n"
 

@@ -23,6 +23,7 @@ import symtable
 from dataclasses import dataclass, field
 
 from autograder.notebook import ipython
+from autograder.notebook.markers import is_test_cell
 
 SKIP_TAG = "skip-grading"
 
@@ -77,13 +78,6 @@ class Extraction:
     units: list[Unit]
     skipped: list[Skipped]
     not_run: list[NotRun] = field(default_factory=list)
-
-    def where_defined(self, name: str) -> str | None:
-        """Why NAME is not available, if some cell tried to define it."""
-        for s in self.skipped:
-            if name in s.names:
-                return f"`{name}` is defined in cell {s.cell}, which the grader skipped: {s.reason}"
-        return None
 
     def unbound_hints(self) -> dict[str, str]:
         """name -> why it is not bound in the grader, for names that a statement of the notebook the grader
@@ -174,11 +168,6 @@ def strip_ipython(source: str) -> str:
     IPython reads it, at the start of a logical line (notebook/ipython.py), so that a line black starts with `!=`
     or `%` inside brackets stays Python."""
     return ipython.blanked(source)
-
-
-def is_test_cell(cell) -> bool:
-    nb = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(nb.get("grade")) and not nb.get("solution")
 
 
 _NOT_RUN = {

@@ -15,7 +15,7 @@ from pathlib import Path
 from autograder.deferred import put_check
 from autograder.deferred.hand import HAND_FILE
 from autograder.files import write_atomic
-from autograder.grading.merge import refresh_summary
+from autograder.grading import refresh_summary
 from autograder.judge import CheckResult
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.table import write_grades

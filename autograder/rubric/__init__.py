@@ -29,7 +29,7 @@ def __getattr__(name):  # the stage and the merge import the sandbox and reports
 
         return RubricRun
     if name == "merge_check":
-        from autograder.grading.merge import merge_check
+        from autograder.grading import merge_check
 
         return merge_check
     raise AttributeError(name)

@@ -71,7 +71,7 @@ def checkpoint_path(notebook: Path, sub_id: str, name: str, checkpoint_dir: Path
 
 def run(args) -> int:
     """`autograder rubric` with its parsed arguments (autograder/commands/rubric.py)."""
-    from autograder.grading.outdir import claim
+    from autograder.grading import claim
 
     out = Path(args.out)
     with claim(out):  # one command at a time in a results folder: a `grade` or `rubric` running there stops this one
@@ -79,8 +79,7 @@ def run(args) -> int:
 
 
 def _run(args, out: Path) -> int:
-    from autograder.grading.cluster import ClusterUnavailable
-    from autograder.grading.merge import refresh_summary
+    from autograder.grading import ClusterUnavailable, refresh_summary
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover
 
@@ -176,7 +175,7 @@ def _on_cluster(args, config, options, out: Path, jobs: list[tuple[str, str]], l
 def _record(out: Path, sub_id: str, notebook: Path, item, title: str | None) -> None:
     """Merge one submission's rubric into its results, with the details beside them (rubric.json), the check and
     the digests of the files measured included: a later `autograder grade` keeps it while they still match."""
-    from autograder.grading.merge import merge_check
+    from autograder.grading import merge_check
 
     from autograder.deferred.accuracy.check import RUBRIC_FILE, measured_from
 

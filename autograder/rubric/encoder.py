@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from autograder.files import atomic_folder
-from autograder.rubric.worker_side import fingerprint
+from autograder.rubric.worker_side import tensor_fingerprint
 
 ENCODER_ENV = "BERT_ENCODER"
 DEFAULT_ENCODER = "bert-base-uncased"
@@ -92,7 +92,7 @@ def load_encoder(name: str | None = None, device: torch.device | str = "cpu", we
     model = AutoModel.from_pretrained(source, **_dtype_kwargs()).float().to(device).eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    prints = {k: [list(v.shape), fingerprint(v)] for k, v in model.state_dict().items()}
+    prints = {k: [list(v.shape), tensor_fingerprint(v)] for k, v in model.state_dict().items()}
     return Encoder(source, model, tokenizer, torch.device(device), prints)
 
 

@@ -8,7 +8,7 @@ The student's checkpoint arrives as bytes and is read with `torch.load(..., weig
 never in the judge. The frozen encoder is the grader's: read from the folder the grader exported
 (config.json + model.safetensors, no pickle) or sent over the channel as tensors.
 
-The judge imports this module too, for `fingerprint` (the same code on both sides); nothing here runs
+The judge imports this module too, for `tensor_fingerprint` (the same code on both sides); nothing here runs
 at import time.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ _HARMLESS = {"return_dict": (None, True), "output_attentions": (None, False), "o
              "use_cache": (None, False)}
 
 
-def fingerprint(t: torch.Tensor) -> list[float]:
+def tensor_fingerprint(t: torch.Tensor) -> list[float]:
     """[numel, sum, sum of squares, weighted sum] in float64: equal tensors give equal numbers (up to
     summation order), a changed tensor almost surely does not. Used on the encoder weights."""
     x = t.detach().reshape(-1).double()
@@ -227,7 +227,7 @@ def build_model(class_name: str, args: list, encoder_attr: str = "bert") -> dict
                     break
             if name not in encoder_part:
                 t = value.to(_STATE["device"]) if value.is_floating_point() else value
-                encoder_part[name] = [list(value.shape), fingerprint(t)]
+                encoder_part[name] = [list(value.shape), tensor_fingerprint(t)]
     return {
         "prefixes": prefixes,
         "missing": sorted(set(expected) - set(given)),

@@ -21,12 +21,13 @@ from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
 from autograder.notebook.markers import MarkerError, is_test_cell
 from autograder.notebook.seedvar import cell_seeding, notebook_seed
-from autograder.release import names_read
+from autograder.release import names_checks_read
 from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.ladder import Choice, choose
 from autograder.student import resolve_part
-from autograder.testing import CheckSpec, test_cell_check
+from autograder.checkspecs import test_cell_check
+from autograder.testing import CheckSpec
 from autograder.status import PASSED
 
 
@@ -107,7 +108,7 @@ def run_checks(path: Path, part: str | None = None, limits: Limits | None = None
             return CheckRun(str(path), [], notes, f"no public checks to run: {exc}")
     specs = [s for s in every if part is None or s.part == part]
     # each cell seeded as grading seeds it ([seed] cells, recorded in the student notebook by the build)
-    extraction = extract(nb, names_read([s.source for s in specs], []), each_cell=cell_seeding(notebook_seed(nb)))
+    extraction = extract(nb, names_checks_read([s.source for s in specs], []), each_cell=cell_seeding(notebook_seed(nb)))
     notes += [f"cell {s.cell} was not run: {s.reason}" for s in extraction.skipped if "tagged" not in s.reason]
     confinement, said = student_confinement(limits)
     confinement = replace(confinement, inputs=files_beside(path, nb))

@@ -16,7 +16,7 @@ from autograder.grading.grader import Grader, missing_module
 from autograder.grading.options import GradeOptions
 from autograder.grading.preflight import ConfinementUnavailable, preflight
 from autograder.grading.replay import RecordingWorker
-from autograder.recording import Recording, fingerprint
+from autograder.recording import Recording, run_fingerprint
 from autograder.release import Release, load_release
 from autograder.status import PASSED, PENDING
 
@@ -26,7 +26,7 @@ def record(release, confinement_status: str, cuda: bool | None = None) -> Record
     start = time.monotonic()
     grader = Grader(release, GradeOptions(release.dir / ".recording-out", quiet=True, cuda=cuda),
                     confinement_status, self_grade=False, recording=None)
-    recording = Recording(fingerprint(release.manifest_digest, confinement_status, grader.cuda), {}, "")
+    recording = Recording(run_fingerprint(release.manifest_digest, confinement_status, grader.cuda), {}, "")
     worker = RecordingWorker(grader.reference.worker.spec, recording)
     grader.reference.worker = worker
     worker.explain_name = grader.reference.explain_unbound
@@ -107,5 +107,5 @@ def reference_load_problems(release: Release, recording: Recording) -> list[str]
 
 
 def resolve_release(name_or_path: str, root: Path | None = None, rebuild: bool = True) -> Release:
-    """build.resolve_release, recording the reference of a release it rebuilds."""
-    return build_module.resolve_release(name_or_path, root, rebuild, after_build=record_release)
+    """build.release_for (the release, rebuilt when stale), recording the reference of a release it rebuilds."""
+    return build_module.release_for(name_or_path, root, rebuild, after_build=record_release)
