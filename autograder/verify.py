@@ -23,6 +23,7 @@ surviving mutants in a second one.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import io
@@ -190,6 +191,7 @@ def verify(source: Path, cuda: bool | None = None, with_corpus: bool = True, job
                             f"{len(found)} problem(s)")
     report.problems += unshipped_problems(paths.source / config.notebook, config.files)
     report.lines += unchecked_lines(unchecked_definitions(release, paths.source / config.notebook))
+    report.lines += [f"note: {line}" for line in loads_by_name(paths.source / "tests")]
     report.lines += [f"note: {note}" for note in paths.notes]
     leaks = find_leaks(paths.assignment, secret_lines(paths.source))
     report.problems += [f"leak: {leak}" for leak in leaks]
@@ -262,7 +264,6 @@ def unchecked_definitions(release: Release, notebook: Path) -> list[tuple[str, i
 
 def _named_in_strings(sources: list[str]) -> set[str]:
     """Every string constant of the sources that is a whole identifier: a name the code looks up by its text."""
-    import ast
 
     names = set()
     for text in sources:
@@ -282,6 +283,24 @@ def unchecked_lines(unchecked: list[tuple[str, int]]) -> list[str]:
     return ["not checked by any test: " + ", ".join(f"{name} (cell {cell})" for name, cell in unchecked)
             + ": no check calls them or a checked definition that uses them, so a wrong one goes unnoticed (and no "
             "mutant of theirs can be killed)"]
+
+
+def loads_by_name(tests: Path) -> list[str]:
+    """Each call to `load_state_dict` in the hidden test files, by file and line: it copies weights by attribute name,
+    so a correct module whose layers the student named otherwise (an nn.Sequential, `self.linear1`) fails the check
+    unless the notebook states the names. `testing.load_weights` with `sandbox.weights.load_state` in a worker helper
+    copies by name, else by structure."""
+    found = []
+    for path in sorted(tests.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue  # the build has said why a test file cannot be read
+        found += [f"tests/{path.name}, line {node.lineno}" for node in ast.walk(tree) if isinstance(node, ast.Call)
+                  and isinstance(node.func, ast.Attribute) and node.func.attr == "load_state_dict"]
+    return [f"{where}: load_state_dict copies weights by attribute name: a correct module whose layers are named "
+            f"otherwise (an nn.Sequential, other attribute names) fails there unless the notebook states the names; "
+            f"load_weights copies by name, else by structure (docs/writing-assignments.md)" for where in found]
 
 
 def unshipped_problems(notebook: Path, shipped: list[str]) -> list[str]:

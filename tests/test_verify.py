@@ -208,3 +208,17 @@ def test_verify_lists_each_solution_definition_no_check_reaches(tmp_path):
     assert len(listed) == 1 and listed[0].startswith("not checked by any test: encode (cell 7): "), report.lines
     assert "_Norm" not in listed[0] and "decode" not in listed[0] and "softmax" not in listed[0]
     assert report.ok, report.problems  # listed, not a problem
+
+
+def test_verify_names_each_weight_load_by_attribute_name_in_the_hidden_tests(tmp_path):
+    """`s.load_state_dict(r.state_dict())` fails a correct nn.Sequential: verify says where it is written."""
+    from autograder.verify import loads_by_name
+
+    (tmp_path / "test_hidden.py").write_text(
+        "from autograder.testing import check\n\n@check('same weights', points=1)\ndef c(sub, ref):\n"
+        "    r = ref.Net(2)\n    s = sub.Net(2)\n    s.load_state_dict(r.state_dict())\n")
+    (tmp_path / "_common.py").write_text("x = 1\n")
+    lines = loads_by_name(tmp_path)
+    assert len(lines) == 1 and lines[0].startswith("tests/test_hidden.py, line 7: load_state_dict copies weights by")
+    root = Path(__file__).resolve().parent.parent
+    assert all(loads_by_name(root / "solutions" / name / "tests") == [] for name in ("transformers_bert", "bert_inside"))
