@@ -73,7 +73,7 @@ def course_settings(nb_path: Path) -> CourseSettings:
     folder, the nearest folder above the notebook with an nbgrader_config.py (the user's and the system's Jupyter
     configuration folders first). nbgrader's defaults, and why, when it cannot be read here (a syntax error, a
     plugin of a package this environment lacks)."""
-    from autograder.export.nbgrader import nbgrader_config
+    from autograder.export.gradebook import nbgrader_config
 
     course = next((p for p in nb_path.resolve().parents if (p / "nbgrader_config.py").is_file()), None)
     try:

@@ -196,7 +196,7 @@ def _into_gradebook(opts: RubricCommandOptions, config: RubricConfig, notebook_n
                     checks: list) -> None:
     """In an nbgrader course (--course, or submissions from its submitted/ tree): the rubric's points into its
     gradebook too, where formgrader and `nbgrader export` read them."""
-    from autograder.export.nbgrader import course_of, scores_into_gradebook
+    from autograder.export.gradebook import course_of, scores_into_gradebook
 
     course = opts.course if opts.course else course_of(opts.submissions)
     if course is None or not notebook_name:
