@@ -225,7 +225,7 @@ def _defined_by(spec, cells, index: int, helpers: list[str]) -> bool:
     in its function, the test file's functions it calls and the worker helpers it calls, with every helper those
     call) that a later cell binds: the check's cell may stand there."""
     from autograder.build import _check_reads, worker_helper_reads
-    from autograder.kernel import bound_at_top
+    from autograder.cell_names import bound_at_top
 
     direct = worker_helper_reads(helpers)
     closed: dict[str, set[str]] = {}

@@ -40,7 +40,8 @@ from pathlib import Path
 
 import torch
 
-from autograder.judge import CheckResult, Program
+from autograder.judge import CheckResult
+from autograder.program import Program
 from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
 from autograder.recording import modules_hint
