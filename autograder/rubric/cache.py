@@ -9,7 +9,7 @@ sample against its full forward (autograder.rubric.stage).
 
 Precision: "fp32" computes and stores float32; "mixed" runs the encoder under autocast (float16 on
 CUDA, bfloat16 on CPU) and stores float16, half the memory and transfer. The stage bounds the
-effect on accuracy per submission (see stage.py: reviews near the decision boundary are re-checked).
+effect on accuracy per submission (see evaluation.py: reviews near the decision boundary are re-checked).
 """
 from __future__ import annotations
 
