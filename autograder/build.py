@@ -24,7 +24,7 @@ from pathlib import Path
 
 from autograder.errors import UserError
 from autograder.config import load_config
-from autograder.kernel import GradedCell, bound_at_top, cell_caveats, defined_at_top
+from autograder.cell_names import GradedCell, bound_at_top, cell_caveats, defined_at_top
 from autograder.notebook.extract import extract, module_source
 from autograder.notebook.load import code_digests
 from autograder.notebook.markers import (

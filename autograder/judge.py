@@ -1,17 +1,14 @@
 """The judge: runs an assignment's checks against one submission and decides the scores.
 
 The judge process never imports student code. It holds two programs, the submission and the
-reference, each running in its own worker, and talks to them through proxies. Every verdict, every
-comparison and every score is computed here, with the judge's own, unpatched libraries.
+reference, each running in its own worker, and talks to them through proxies (autograder/program.py). Every
+verdict, every comparison and every score is computed here, with the judge's own, unpatched libraries.
 """
 from __future__ import annotations
 
-import ast
 import contextlib
-import functools
 import io
 import re
-import subprocess
 import time
 import types
 import warnings
@@ -23,15 +20,10 @@ import torch
 
 from autograder.config import Limits
 from autograder.sandbox.changes import undone_after
-from autograder.kernel import KernelNamespace, assertion_text, definitions_at_top, hidden_failure, run_test_cell
-from autograder.kernel import earlier_cells as shared_cells
-from autograder.notebook.extract import Extraction
-from autograder.sandbox.client import (
-    Hang, MissingName, NotRunAgain, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
-)
-from autograder.sandbox.forkserver import Child
-from autograder.sandbox.protocol import Handle
-from autograder.sandbox.remote import HELPERS_LABEL, Remote
+from autograder.kernel import KernelNamespace, assertion_text, hidden_failure, run_test_cell
+from autograder.cell_names import earlier_cells as shared_cells
+from autograder.program import JudgeImports, Program, ProgramProxy
+from autograder.sandbox.client import MissingName, NotRunAgain, StudentError, SystemFault, WorkerError, WorkerTimeout
 from autograder.sandbox.workdir import NotebookFolder, environment_set
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, points_of, status_of
@@ -57,24 +49,6 @@ def timeout_message(timeout: float, what: str, reference_seconds: float | None =
 
 
 @dataclass
-class RememberedHang:
-    """A definition of the notebook that made a check time out: the candidates sent to its workers (innermost
-    frame first, see standins.tripwire), the check and its message; `label`: what the worker replaced."""
-
-    candidates: list[list]  # [name, function] or [name, function, line, file] (see standins.tripwire)
-    check: str
-    message: str  # why the earlier check stopped it (a timeout's "did not finish within 10 s", a limit's message)
-    label: str = ""
-    how: str = "did not finish in"  # ... an earlier check: or "was stopped in", "ended its process in"
-
-    def later(self, owner: str) -> str:
-        """What a later check that would call it says: it was not run, and why (never that this check timed out)."""
-        what = self.how
-        return (f"not run: {owner} {self.label} {what} an earlier check, {self.check!r} ({self.message}): it is not "
-                "run again, so this check fails too")
-
-
-@dataclass
 class CheckResult:
     name: str
     part: str
@@ -89,197 +63,6 @@ class CheckResult:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-class Program:
-    """A notebook's definitions running in a worker, seen through a module-like proxy."""
-
-    def __init__(self, extraction: Extraction, spec: WorkerSpec, helpers: Sequence[str] = (),
-                 worker: WorkerProcess | None = None):
-        self.extraction = extraction
-        self.worker = worker or WorkerProcess(spec)  # `worker`: one prestarted for this spec's confinement
-        self.worker.spec = spec
-        self.worker.explain_name = self.explain_unbound
-        self.worker.explain_hang = self.hang_message
-        self._hints: dict[str, str] | None = None
-        self._kinds: dict[str, str] | None = None  # see definition_kinds
-        self.helpers = list(helpers)
-        self.helper_callables = _defined_callables(tuple(self.helpers))
-        self._helpers_loaded_in: subprocess.Popen | Child | None = None  # the worker process they were loaded in
-        self.hangs: list[RememberedHang] = []  # definitions that hung a check: they raise at once in later ones
-        self.stood_in: frozenset[str] = frozenset()  # names the reference answers for in the current check's run
-        self._tripwires_in: tuple = (None, 0)  # (worker process, hangs) the tripwires were last installed for
-
-    def binds_all(self, names) -> bool:
-        """Whether the notebook binds every one of `names` with a statement the grader runs (read, no worker)."""
-        bound = {name for unit in self.extraction.units if unit.kind != "import" for name in unit.names}
-        return set(names) <= bound
-
-    def definition_kinds(self) -> dict[str, str]:
-        """{name: "class" or "function"} for the classes and functions the notebook defines at its top level."""
-        if self._kinds is None:
-            self._kinds = {}
-            for unit in self.extraction.units:
-                if unit.kind == "definition":
-                    self._kinds.update(definitions_at_top(unit.source))
-        return self._kinds
-
-    def start(self):
-        report = self.worker.ensure_started()
-        if self.helpers and self._helpers_loaded_in is not self.worker.proc and \
-                not getattr(self.worker, "manages_helpers", False):  # a replaying worker loads them when it goes live
-            self._helpers_loaded_in = self.worker.proc
-            deadline, self.worker.deadline = self.worker.deadline, time.monotonic() + self.worker.spec.import_seconds
-            try:
-                for source in self.helpers:
-                    self.worker.request("helpers", source, what="loading the grader's helper code")
-            finally:
-                self.worker.deadline = deadline
-        if self.hangs and self._tripwires_in != (self.worker.proc, len(self.hangs)):
-            self._tripwires_in = (self.worker.proc, len(self.hangs))
-            labels = self.worker.request("tripwire", [h.candidates for h in self.hangs], what="preparing the check")
-            for hang, label in zip(self.hangs, labels if isinstance(labels, list) else []):
-                hang.label = label if isinstance(label, str) else hang.label
-        return report
-
-    def remember_hang(self, hang: Hang, check: str, message: str) -> None:
-        """A request of `check` timed out (or its worker was stopped, or ended by itself: `hang.why`): the
-        definition it hung in (where its stack was, else the function the check called) raises at once in every
-        later check, saying so with `message`, why it was stopped."""
-        if hang.sampled:
-            candidates = [[name, function, line, file] for file, line, function in hang.frames
-                          for name in self._defining(file, line)]
-        else:
-            candidates = [[hang.target, hang.target]] if hang.target else []
-        if candidates:
-            how = "ended its process in" if hang.ended else "was stopped in" if hang.why else "did not finish in"
-            self.hangs.append(RememberedHang(candidates, check, message, how=how))
-
-    def _defining(self, file: str, line: int) -> list[str]:
-        """The names bound by the statement of the notebook that holds line `line` of `file` ("<cell N>")."""
-        cell = file[len("<cell "):-1]
-        for unit in self.extraction.units:
-            if str(unit.cell) == cell and unit.line <= line <= unit.line + unit.source.count("\n"):
-                return list(unit.names)
-        return []
-
-    def hang_message(self, label: str) -> str | None:
-        """The message of a check that called `label`, a definition which hung an earlier check (or None)."""
-        for hang in self.hangs:
-            if hang.label and hang.label == label:
-                return hang.later(self.worker.spec.owner)
-        return None
-
-    def proxy(self) -> "ProgramProxy":
-        return ProgramProxy(self)
-
-    def explain_unbound(self, name: str) -> str | None:
-        """Why a global the notebook binds is not there for its functions (a NameError), or None."""
-        failed = self._failed_binding(name)
-        if failed:
-            return failed
-        if self._hints is None:
-            self._hints = self.extraction.unbound_hints()
-        return self._hints.get(name)
-
-    def _failed_binding(self, name: str, depth: int = 0) -> str | None:
-        report = self.worker.report
-        for index, unit in enumerate(self.extraction.units):
-            if name in unit.names and report and index in report.errors:
-                why = report.errors[index]
-                found = f"`{name}` is not available: cell {unit.cell} (line {unit.line}) failed when the grader ran it: {why}"
-                # it failed for want of a name an earlier statement did not bind (it hung, say): that one is the cause
-                missing = re.search(r"NameError: name '(\w+)' is not defined", why)
-                cause = self._failed_binding(missing.group(1), depth + 1) if missing and depth < 5 else None
-                return f"{found}; {cause}" if cause else found
-        return None
-
-    def explain_missing(self, name: str) -> str:
-        owner = self.worker.spec.owner
-        return self.explain_unbound(name) or f"{owner} notebook does not define `{name}`"
-
-    def close(self) -> None:
-        self.worker.kill()
-
-
-@functools.lru_cache(maxsize=8)  # the release's helpers: the same for every submission of a run
-def _defined_callables(sources: tuple[str, ...]) -> frozenset:
-    """Names the grader's helper code binds with `def`, `class` or `import` (a module) at its top level."""
-    names = set()
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, ast.Import):
-                names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return frozenset(names)
-
-
-class ProgramProxy:
-    """`sub.NAME` is the notebook's NAME in its worker; `sub.helpers` the grader's helper code there."""
-
-    def __init__(self, program: Program):
-        object.__setattr__(self, "_program", program)
-
-    def __getattr__(self, name: str):
-        program = object.__getattribute__(self, "_program")
-        report = program.start()
-        worker = program.worker
-        if name == "helpers":
-            return Remote(worker, Handle(1, "helpers"), HELPERS_LABEL, program.helper_callables)
-        if name in program.stood_in:  # the reference's, in this run (depends_on): defined by the submission or not
-            return Remote(worker, Handle(0, "module", name), name)
-        if name.startswith("__") or name not in report.defined:
-            raise MissingName(program.explain_missing(name))
-        if report.defined[name] in ("callable", "module"):  # a handle in any case: looked up where it is used
-            return Remote(worker, Handle(0, "module", name), name)
-        module = Remote(worker, Handle(0, "module"), "")
-        return worker.request("getattr", module, name, what=f"{worker.spec.owner} {name}", child_label=name)
-
-    def defines(self, name: str) -> bool:
-        program = object.__getattribute__(self, "_program")
-        return name in program.stood_in or name in program.start().defined
-
-    def binds_at_top(self, name: str) -> bool:
-        """Whether the notebook binds `name` with a statement the grader runs, read from its source (no worker)."""
-        return object.__getattribute__(self, "_program").binds_all([name])
-
-
-class JudgeImports:
-    """The reference notebook's import statements, run in the judge (instructor code, trusted) when a test
-    cell first uses a name one of them binds: a judge whose test cells never use `transformers` never
-    imports it."""
-
-    def __init__(self, reference: Extraction):
-        self.units = {name: unit for unit in reference.units if unit.kind == "import" for name in unit.names}
-        self.namespace: dict = {}
-        self.tried: set[int] = set()
-
-    def binds(self, name: str) -> bool:
-        return name in self.units
-
-    def resolve(self, name: str):
-        if name not in self.namespace:
-            unit = self.units.get(name)
-            if unit is None or id(unit) in self.tried:
-                raise KeyError(name)
-            self.tried.add(id(unit))
-            try:
-                exec(compile("\n" * (unit.line - 1) + unit.source, f"<reference cell {unit.cell}>", "exec"),
-                     self.namespace)
-            except Exception:  # noqa: BLE001 - an import the judge lacks: the name is then the submission's
-                pass
-        if name not in self.namespace:
-            raise KeyError(name)
-        return self.namespace[name]
-
-
-def judge_imports(reference: Extraction) -> JudgeImports:
-    return JudgeImports(reference)
 
 
 def _run_cell_check(spec: CheckSpec, sub: ProgramProxy, ref: ProgramProxy, imports: JudgeImports,
@@ -298,7 +81,7 @@ class _Discarded(io.TextIOBase):
 
 
 def earlier_cells(checks: Sequence[CheckSpec]) -> dict[str, list[tuple[str, str]]]:
-    """For each notebook test cell, the earlier test cells it may share variables with (kernel.earlier_cells)."""
+    """For each notebook test cell, the earlier test cells it may share variables with (cell_names.earlier_cells)."""
     return shared_cells([(spec.name, spec.part, spec.source) for spec in checks if spec.fn is None and spec.part])
 
 

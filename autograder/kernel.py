@@ -22,7 +22,7 @@ computed; student code stays in its worker. What holds, for every name the cell 
 - test cells share their variables in notebook order: a cell that reads a name an earlier cell of its part binds
   runs after those cells, replayed in the same namespace, and after the earlier cells of other parts that bind a
   name it reads (their failures are theirs, not this cell's: a name they did not get to bind is reported as such).
-What does not hold is named when the notebook is built (`cell_caveats`): binding a notebook name to another
+What does not hold is named when the notebook is built (`cell_names.cell_caveats`): binding a notebook name to another
 value changes the cell's name only, never what the student's functions call; IPython magics are not Python. Replayed cells run their calls again, so a cell that
 changes the student's state (appends to a global) changes it once per replay.
 """
@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from autograder.cell_names import bound_at_top, cell_tree, shared_with
 from autograder.notebook.extract import CACHED_SOURCE_CHARS, per_source
 from autograder.notebook.markers import hidden_lines
 from autograder.sandbox.client import StudentError, WorkerError
@@ -47,7 +48,7 @@ from autograder.sandbox.remote import PROTOCOL_METHODS, Remote, keep, proxy_clas
 
 
 class Imports(Protocol):
-    """The notebook's import statements, run in the judge on first use (judge.JudgeImports is one)."""
+    """The notebook's import statements, run in the judge on first use (program.JudgeImports is one)."""
 
     namespace: dict
 
@@ -311,7 +312,7 @@ class StudentGlobals:
         self._popped: dict[str, Remote] = {}
 
     def _method(self, name: str) -> Remote:
-        program = object.__getattribute__(self._sub, "_program")  # a judge.ProgramProxy's program
+        program = object.__getattribute__(self._sub, "_program")  # a program.ProgramProxy's program
         program.start()
         return Remote(program.worker, Handle(0, "module", f"__dict__.{name}"), "the notebook's globals")
 
@@ -390,18 +391,6 @@ class KernelNamespace(dict):
 
 # -- running cells ------------------------------------------------------------------------------------------
 
-
-
-@functools.lru_cache(maxsize=1024)  # the same test cells run for every submission of a run
-def _parsed(source: str) -> ast.Module:
-    return ast.parse(source)
-
-
-def _tree(source: str) -> ast.Module:
-    """The cell's syntax tree (SyntaxError as ast.parse raises it); shared: callers only read it."""
-    return ast.parse(source) if len(source) > CACHED_SOURCE_CHARS else _parsed(source)
-
-
 @dataclass(frozen=True)
 class _CompiledCell:
     names: tuple[str, ...]  # every name the cell mentions as written, in order (import_used)
@@ -447,91 +436,6 @@ def run_earlier(cells: list[tuple[str, str]], namespace: KernelNamespace) -> Non
                 namespace.unbound.setdefault(variable, why + f"`{variable}` is not set")
 
 
-@per_source
-def bound_at_top(source: str) -> frozenset[str]:
-    """The names a cell binds at its top level (assignments, imports, def, class, for, with)."""
-    try:
-        tree = _tree(source)
-    except SyntaxError:
-        return frozenset()
-    names: set[str] = set()
-    for node in tree.body:
-        names |= _binds(node)
-    return frozenset(names)
-
-
-def _binds(node) -> set[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
-    targets = {ast.Assign: lambda n: n.targets, ast.AnnAssign: lambda n: [n.target], ast.AugAssign: lambda n: [n.target],
-               ast.For: lambda n: [n.target], ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars]}
-    found = targets.get(type(node))
-    if found is None:
-        return set()
-    return {n.id for t in found(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
-
-
-@per_source
-def deleted_at_top(source: str) -> frozenset[str]:
-    """The names a cell deletes at its top level (`del squares`) and binds nowhere in it: `del squares` with a
-    `squares = saved` in its `finally` leaves the name as it found it."""
-    try:
-        tree = _tree(source)
-    except SyntaxError:
-        return frozenset()
-    deleted = {t.id for node in tree.body if isinstance(node, ast.Delete) for t in node.targets if isinstance(t, ast.Name)}
-    return frozenset(deleted - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
-
-
-def defined_at_top(source: str) -> set[str]:
-    """The functions and classes a cell defines at its top level."""
-    return set(definitions_at_top(source))
-
-
-def definitions_at_top(source: str) -> dict[str, str]:
-    """{name: "class" or "function"} for the classes and functions a cell defines at its top level."""
-    try:
-        tree = _tree(source)
-    except SyntaxError:
-        return {}
-    return {n.name: "class" if isinstance(n, ast.ClassDef) else "function" for n in tree.body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-
-
-@per_source
-def names_read(source: str) -> frozenset[str]:
-    try:
-        tree = _tree(source)
-    except SyntaxError:
-        return frozenset()
-    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
-
-
-def earlier_cells(cells: Sequence[tuple[str, str, str]]) -> dict[str, list[tuple[str, str]]]:
-    """For each test cell (name, part, source), in notebook order: the earlier cells it may share variables with,
-    (name, source) in notebook order: those of its part, and those of other parts that bind a name it reads and
-    binds not itself (`X, y` set by the cell of the question before, as the kernel kept them)."""
-    out: dict[str, list[tuple[str, str]]] = {}
-    seen: list[tuple[str, str, str]] = []
-    for name, part, source in cells:
-        wanted = names_read(source) - bound_at_top(source)
-        out[name] = [(n, s) for n, p, s in seen if p == part or wanted & bound_at_top(s)]
-        seen.append((name, part, source))
-    return out
-
-
-def shared_with(source: str, earlier: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The earlier cells (name, source) of the part to replay before `source`: all of them when it reads a name one
-    of them binds and it does not bind itself, or when one of them deletes a name (the student's functions then
-    meet a NameError, as in the kernel); none otherwise (a cell on its own runs alone, as fast as ever)."""
-    wanted = names_read(source) - bound_at_top(source)
-    if any(wanted & bound_at_top(s) or deleted_at_top(s) for _, s in earlier):
-        return list(earlier)
-    return []
-
-
 def run_test_cell(source: str, filename: str, namespace: KernelNamespace,
                   earlier: Sequence[tuple[str, str]] = (), replay_all: bool = False):
     """Run a test cell after the earlier cells of its part it shares variables with (`replay_all`: after every
@@ -551,7 +455,7 @@ def patches_modules(source: str) -> bool:
     """Whether the cell may change a module's attributes: it assigns or deletes an attribute (`np.linalg.solve =
     None`, nbgrader's way to forbid a function) or calls setattr/delattr. A syntax error: no (the cell fails)."""
     try:
-        tree = _tree(source)
+        tree = cell_tree(source)
     except SyntaxError:
         return False
     return any((isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)))
@@ -616,39 +520,3 @@ def hidden_failure(exc: BaseException, filename: str, source: str) -> str | None
     "size of tensor b (3)"); None when it did not come through a hidden line."""
     line = failing_line(exc, filename, source)
     return f"a hidden test failed ({type(exc).__name__})" if line and line in hidden_lines(source) else None
-
-
-# -- what does not hold, said when the notebook is built ------------------------------------------------------
-
-@dataclass(frozen=True)
-class GradedCell:
-    number: int  # the cell's number in the notebook, 1-based
-    name: str
-    part: str
-    source: str
-
-
-def cell_caveats(cells: list[GradedCell], notebook_names: set[str], definitions: set[str]) -> list[tuple[int, int, str]]:
-    """(cell number, line, what does not hold) for test cells whose meaning in the grader differs from the
-    kernel's: a magic line, a function or class of the notebook (`definitions`) bound to another value."""
-    found: list[tuple[int, int, str]] = []
-    for cell in cells:
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError as exc:
-            found.append((cell.number, exc.lineno or 1, "not Python (an IPython magic or shell line?): the check fails "
-                          "for every notebook; write it in Python"))
-            continue
-        found += _rebinds(cell, tree, definitions)
-    return found
-
-
-def _rebinds(cell: GradedCell, tree, definitions: set[str]) -> list[tuple[int, int, str]]:
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Name):  # `f = saved` puts it back
-            for name in sorted({n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-                               & definitions):
-                out.append((cell.number, node.lineno, f"binds `{name}`, which the notebook defines: in the grader this "
-                            "changes the test's name only; the student's functions keep calling their own"))
-    return out

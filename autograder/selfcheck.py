@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autograder.config import Limits
-from autograder.judge import CheckResult, Judge, Program, judge_imports
+from autograder.judge import CheckResult, Judge
+from autograder.program import Program, judge_imports
 from autograder.notebook.extract import Extraction, extract
 from autograder.notebook.load import NotebookError, read_notebook
 from autograder.notebook.markers import MarkerError, is_test_cell

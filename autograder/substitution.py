@@ -13,7 +13,7 @@ from autograder.sandbox.remote import Remote, keep
 
 
 class ReferenceAnswers:
-    """Answers one check's callbacks with `reference` (a judge.Program); lives as long as the check."""
+    """Answers one check's callbacks with `reference` (a program.Program); lives as long as the check."""
 
     def __init__(self, reference, names, deadline: Callable[[], float] = lambda: float("inf")):
         self.reference = reference

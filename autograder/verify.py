@@ -231,7 +231,7 @@ def unchecked_definitions(release: Release, notebook: Path) -> list[tuple[str, i
     definition or statement reads in turn (a helper class used only by a checked function is reached). What a
     check reaches is all it can see: whether it tests a reached name well is the mutation analysis's question."""
     from autograder.build import _check_reads, _free_reads, worker_helper_reads
-    from autograder.kernel import definitions_at_top
+    from autograder.cell_names import definitions_at_top
     from autograder.notebook.markers import SOLUTION
     from autograder.release import names_checks_read
 

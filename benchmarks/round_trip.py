@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 import nbformat
 import torch
 
-from autograder.judge import Program
+from autograder.program import Program
 from autograder.notebook.extract import extract
 from autograder.sandbox.client import WorkerSpec
 

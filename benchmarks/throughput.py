@@ -44,9 +44,10 @@ sys.path.insert(0, str(ROOT))
 import torch
 
 from autograder.grading import build_and_record
-import autograder.judge
+import autograder.program
 from autograder.grading import GradeOptions, Grader, grade
-from autograder.judge import _fraction, _run_cell_check, judge_imports
+from autograder.judge import _fraction, _run_cell_check
+from autograder.program import judge_imports
 from autograder.notebook.extract import extract
 from autograder.notebook.load import read_notebook
 from autograder.release import load_release
@@ -161,8 +162,8 @@ def grade_in_process(release, notebook: Path, base: dict, ref: InProcess) -> flo
 
 def loopback(release, notebooks, out: Path, full: float) -> tuple[list[float], bool]:
     """Per-submission time of Grader.grade_one with LoopbackWorker in place of worker processes."""
-    saved = autograder.judge.WorkerProcess
-    autograder.judge.WorkerProcess = LoopbackWorker
+    saved = autograder.program.WorkerProcess
+    autograder.program.WorkerProcess = LoopbackWorker
     # what student code prints (progress bars...) would land in this process's output
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         try:
@@ -175,7 +176,7 @@ def loopback(release, notebooks, out: Path, full: float) -> tuple[list[float], b
                 ok = ok and result.score == full and not result.error
             grader.close()
         finally:
-            autograder.judge.WorkerProcess = saved
+            autograder.program.WorkerProcess = saved
     return times, ok
 
 

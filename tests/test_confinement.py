@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from autograder.grading import build_and_record
-from autograder.judge import Program
+from autograder.program import Program
 from autograder.notebook.extract import extract
 from autograder.sandbox.client import WorkerSpec
 from autograder.sandbox.isolation import Confinement

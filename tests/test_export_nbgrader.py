@@ -20,9 +20,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.export.gradebook import course_of, grade_into_gradebook, scores_into_gradebook
 from autograder.export.nbgrader import (
-    NBGRADER_KEYS, PROJECT_FILE, SETUP_ID, check_grade_ids, course_of, default_course, export_nbgrader,
-    grade_into_gradebook, scores_into_gradebook,
+    NBGRADER_KEYS, PROJECT_FILE, SETUP_ID, check_grade_ids, default_course, export_nbgrader,
 )
 from tests.conftest import EXAMPLE_SOURCE
 
@@ -367,7 +367,7 @@ def test_an_imported_course_exports_as_a_course_nbgrader_accepts(kind, tmp_path)
 def test_nbgrader_grade_never_grades_another_notebook_of_the_course_in_place_of_the_missing_one(tmp_path, capsys):
     """The same rule as `autograder grade` (submissions.other_notebooks): a folder holding only another notebook of
     the course's assignment is a missing notebook, 0 in the gradebook as nbgrader autograde gives, and says why."""
-    from autograder.export.nbgrader import _picked_notebooks
+    from autograder.export.gradebook import _picked_notebooks
 
     course = tmp_path / "course"
     for path in ("source/ps/part1.ipynb", "source/ps/part2.ipynb", "submitted/alice/ps/part1.ipynb",

@@ -513,7 +513,7 @@ def test_the_rubric_stays_pending_when_the_time_budget_is_spent(attention_releas
 
 
 def test_a_remembered_hang_says_the_later_check_was_not_run_and_why():
-    from autograder.judge import RememberedHang
+    from autograder.program import RememberedHang
 
     hang = RememberedHang([], "q2 test 1", "timed out after 10 s there", "letter_grade")
     assert hang.later("your") == ("not run: your letter_grade did not finish in an earlier check, 'q2 test 1' (timed "

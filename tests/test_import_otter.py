@@ -9,7 +9,8 @@ import nbformat
 import pytest
 
 from autograder.build import build
-from autograder.importers.otter import Case, Question, case_points, import_assignment, read_case, solution_code
+from autograder.importers.otter import import_assignment, read_case, solution_code
+from autograder.importers.otter_checks import Case, Question, case_points
 from autograder.notebook.markers import MarkerError
 
 DEMO = Path(__file__).parent / "otter_demo"
@@ -239,7 +240,7 @@ def test_public_cases_that_draw_random_numbers_are_named_and_still_graded_the_ot
 
 
 def test_a_public_value_without_a_recorded_output_is_named(tmp_path):
-    from autograder.importers.otter import public_test_source
+    from autograder.importers.otter_checks import public_test_source
 
     assert public_test_source(Case("x == 1", False, None))[0] is None
     assert "recorded none (the case was not run)" in public_test_source(Case("x == 1", False, None))[1]
@@ -544,7 +545,7 @@ def test_an_all_or_nothing_check_names_its_cases_code_for_mutation_analysis():
 
 
 def test_torch_seeding_marks_only_what_draws_from_torchs_generator():
-    from autograder.importers.otter import seeded
+    from autograder.importers.otter_checks import seeded
 
     context = seeded("torch.manual_seed(7)", ["import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n"
                                               "    def __init__(self):\n        super().__init__()\n"
@@ -564,7 +565,7 @@ def test_torch_seeding_marks_only_what_draws_from_torchs_generator():
     ("[np.float64(1.0), np.int64(-2)]", [1.0, -2]), ("(np.True_, 'a')", (True, "a")), ("np.str_('x')", "x"),
 ])
 def test_numpy_scalar_reprs_are_read_as_their_values(text, value):
-    from autograder.importers.otter import recorded_literal
+    from autograder.importers.otter_checks import recorded_literal
 
     assert recorded_literal(text) == value and type(recorded_literal(text)) is type(value)
 
@@ -572,7 +573,7 @@ def test_numpy_scalar_reprs_are_read_as_their_values(text, value):
 def test_a_public_case_recorded_as_a_numpy_scalar_is_a_test_cell_comparing_values():
     """np.True_ recorded: a student's np.True_ or True passes (equal values), 1 does not (otter's output tells a
     number from a bool); np.float64(1.5): 1.5 passes."""
-    from autograder.importers.otter import public_test_source
+    from autograder.importers.otter_checks import public_test_source
 
     np = pytest.importorskip("numpy")
     flag, _ = public_test_source(Case("x", False, None, output="np.True_", ran=True))

@@ -13,7 +13,7 @@ import pytest
 
 from autograder.build import build
 from autograder.grading import GradeOptions, grade
-from autograder.kernel import shared_with
+from autograder.cell_names import shared_with
 from autograder.release import load_release
 from tests.conftest import make_submission
 

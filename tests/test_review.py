@@ -187,8 +187,8 @@ def test_the_command_refuses_another_host_without_graders_and_merges_into_every_
 
 def test_hand_grades_of_an_nbgrader_course_go_into_its_gradebook(store, tmp_path, monkeypatch):
     """A result whose notebook lies in a course's submitted/<student>/<assignment>/ tree: the merge hands its hand
-    grades to the course's gradebook as manual scores (export/nbgrader.py scores_into_gradebook, by_hand)."""
-    import autograder.export.nbgrader as nbgrader_export
+    grades to the course's gradebook as manual scores (export/gradebook.py scores_into_gradebook, by_hand)."""
+    import autograder.export.gradebook as nbgrader_export
     from autograder.reports.results import SubmissionResult
     from autograder.review.merge import merge_hand_grades
 

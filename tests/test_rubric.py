@@ -224,7 +224,8 @@ def test_pending_without_cuda(world, tmp_path):
 def test_rubric_check_is_pending_in_grade(tmp_path):
     """The check an assignment declares: `autograder grade`'s judge reports it pending, not failed."""
     from autograder.config import Limits
-    from autograder.judge import Judge, Program
+    from autograder.judge import Judge
+    from autograder.program import Program
     from autograder.notebook.extract import Extraction
     from autograder.sandbox.client import WorkerSpec
 

@@ -5,7 +5,7 @@ import nbformat
 import pytest
 import torch
 
-from autograder.judge import Program
+from autograder.program import Program
 from autograder.notebook.extract import extract
 from autograder.sandbox.client import StudentError, WorkerSpec
 from autograder.sandbox.remote import keep, remote_attr, remote_isinstance
@@ -323,7 +323,7 @@ def test_progress_a_statement_repeats_buys_it_no_more_time():
 
 
 def test_a_shipped_python_file_imports_as_beside_a_notebook(tmp_path):
-    from autograder.judge import ProgramProxy
+    from autograder.program import ProgramProxy
 
     (tmp_path / "bars.py").write_text("def make_bars(n):\n    return [1] * n\n")
     prog = program("from bars import make_bars\n", inputs={"bars.py": str(tmp_path / "bars.py")})

@@ -90,7 +90,7 @@ def test_no_second_run_with_the_references_definitions_where_there_is_no_referen
     'the reference could not answer' before)."""
     import nbformat
 
-    from autograder.judge import Program
+    from autograder.program import Program
     from autograder.notebook.extract import Extraction, extract
     from autograder.sandbox.client import WorkerSpec
 

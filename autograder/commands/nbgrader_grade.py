@@ -22,7 +22,7 @@ class NbgraderGradeCommand(Command):
         parser.add_argument("--quiet", action="store_true")
 
     def run(self, args) -> int:
-        from autograder.export.nbgrader import grade_into_gradebook
+        from autograder.export.gradebook import grade_into_gradebook
 
         course = Path(args.course) if args.course else Path.cwd()
         if not (course / "nbgrader_config.py").is_file():

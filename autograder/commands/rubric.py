@@ -34,6 +34,15 @@ class RubricCommand(Command):
         parser.add_argument("--quiet", action="store_true")
 
     def run(self, args) -> int:
-        from autograder.rubric import command
+        from pathlib import Path
 
-        return command.run(args)
+        from autograder.rubric import command
+        from autograder.rubric.options import RubricCommandOptions, RubricOptions
+
+        measure = RubricOptions(encoder=args.encoder, imdb=args.imdb, device=args.device, precision=args.precision,
+                                cache=not args.no_cache, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+                                valid_limit=args.valid_limit, timeout=args.timeout, trusted=args.trusted_submissions)
+        return command.run(RubricCommandOptions(
+            assignment=args.assignment, submissions=args.submissions, out=args.out, measure=measure,
+            checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else None, cluster=args.cluster,
+            course=Path(args.course) if args.course else None, quiet=args.quiet))

@@ -17,7 +17,8 @@ import torch
 from autograder.grading.options import GradeOptions, confinement_for
 from autograder.grading.replay import ReplayingWorker
 from autograder.grading.staging import is_staged
-from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge, Program, judge_imports
+from autograder.judge import UNGRADED_MESSAGE, CheckResult, Judge
+from autograder.program import Program, judge_imports
 from autograder.notebook.extract import extract
 from autograder.notebook.load import NotebookError, NotebookUnreadable, NotebookVanished, read_notebook
 from autograder.notebook.markers import cite_own_cell, locked_code, restore_locked, unanswered

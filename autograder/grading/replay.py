@@ -49,7 +49,7 @@ class ReplayingWorker(WorkerProcess):
         self.live = False  # this check goes to the live worker
         self.seed = 0  # the check's seed, for the live worker if the check goes live
 
-    manages_helpers = True  # loads the grader's helper code itself, when it goes live (judge.Program.start)
+    manages_helpers = True  # loads the grader's helper code itself, when it goes live (program.Program.start)
 
     def can_answer(self) -> bool:
         return True  # from the recording, or live

@@ -32,7 +32,7 @@ from autograder.importers.common import (
 )
 from autograder.config import Limits
 from autograder.importers.report import ImportReport
-from autograder.kernel import earlier_cells
+from autograder.cell_names import earlier_cells
 from autograder.notebook import ipython
 from autograder.notebook.foreign import AUTOTEST, OWN, find_foreign
 from autograder.notebook.markers import (
@@ -73,7 +73,7 @@ def course_settings(nb_path: Path) -> CourseSettings:
     folder, the nearest folder above the notebook with an nbgrader_config.py (the user's and the system's Jupyter
     configuration folders first). nbgrader's defaults, and why, when it cannot be read here (a syntax error, a
     plugin of a package this environment lacks)."""
-    from autograder.export.nbgrader import nbgrader_config
+    from autograder.export.gradebook import nbgrader_config
 
     course = next((p for p in nb_path.resolve().parents if (p / "nbgrader_config.py").is_file()), None)
     try:
@@ -420,7 +420,7 @@ def _foreign_exceptions(c: Check, tree, report: ImportReport) -> None:
 
 def _earlier_variables(c: Check, tree, defined: set[str], earlier: dict[str, Check], report: ImportReport) -> None:
     """A variable of a test cell under another heading: that cell runs first when this one is graded (replayed, as
-    the kernel kept its variables: kernel.earlier_cells); said, since its failure then fails this check too."""
+    the kernel kept its variables: cell_names.earlier_cells); said, since its failure then fails this check too."""
     own = {name for node in tree.body for name in top_level_bindings(node)}
     for name in sorted(loaded_names(tree) - own - defined):
         if name in earlier and earlier[name].part != c.part:

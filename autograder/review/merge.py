@@ -98,7 +98,7 @@ def merge_hand_grades(store: Store, out_dir: Path, title: str) -> int:
 def _into_gradebooks(store: Store, merged: list[tuple[SubmissionResult, list[CheckResult]]]) -> None:
     """Notebooks from an nbgrader course's submitted/ tree (submitted/<student>/<assignment>/<notebook>): their hand
     grades go into the course's gradebook too, as formgrader's manual scores."""
-    from autograder.export.nbgrader import course_of, scores_into_gradebook
+    from autograder.export.gradebook import course_of, scores_into_gradebook
 
     courses: dict[tuple[Path, str], dict[str, list[CheckResult]]] = {}
     for result, checks in merged:

@@ -5,11 +5,11 @@ each validation batch is the same for every submission. The grader computes it o
 safetensors shards with a manifest; each student's worker memory-maps the shards (or, when it cannot
 read the folder, receives the batches over its channel) and runs only the student's own layers on
 them. Whether a student's model really consumes the states that way is checked per submission on a
-sample against its full forward (autograder.rubric.stage).
+sample against its full forward (autograder.rubric.evaluation).
 
 Precision: "fp32" computes and stores float32; "mixed" runs the encoder under autocast (float16 on
 CUDA, bfloat16 on CPU) and stores float16, half the memory and transfer. The stage bounds the
-effect on accuracy per submission (see stage.py: reviews near the decision boundary are re-checked).
+effect on accuracy per submission (see evaluation.py: reviews near the decision boundary are re-checked).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.deferred.accuracy.config import RubricConfig
-from autograder.rubric.options import RubricOptions
+from autograder.rubric.options import RubricCommandOptions
 from autograder.files import write_atomic
 from autograder.status import PENDING
 
@@ -69,43 +69,40 @@ def checkpoint_path(notebook: Path, sub_id: str, name: str, checkpoint_dir: Path
     return notebook.parent / name
 
 
-def run(args) -> int:
-    """`autograder rubric` with its parsed arguments (autograder/commands/rubric.py)."""
+def run(opts: RubricCommandOptions) -> int:
+    """`autograder rubric` with its options (built from the command line by autograder/commands/rubric.py)."""
     from autograder.grading import claim
 
-    out = Path(args.out)
+    out = Path(opts.out)
     with claim(out):  # one command at a time in a results folder: a `grade` or `rubric` running there stops this one
-        return _run(args, out)
+        return _run(opts, out)
 
 
-def _run(args, out: Path) -> int:
+def _run(opts: RubricCommandOptions, out: Path) -> int:
     from autograder.grading import ClusterUnavailable, refresh_summary
     from autograder.rubric.stage import RubricRun
     from autograder.submissions import discover
 
     try:
-        config, title, notebook_name, released = assignment_rubric(args.assignment)
+        config, title, notebook_name, released = assignment_rubric(opts.assignment)
     except NoRubric as exc:
         print(f"error: {exc}; nothing was graded or changed", file=sys.stderr)
         return 2
     try:
-        inputs = discover(args.submissions, notebook_name, config.assignment, unpack_dir=None, released=released)
+        inputs = discover(opts.submissions, notebook_name, config.assignment, unpack_dir=None, released=released)
     except ValueError as exc:
         print(f"error: {exc} (unzip a Gradescope export first: the rubric needs the checkpoints beside the "
               f"notebooks)", file=sys.stderr)
         return 2
     for problem in inputs.problems:
         print(f"warning: {problem}", file=sys.stderr)
-    options = RubricOptions(encoder=args.encoder, imdb=args.imdb, device=args.device, precision=args.precision,
-                            cache=not args.no_cache, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-                            valid_limit=args.valid_limit, timeout=args.timeout,
-                            trusted=getattr(args, "trusted_submissions", False))
-    log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    run = None if args.cluster else RubricRun(config, options, out_dir=out, log=log)
+    options = opts.measure
+    log = (lambda msg: None) if opts.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    run = None if opts.cluster else RubricRun(config, options, out_dir=out, log=log)
     known = existing_ids(out)
     notebooks = [s.path for s in inputs.submissions]
     ids = [known.get(str(s.path.resolve()), s.student) for s in inputs.submissions]
-    ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else None
+    ckpt_dir = opts.checkpoint_dir
     checkpoints = [checkpoint_path(nb, sub_id, config.checkpoint, ckpt_dir) for nb, sub_id in zip(notebooks, ids)]
     shared = sorted({str(c) for c in checkpoints if checkpoints.count(c) > 1})
     if shared:
@@ -114,16 +111,16 @@ def _run(args, out: Path) -> int:
               f"DIR/<submission id>/{config.checkpoint}", file=sys.stderr)
         return 2
     jobs = [(str(nb), str(ckpt)) for nb, ckpt in zip(notebooks, checkpoints)]
-    if args.cluster:
-        graded = _on_cluster(args, config, options, out, jobs, log)
+    if opts.cluster:
+        graded = _on_cluster(opts, config, options, out, jobs, log)
     else:
-        graded = _here(args, run, jobs)
+        graded = _here(opts, run, jobs)
     checks: list = [None] * len(jobs)
     try:
         for done, item in enumerate(graded, start=1):
             _record(out, ids[item.index], notebooks[item.index], item, title)
             checks[item.index] = item.outcome.check
-            if not args.quiet:
+            if not opts.quiet:
                 _progress(done, len(notebooks), ids[item.index], item.outcome)
     except ClusterUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -134,7 +131,7 @@ def _run(args, out: Path) -> int:
         return 2
     refresh_summary(out, title)
     print(f"rubric: {len(notebooks)} submission(s) merged into {out}/<submission>/results.json and {out / 'grades.csv'}")
-    _into_gradebook(args, config, notebook_name, notebooks, checks)
+    _into_gradebook(opts, config, notebook_name, notebooks, checks)
     return 0 if notebooks else 1
 
 
@@ -142,14 +139,14 @@ class _CannotPrepare(Exception):
     """The encoder or the data could not be loaded: nothing can be graded."""
 
 
-def _here(args, run, jobs: list[tuple[str, str]]):
+def _here(opts: RubricCommandOptions, run, jobs: list[tuple[str, str]]):
     """Each submission's rubric on this machine, in order (`Graded` items, as the cluster yields them)."""
     from autograder.rubric.stage import Graded
 
     if run.pending:
         print(f"no CUDA on this machine: the rubric stays pending. On a machine with CUDA, with the results "
-              f"folder and the submissions copied there, run:\n  autograder rubric {args.assignment} "
-              f"{' '.join(args.submissions)} --out {args.out}\n(or add --device cpu to grade on this CPU, slowly)",
+              f"folder and the submissions copied there, run:\n  autograder rubric {opts.assignment} "
+              f"{' '.join(opts.submissions)} --out {opts.out}\n(or add --device cpu to grade on this CPU, slowly)",
               file=sys.stderr)
     if not run.pending and jobs:
         try:  # the encoder, the validation split and the cache: once, before any submission
@@ -163,11 +160,11 @@ def _here(args, run, jobs: list[tuple[str, str]]):
         yield Graded(i, outcome, run.encoder.source if run.encoder else None, dict(run.timings))
 
 
-def _on_cluster(args, config, options, out: Path, jobs: list[tuple[str, str]], log):
+def _on_cluster(opts: RubricCommandOptions, config, options, out: Path, jobs: list[tuple[str, str]], log):
     from autograder.rubric.cluster import RubricPrepareError, grade_on_cluster
 
     try:
-        yield from grade_on_cluster(args.cluster, config, options, out, jobs, log)
+        yield from grade_on_cluster(opts.cluster, config, options, out, jobs, log)
     except RubricPrepareError as exc:
         raise _CannotPrepare(str(exc)) from None
 
@@ -194,12 +191,13 @@ def _progress(done: int, total: int, sub_id: str, outcome) -> None:
     print(f"[{done}/{total}] {sub_id}: rubric {score} ({c.seconds or 0:.1f} s) {first}", file=sys.stderr, flush=True)
 
 
-def _into_gradebook(args, config: RubricConfig, notebook_name: str | None, notebooks: list[Path], checks: list) -> None:
+def _into_gradebook(opts: RubricCommandOptions, config: RubricConfig, notebook_name: str | None, notebooks: list[Path],
+                    checks: list) -> None:
     """In an nbgrader course (--course, or submissions from its submitted/ tree): the rubric's points into its
     gradebook too, where formgrader and `nbgrader export` read them."""
-    from autograder.export.nbgrader import course_of, scores_into_gradebook
+    from autograder.export.gradebook import course_of, scores_into_gradebook
 
-    course = Path(args.course) if getattr(args, "course", None) else course_of(args.submissions)
+    course = opts.course if opts.course else course_of(opts.submissions)
     if course is None or not notebook_name:
         return
     # nbgrader's tree: submitted/<student>/<assignment>/<notebook>

@@ -1,8 +1,10 @@
 """How one `autograder rubric` run measures the accuracy rubric: where the encoder and data come from, the device,
-the speed-ups (the assignment's own settings are `autograder.deferred.accuracy.config.RubricConfig`)."""
+the speed-ups (the assignment's own settings are `autograder.deferred.accuracy.config.RubricConfig`); and what the
+command grades and where it writes (`RubricCommandOptions`, built from the command line by
+autograder/commands/rubric.py: no argparse namespace goes below the command layer)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -23,3 +25,18 @@ class RubricOptions:
     threads: int | None = None  # CPU threads of the encoder and the student's worker (default: all)
     memory_mb: int = 16384  # address-space limit of the student's worker on CPU (none with CUDA)
     trusted: bool = False  # allow the confinement ladder's last level: resource limits only (sandbox/ladder.py)
+
+
+@dataclass
+class RubricCommandOptions:
+    """One `autograder rubric` command: the assignment, the submissions, the results folder to merge into, and how
+    each submission is measured (`measure`). Strings are kept as typed: the command to run again is echoed back."""
+
+    assignment: str  # assignment name (solutions/<name>) or a release/solutions folder
+    submissions: list[str]  # what `autograder grade` accepts; each checkpoint lies beside its notebook
+    out: str  # the results folder of `autograder grade`
+    measure: RubricOptions = field(default_factory=RubricOptions)
+    checkpoint_dir: Path | None = None  # checkpoints as DIR/<submission id>/<checkpoint file> instead
+    cluster: str | None = None  # a Ray address: one actor per GPU; None grades on this machine
+    course: Path | None = None  # an nbgrader course for the gradebook; None: the one the submissions come from
+    quiet: bool = False  # no progress lines

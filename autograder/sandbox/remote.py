@@ -15,7 +15,7 @@ class Requester(Protocol):
     def request(self, op: str, *args: Any, what: str = ..., child_label: str | None = ...) -> Any: ...
 
 
-HELPERS_LABEL = "grader helpers"  # the label of the assignment's worker helpers (judge.Program)
+HELPERS_LABEL = "grader helpers"  # the label of the assignment's worker helpers (program.Program)
 
 
 def described(owner: str, label: str) -> str:
