@@ -22,17 +22,17 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
-from autograder.sandbox.changes import undone_after
+from autograder.sandbox import undone_after
 from autograder.kernel import KernelNamespace, assertion_text, definitions_at_top, hidden_failure, run_test_cell
 from autograder.kernel import earlier_cells as shared_cells
 from autograder.notebook.extract import Extraction
-from autograder.sandbox.client import (
-    Hang, MissingName, NotRunAgain, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
+from autograder.sandbox import (
+    Hang, MissingName, TrippedCall, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
 )
-from autograder.sandbox.forkserver import Child
-from autograder.sandbox.protocol import Handle
-from autograder.sandbox.remote import HELPERS_LABEL, Remote
-from autograder.sandbox.workdir import NotebookFolder, environment_set
+from autograder.sandbox import Child
+from autograder.sandbox import Handle
+from autograder.sandbox import HELPERS_LABEL, Remote
+from autograder.sandbox import NotebookFolder, environment_set
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, points_of, status_of
 from autograder.testing import CheckSpec, Fail, Pending, nonfinite_hint, take_notes
@@ -648,7 +648,7 @@ class Judge:
         except Fail as exc:
             message = str(exc)
             return min(1.0, max(0.0, exc.partial)), "\n".join(line for line in (message, nonfinite_hint(message)) if line)
-        except (MissingName, NotRunAgain) as exc:
+        except (MissingName, TrippedCall) as exc:
             return 0.0, str(exc)
         except StudentError as exc:
             return 0.0, exc.describe()
