@@ -445,7 +445,7 @@ def test_the_time_limit_of_a_check():
 def test_a_function_stopped_for_sending_too_much_is_not_run_again(example_release, tmp_path, monkeypatch):
     """Past what one check may receive, the worker is killed; later checks that call the same function fail at
     once with that message, instead of sending it all again (scaled down: 64 MB a check)."""
-    monkeypatch.setattr(client, "MAX_CHECK_BYTES", 64 << 20)
+    monkeypatch.setattr(pipes, "MAX_CHECK_BYTES", 64 << 20)
     key = example_release.dir / "answer_key.ipynb"
     nb = make_submission(tmp_path / "flood.ipynb", key, {"return e / e.sum(dim=dim, keepdim=True)":
                                                           "return torch.zeros(20 << 20)"})
@@ -581,7 +581,7 @@ _FOR_MACHINE = diagnosis.StopCause.STOPPED_FOR_THE_MACHINE
     (None, -signal.SIGSEGV, False, "", "ENDED"),  # its own crash
     (None, -signal.SIGKILL, False, "", "KILLED_FROM_OUTSIDE"),  # a SIGKILL nobody in the grader sent
     (None, -signal.SIGKILL, False, "own", "OWN_MEMORY_LIMIT"),  # the kernel, at its own memory group's limit
-    (None, -signal.SIGKILL, False, "system", "RUN_OUT_OF_MEMORY"),  # the kernel, at the run's limit
+    (None, -signal.SIGKILL, False, "system", "RUN_MEMORY_LIMIT"),  # the kernel, at the run's limit
     (None, -signal.SIGKILL, True, "system", "FORK_SERVER_GONE"),
     (_STOPPED, -signal.SIGKILL, True, "system", "STOPPED_FOR_ITS_CODE"),  # the grader's reason comes first
     (_FOR_MACHINE, -signal.SIGKILL, False, "own", "STOPPED_FOR_THE_MACHINE"),
@@ -592,7 +592,7 @@ def test_why_a_worker_ended_decides_whose_fault_it_is(stopped, code, server_gone
     left is its own exit or crash."""
     found = diagnosis.cause_of_end(stopped, code, server_gone, memory)
     assert found is diagnosis.StopCause[cause]
-    assert found.system == (cause in ("KILLED_FROM_OUTSIDE", "RUN_OUT_OF_MEMORY", "FORK_SERVER_GONE",
+    assert found.system == (cause in ("KILLED_FROM_OUTSIDE", "RUN_MEMORY_LIMIT", "FORK_SERVER_GONE",
                                       "STOPPED_FOR_THE_MACHINE"))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import types
+import weakref
 from typing import Callable
 
 from autograder.sandbox.faults import StudentError, WorkerError
@@ -30,7 +31,7 @@ class Calls:
     as handles (another worker's cannot)."""
 
     def __init__(self, worker: object):
-        self.worker = worker
+        self._worker = weakref.ref(worker)  # (no cycle: a worker nobody holds is freed at once, as before)
         self.judge_functions: list[Callable] = []
         self.running_judge_function = False
 
@@ -73,7 +74,7 @@ class Calls:
             return JudgeFunction(len(self.judge_functions) - 1, getattr(obj, "__name__", "function"),
                                  next(_NONCES))
         if isinstance(obj, Remote):
-            if object.__getattribute__(obj, "_worker") is not self.worker:
+            if object.__getattribute__(obj, "_worker") is not self._worker():
                 raise TypeError("an object from one worker cannot be passed to another")
             return object.__getattribute__(obj, "_handle")
         for i, earlier in enumerate(pickled):

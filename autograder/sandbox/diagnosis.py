@@ -26,14 +26,14 @@ class StopCause(enum.Enum):
     STOPPED_FOR_ITS_CODE = "stopped for what its code did"  # over its memory limit, a fork bomb
     STOPPED_FOR_THE_MACHINE = "stopped for the machine's sake"  # the machine or the run low on memory
     FORK_SERVER_GONE = "ended with its fork server"
-    RUN_OUT_OF_MEMORY = "killed at the run's memory limit"  # its memory cgroup's verdict
+    RUN_MEMORY_LIMIT = "killed at the run's memory limit"  # its memory cgroup's verdict
     OWN_MEMORY_LIMIT = "killed at its own memory limit"  # its memory cgroup's verdict
     KILLED_FROM_OUTSIDE = "killed by a SIGKILL the grader did not send"
     ENDED = "ended by itself"  # an exit, a crash
 
     @property
     def system(self) -> bool:
-        return self in (StopCause.STOPPED_FOR_THE_MACHINE, StopCause.FORK_SERVER_GONE, StopCause.RUN_OUT_OF_MEMORY,
+        return self in (StopCause.STOPPED_FOR_THE_MACHINE, StopCause.FORK_SERVER_GONE, StopCause.RUN_MEMORY_LIMIT,
                         StopCause.KILLED_FROM_OUTSIDE)
 
 
@@ -46,7 +46,7 @@ def cause_of_end(stopped: StopCause | None, code: int | None, server_gone: bool,
     if server_gone:
         return StopCause.FORK_SERVER_GONE
     if memory == MemoryVerdict.SYSTEM:
-        return StopCause.RUN_OUT_OF_MEMORY
+        return StopCause.RUN_MEMORY_LIMIT
     if memory == MemoryVerdict.OWN:
         return StopCause.OWN_MEMORY_LIMIT
     if code == -signal.SIGKILL:
@@ -139,10 +139,6 @@ def common_frames(stacks: list[list[tuple[str, int, str]]]) -> list[tuple[str, i
         n += 1
     return list(reversed(outer[0][:n])) if outer else []
 
-
-RUN_OUT_OF_MEMORY = "the grading run ran out of memory (not this notebook's memory limit)"  # a system fault
-MAX_CHECK_BYTES = 512 << 20  # what one check may receive from a worker, in total (_Replies.check_bytes)
-# a header's JSON becomes up to some 36 times its size in Python objects (`[[{}]],` is 7 bytes, two lists, a dict and
 
 
 def sample_stacks(pid: int | None, log: BinaryIO | None) -> list[str]:

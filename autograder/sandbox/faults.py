@@ -38,7 +38,7 @@ _UNBOUND = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
 # grader helper code calling `submission.NAME` the notebook does not define (the worker's module: worker.MODULE_NAME)
 _MISSING = re.compile(rf"module '{MODULE_NAME}' has no attribute '([A-Za-z_][A-Za-z0-9_]*)'")
 # the name of what a definition that hung an earlier check raises in the worker (standins.NotRunAgain, raised by
-# standins.tripwire): the worker reports an exception by its class name (tests/test_standins.py ties the two)
+# standins.tripwire): the worker reports an exception by its class name (tests/test_faults.py ties the two)
 TRIPPED = "NotRunAgain"
 
 

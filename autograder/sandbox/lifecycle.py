@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import BinaryIO
 
-from autograder.sandbox import cgroups
+from autograder.sandbox import cgroups, pipes
 from autograder.sandbox.diagnosis import (
     RUN_OUT_OF_MEMORY, Hang, StopCause, cause_of_end, hang_of, how_it_ended, log_tail, sample_stacks,
 )
@@ -25,7 +25,7 @@ from autograder.sandbox.environment import python_command, worker_environment
 from autograder.sandbox.faults import SystemFault, WorkerDied, WorkerError, WorkerTimeout
 from autograder.sandbox.forkserver import START_SECONDS, Child, ForkServer
 from autograder.sandbox.isolation import Confinement
-from autograder.sandbox.pipes import HEADER_WEIGHT, MAX_CHECK_BYTES, OverBudget, Pipes, widen_pipe, write_all
+from autograder.sandbox.pipes import OverBudget, Pipes, widen_pipe, write_all
 from autograder.sandbox.protocol import message_parts
 from autograder.sandbox.processes import MONITORED, MemoryMonitor, children_of, kill_tree, process_tree
 from autograder.sandbox.scratch import Scratch
@@ -223,9 +223,9 @@ class WorkerLifecycle:
             raise self._death(doing)
         if isinstance(item, OverBudget):
             self.kill()
-            over = WorkerDied(f"{doing} sent the grader more results during one check than it takes ({MAX_CHECK_BYTES >> 20} "
-                              f"MB of tensors, structured values such as lists and dicts counted {HEADER_WEIGHT} times "
-                              "their size): return less")
+            over = WorkerDied(f"{doing} sent the grader more results during one check than it takes "
+                              f"({pipes.MAX_CHECK_BYTES >> 20} MB of tensors, structured values such as lists and dicts "
+                              f"counted {pipes.HEADER_WEIGHT} times their size): return less")
             self._not_run_again(doing, over)
             raise over
         if isinstance(item, Exception):
@@ -272,7 +272,7 @@ class WorkerLifecycle:
             return self._fault("ended with its fork server", doing)
         if cause is StopCause.STOPPED_FOR_THE_MACHINE:
             return self._fault(f"was stopped: {self._stop_reason}", doing)
-        if cause is StopCause.RUN_OUT_OF_MEMORY:
+        if cause is StopCause.RUN_MEMORY_LIMIT:
             return self._fault(f"was killed when {RUN_OUT_OF_MEMORY}", doing)
         if cause is StopCause.KILLED_FROM_OUTSIDE:
             # the machine's out-of-memory killer or another process. A worker in a PID namespace of its own cannot
