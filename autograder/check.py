@@ -22,9 +22,7 @@ from autograder.notebook.load import NotebookError, read_notebook
 from autograder.notebook.markers import MarkerError, is_test_cell
 from autograder.notebook.seedvar import cell_seeding, notebook_seed
 from autograder.release import names_read
-from autograder.sandbox import WorkerSpec
-from autograder.sandbox import Confinement
-from autograder.sandbox import Choice, choose
+from autograder.sandbox import Choice, Confinement, WorkerSpec, choose
 from autograder.student import resolve_part
 from autograder.testing import CheckSpec, test_cell_check
 from autograder.status import PASSED

@@ -22,17 +22,13 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
-from autograder.sandbox import undone_after
+from autograder.sandbox import (
+    Child, HELPERS_LABEL, Handle, Hang, MissingName, NotebookFolder, Remote, StudentError, SystemFault, TrippedCall,
+    WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout, environment_set, undone_after,
+)
 from autograder.kernel import KernelNamespace, assertion_text, definitions_at_top, hidden_failure, run_test_cell
 from autograder.kernel import earlier_cells as shared_cells
 from autograder.notebook.extract import Extraction
-from autograder.sandbox import (
-    Hang, MissingName, TrippedCall, StudentError, SystemFault, WorkerError, WorkerProcess, WorkerSpec, WorkerTimeout,
-)
-from autograder.sandbox import Child
-from autograder.sandbox import Handle
-from autograder.sandbox import HELPERS_LABEL, Remote
-from autograder.sandbox import NotebookFolder, environment_set
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, points_of, status_of
 from autograder.testing import CheckSpec, Fail, Pending, nonfinite_hint, take_notes

@@ -41,9 +41,9 @@ from typing import Protocol
 
 from autograder.notebook.extract import CACHED_SOURCE_CHARS, per_source
 from autograder.notebook.markers import hidden_lines
-from autograder.sandbox import StudentError, WorkerError
-from autograder.sandbox import Handle
-from autograder.sandbox import PROTOCOL_METHODS, Remote, keep, proxy_class, remote_isinstance, remote_type
+from autograder.sandbox import (
+    Handle, PROTOCOL_METHODS, Remote, StudentError, WorkerError, keep, proxy_class, remote_isinstance, remote_type,
+)
 
 
 class Imports(Protocol):

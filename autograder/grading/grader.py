@@ -25,11 +25,8 @@ from autograder.notebook.seedvar import cell_seeding, for_grading
 from autograder.recording import Recording, fingerprint
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
-from autograder.sandbox import StudentError, WorkerError, WorkerProcess, WorkerSpec
-from autograder.sandbox import preload_modules
-from autograder.sandbox import Handle
+from autograder.sandbox import Handle, Remote, StudentError, WorkerError, WorkerProcess, WorkerSpec, preload_modules
 from autograder.status import FAILED, MANUAL, PASSED, PENDING, UNGRADED
-from autograder.sandbox import Remote
 from autograder.deferred import graded_by_hand
 
 # What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):

@@ -32,9 +32,10 @@ from autograder.grading.options import GradeOptions
 from autograder.recording import modules_hint
 from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult
-from autograder.sandbox import current_run_group, joined_run_group, use_run_group
-from autograder.sandbox import adopt_environment, python_command, start_environment
-from autograder.sandbox import fork_zygote, preload_modules
+from autograder.sandbox import (
+    adopt_environment, current_run_group, fork_zygote, joined_run_group, preload_modules, python_command,
+    start_environment, use_run_group,
+)
 
 POOL_ATTEMPTS = 3  # grading processes that die (the machine's OOM killer...) are replaced this often
 GRADING_PROCESS_DIED = "the grading process died while grading this submission"

@@ -50,10 +50,10 @@ from autograder.rubric.options import RubricOptions
 from autograder.rubric.data import ValidationSet, validation_set
 from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder, load_encoder
 from autograder.rubric.formula import rubric_points
-from autograder.sandbox import MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout
-from autograder.sandbox import preload_modules
-from autograder.sandbox import Confinement
-from autograder.sandbox import choose, describe_choice
+from autograder.sandbox import (
+    Confinement, MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout, choose, describe_choice,
+    preload_modules,
+)
 from autograder.status import FAILED, PENDING, status_of
 
 HELPER_SOURCE = (Path(__file__).with_name("worker_side.py")).read_text(encoding="utf-8")
