@@ -19,12 +19,13 @@ from typing import AbstractSet, Callable
 import torch
 
 from autograder.config import Limits
-from autograder.sandbox.changes import undone_after
+from autograder.sandbox import (
+    MissingName, NotebookFolder, StudentError, SystemFault, TrippedCall, WorkerError, WorkerTimeout, environment_set,
+    undone_after,
+)
 from autograder.kernel import KernelNamespace, assertion_text, hidden_failure, run_test_cell
 from autograder.cell_names import earlier_cells as shared_cells
 from autograder.program import JudgeImports, Program, ProgramProxy
-from autograder.sandbox.client import MissingName, NotRunAgain, StudentError, SystemFault, WorkerError, WorkerTimeout
-from autograder.sandbox.workdir import NotebookFolder, environment_set
 from autograder.seeding import seed_torch
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, points_of, status_of
 from autograder.testing import CheckSpec, Fail, Pending, nonfinite_hint, take_notes
@@ -431,7 +432,7 @@ class Judge:
         except Fail as exc:
             message = str(exc)
             return min(1.0, max(0.0, exc.partial)), "\n".join(line for line in (message, nonfinite_hint(message)) if line)
-        except (MissingName, NotRunAgain) as exc:
+        except (MissingName, TrippedCall) as exc:
             return 0.0, str(exc)
         except StudentError as exc:
             return 0.0, exc.describe()

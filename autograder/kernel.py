@@ -42,9 +42,9 @@ from typing import Protocol
 from autograder.cell_names import bound_at_top, cell_tree, shared_with
 from autograder.notebook.extract import CACHED_SOURCE_CHARS, per_source
 from autograder.notebook.markers import hidden_lines
-from autograder.sandbox.client import StudentError, WorkerError
-from autograder.sandbox.protocol import Handle
-from autograder.sandbox.remote import PROTOCOL_METHODS, Remote, keep, proxy_class, remote_isinstance, remote_type
+from autograder.sandbox import (
+    Handle, PROTOCOL_METHODS, Remote, StudentError, WorkerError, keep, proxy_class, remote_isinstance, remote_type,
+)
 
 
 class Imports(Protocol):

@@ -14,10 +14,7 @@ from dataclasses import dataclass
 
 from autograder.cell_names import definitions_at_top
 from autograder.notebook.extract import Extraction
-from autograder.sandbox.client import Hang, MissingName, WorkerProcess, WorkerSpec
-from autograder.sandbox.forkserver import Child
-from autograder.sandbox.protocol import Handle
-from autograder.sandbox.remote import HELPERS_LABEL, Remote
+from autograder.sandbox import HELPERS_LABEL, Child, Handle, Hang, MissingName, Remote, WorkerProcess, WorkerSpec
 
 
 @dataclass

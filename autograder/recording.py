@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autograder.files import package_digest, write_atomic
-from autograder.sandbox.environment import worker_environment
+from autograder.sandbox import worker_environment
 
 if TYPE_CHECKING:
     import torch

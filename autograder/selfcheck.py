@@ -23,9 +23,7 @@ from autograder.notebook.load import NotebookError, read_notebook
 from autograder.notebook.markers import MarkerError, is_test_cell
 from autograder.notebook.seedvar import cell_seeding, notebook_seed
 from autograder.release import names_checks_read
-from autograder.sandbox.client import WorkerSpec
-from autograder.sandbox.isolation import Confinement
-from autograder.sandbox.ladder import Choice, choose
+from autograder.sandbox import Choice, Confinement, WorkerSpec, choose
 from autograder.student import resolve_part
 from autograder.checkspecs import test_cell_check
 from autograder.testing import CheckSpec

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autograder.sandbox.remote import Remote, keep
+from autograder.sandbox import Remote, keep
 
 
 class ReferenceAnswers:

@@ -33,9 +33,9 @@ from typing import Callable
 
 import torch
 
-from autograder.sandbox.client import MissingName, StudentError  # re-exported for test files
+from autograder.sandbox import MissingName, StudentError  # re-exported for test files
 from autograder.status import MANUAL
-from autograder.sandbox.remote import (  # re-exported for test files
+from autograder.sandbox import (  # re-exported for test files
     Remote, keep, remote_attr, remote_isinstance, remote_items, remote_type,
 )
 

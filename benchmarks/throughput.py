@@ -51,7 +51,7 @@ from autograder.program import judge_imports
 from autograder.notebook.extract import extract
 from autograder.notebook.load import read_notebook
 from autograder.release import load_release
-from autograder.sandbox.client import WorkerDied, WorkerProcess
+from autograder.sandbox import WorkerDied, WorkerProcess
 from autograder.sandbox.forkserver import shutdown_fork_server
 from autograder.sandbox.protocol import read_message
 from autograder.testing import Fail

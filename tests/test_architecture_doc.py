@@ -72,10 +72,6 @@ MAX_LINES = 600
 LONGER = {  # module -> why it is longer than MAX_LINES (a module leaves the list when it is split)
     "autograder/mutants/operators.py": "one visitor whose methods are the mutation operators, each reading the same "
                                        "context: reads best whole (its docstring says so)",
-    "autograder/sandbox/client.py": "being split by concern (issue 43: lifecycle, confinement, fault diagnosis, "
-                                    "the channel)",
-    "autograder/sandbox/cgroups.py": "being split (issue 43, with sandbox/client.py)",
-    "autograder/sandbox/protocol.py": "being split (issue 43, with sandbox/client.py)",
 }
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from autograder.grading import GradeOptions, Grader, build_and_record, grade, preflight
 from autograder.release import load_release
-from autograder.sandbox import client
+from autograder.sandbox import client, diagnosis, pipes
 from autograder.sandbox.processes import process_table
 from autograder.sandbox.remote import Remote
 from autograder.sandbox.protocol import MAX_HEADER_BYTES, pack_sources, unpack_sources
@@ -445,7 +445,7 @@ def test_the_time_limit_of_a_check():
 def test_a_function_stopped_for_sending_too_much_is_not_run_again(example_release, tmp_path, monkeypatch):
     """Past what one check may receive, the worker is killed; later checks that call the same function fail at
     once with that message, instead of sending it all again (scaled down: 64 MB a check)."""
-    monkeypatch.setattr(client, "MAX_CHECK_BYTES", 64 << 20)
+    monkeypatch.setattr(pipes, "MAX_CHECK_BYTES", 64 << 20)
     key = example_release.dir / "answer_key.ipynb"
     nb = make_submission(tmp_path / "flood.ipynb", key, {"return e / e.sum(dim=dim, keepdim=True)":
                                                           "return torch.zeros(20 << 20)"})
@@ -562,14 +562,46 @@ def test_where_a_worker_hangs_is_read_from_its_stack():
             '  File "<cell 9>", line 12 in forward\n'
             '  File "/x/autograder/sandbox/worker.py", line 185 in op_call\n'
             '  File "/x/autograder/sandbox/worker.py", line 300 in main\n')
-    frames = client.parse_stacks(dump)
+    frames = diagnosis.parse_stacks(dump)
     assert frames == [("<cell 7>", 4, "helper"), ("<cell 5>", 9, "softmax"), ("<cell 9>", 12, "forward")]
-    other = client.parse_stacks(dump.replace('  File "<cell 7>", line 4 in helper\n', "").replace("line 9", "line 8"))
+    other = diagnosis.parse_stacks(dump.replace('  File "<cell 7>", line 4 in helper\n', "").replace("line 9", "line 8"))
     # the loop is softmax's: the helper it calls shows in one sample only
-    assert client.common_frames([frames, other]) == [("<cell 5>", 9, "softmax"), ("<cell 9>", 12, "forward")]
+    assert diagnosis.common_frames([frames, other]) == [("<cell 5>", 9, "softmax"), ("<cell 9>", 12, "forward")]
     waiting = dump.replace("in helper", "in ask_judge").replace("<cell 7>", "/x/autograder/sandbox/worker.py")
-    assert client.parse_stacks(waiting) is None  # waiting for the reference's answer: not the student's time
+    assert diagnosis.parse_stacks(waiting) is None  # waiting for the reference's answer: not the student's time
 
+
+
+_STOPPED = diagnosis.StopCause.STOPPED_FOR_ITS_CODE
+_FOR_MACHINE = diagnosis.StopCause.STOPPED_FOR_THE_MACHINE
+
+
+@pytest.mark.parametrize("stopped, code, server_gone, memory, cause", [
+    (None, 1, False, "", "ENDED"),  # its own exit
+    (None, -signal.SIGSEGV, False, "", "ENDED"),  # its own crash
+    (None, -signal.SIGKILL, False, "", "KILLED_FROM_OUTSIDE"),  # a SIGKILL nobody in the grader sent
+    (None, -signal.SIGKILL, False, "own", "OWN_MEMORY_LIMIT"),  # the kernel, at its own memory group's limit
+    (None, -signal.SIGKILL, False, "system", "RUN_MEMORY_LIMIT"),  # the kernel, at the run's limit
+    (None, -signal.SIGKILL, True, "system", "FORK_SERVER_GONE"),
+    (_STOPPED, -signal.SIGKILL, True, "system", "STOPPED_FOR_ITS_CODE"),  # the grader's reason comes first
+    (_FOR_MACHINE, -signal.SIGKILL, False, "own", "STOPPED_FOR_THE_MACHINE"),
+])
+def test_why_a_worker_ended_decides_whose_fault_it_is(stopped, code, server_gone, memory, cause):
+    """The grader's own reason to stop a worker comes first; then its fork server's end, its memory group's verdict
+    and a SIGKILL nobody in the grader sent, each the machine's fault but the worker's own memory limit; what is
+    left is its own exit or crash."""
+    found = diagnosis.cause_of_end(stopped, code, server_gone, memory)
+    assert found is diagnosis.StopCause[cause]
+    assert found.system == (cause in ("KILLED_FROM_OUTSIDE", "RUN_MEMORY_LIMIT", "FORK_SERVER_GONE",
+                                      "STOPPED_FOR_THE_MACHINE"))
+
+
+def test_the_judge_knows_the_tripwires_exception_by_the_name_the_worker_reports():
+    """The worker reports an exception by its class name: the one a tripped definition raises there
+    (standins.NotRunAgain) is the one the judge turns into TrippedCall (faults.TRIPPED)."""
+    from autograder.sandbox import faults, standins
+
+    assert standins.NotRunAgain.__name__ == faults.TRIPPED
 
 def test_a_tripwire_replaces_the_function_or_the_method_that_hung():
     import types
@@ -641,4 +673,4 @@ def test_a_header_never_becomes_more_objects_than_it_is_counted_as(item):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert value and peak <= client.HEADER_WEIGHT * len(text), (peak / len(text), item)
+    assert value and peak <= pipes.HEADER_WEIGHT * len(text), (peak / len(text), item)

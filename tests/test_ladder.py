@@ -15,7 +15,7 @@ import pytest
 
 from autograder.sandbox import landlock
 from autograder.sandbox.isolation import FULL, RESTRICTED, TRUSTED, Confinement, level_of
-from autograder.sandbox.ladder import REMEDIES, ConfinementUnavailable, choose, describe, detect_platform
+from autograder.sandbox.ladder import REMEDIES, ConfinementUnavailable, choose, describe_choice, detect_platform
 from tests.conftest import EXAMPLE_SOURCE, make_submission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ def test_the_strongest_level_that_builds_is_taken_and_the_ones_above_it_are_said
     probe = fake_probe({RESTRICTED, TRUSTED})
     choice = choose(Confinement(), trusted=False, run_probe=probe)
     assert (choice.level, choice.refused) == (RESTRICTED, [(FULL, "full step failed")])
-    assert "not held" in describe(choice) and "/proc" in describe(choice)
+    assert "not held" in describe_choice(choice) and "/proc" in describe_choice(choice)
 
 
 def test_no_level_without_the_flag_is_a_refusal_with_the_remedy_and_the_flag():

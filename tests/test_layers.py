@@ -1,5 +1,6 @@
-"""The package reads one way: no import runs back up a layer, no modules import each other in a circle
-(tools/imports.py, function-level imports included), and lint is clean (ruff, configured in pyproject.toml)."""
+"""The package reads one way: no import runs back up a layer, no modules import each other in a circle, no import
+goes past a package's face (tools/imports.py, function-level imports included), and lint is clean (ruff,
+configured in pyproject.toml)."""
 from __future__ import annotations
 
 import shutil
@@ -43,6 +44,44 @@ def test_the_checker_sees_an_upward_import_and_a_circle():
     graph = {"autograder.files": {"autograder.grading.run"}, "autograder.grading.run": {"autograder.files"}}
     assert imports.upward_imports(graph) == ["autograder.files (foundations) imports autograder.grading.run (grading)"]
     assert imports.circles(graph) == [["autograder.files", "autograder.grading.run"]]
+
+
+def test_no_module_goes_past_a_face():
+    assert imports.face_bypasses(imports.graph()) == []
+
+
+def test_the_checker_sees_an_import_past_a_face():
+    graph = {"autograder.judge": {"autograder.sandbox", "autograder.sandbox.client"},  # the second goes past it
+             "autograder.grading.pool": {"autograder.sandbox.cgroups"},  # (`from autograder.sandbox import cgroups`)
+             "autograder.sandbox.client": {"autograder.sandbox.lifecycle"},  # inside the package: its own business
+             "autograder.entrypoints": {"autograder.sandbox.worker"},  # the one exception, said in tools/imports.py
+             "autograder.kernel": {"autograder.sandbox"}}
+    assert imports.face_bypasses(graph) == [
+        "autograder.grading.pool imports autograder.sandbox.cgroups: autograder.sandbox is imported from outside "
+        "only through its __init__ (from autograder.sandbox import ...)",
+        "autograder.judge imports autograder.sandbox.client: autograder.sandbox is imported from outside only "
+        "through its __init__ (from autograder.sandbox import ...)"]
+
+
+def test_the_sandbox_face_names_each_name_where_it_is_defined_and_imports_nothing_until_asked():
+    """Every name of `autograder.sandbox.__all__` loads from the module its table names (and type checkers see the
+    same imports); importing the package itself imports none of its modules (a worker imports it first)."""
+    import ast
+
+    face = ROOT / "autograder" / "sandbox" / "__init__.py"
+    typed = {a.asname or a.name: node.module for node in ast.walk(ast.parse(face.read_text()))
+             if isinstance(node, ast.ImportFrom) and node.module for a in node.names}
+    done = subprocess.run([sys.executable, "-c", (
+        "import sys, autograder.sandbox as s\n"
+        "print(sorted(m for m in sys.modules if m.startswith('autograder.sandbox.')))\n"
+        "print(sorted(s.__all__) == sorted(s._WHERE))\n"
+        "print(all(getattr(s, n).__module__ == 'autograder.sandbox.' + s._WHERE[n] for n in s.__all__\n"
+        "          if hasattr(getattr(s, n), '__module__')))\n"
+        "print(sorted((n, 'autograder.sandbox.' + m) for n, m in s._WHERE.items()))")],
+        capture_output=True, text=True, cwd=ROOT)
+    loaded, same_names, defined_there, where = done.stdout.splitlines()
+    assert loaded == "[]" and same_names == "True" and defined_there == "True", done.stderr[-2000:]
+    assert where == str(sorted((n, m) for n, m in typed.items() if m.startswith("autograder.sandbox.")))
 
 
 def test_ruff_is_clean():

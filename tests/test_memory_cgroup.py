@@ -20,7 +20,7 @@ import pytest
 from autograder.grading import GradeOptions, build_and_record, grade
 from autograder.release import load_release
 from autograder.sandbox import cgroups
-from autograder.sandbox.cgroups import PREFIX, RunGroup, Verdict, own_group
+from autograder.sandbox.cgroups import PREFIX, RunGroup, MemoryVerdict, own_group
 from autograder.sandbox.processes import MONITORED
 from autograder.status import PENDING, PASSED, UNGRADED
 from tests.conftest import EXAMPLE_SOURCE, make_submission
@@ -83,14 +83,14 @@ def test_a_worker_at_its_own_group_limit_is_its_own_and_a_full_run_is_the_system
         proc = subprocess.Popen([sys.executable, "-c", FILL])
         worker = run.new_worker(proc.pid, [proc.pid], 100 << 20)
         assert proc.wait(timeout=60) == -9  # killed at its own limit by the kernel, no one else
-        assert worker.verdict() == Verdict.OWN
+        assert worker.verdict() == MemoryVerdict.OWN
         assert worker.group.oom_kills() == 1  # v1: the process the OOM killer took; v2: the group's (one process)
         worker.close()
         run.group.set_limit(150 << 20)
         proc = subprocess.Popen([sys.executable, "-c", FILL])
         worker = run.new_worker(proc.pid, [proc.pid], 400 << 20)
         assert proc.wait(timeout=60) == -9
-        assert worker.verdict() == Verdict.SYSTEM
+        assert worker.verdict() == MemoryVerdict.SYSTEM
         worker.close()
     finally:
         run.close()
@@ -113,7 +113,7 @@ def test_the_rest_of_a_worker_the_kernel_killed_one_process_of_is_stopped(tmp_pa
         proc = subprocess.Popen([sys.executable, "-c", parent])
         worker = run.new_worker(proc.pid, [proc.pid], 100 << 20)  # its child is started inside the group
         assert proc.wait(timeout=60) == -9
-        assert worker.partly_killed() and worker.verdict() == Verdict.OWN
+        assert worker.partly_killed() and worker.verdict() == MemoryVerdict.OWN
         if run.group.version == "v1":
             assert len(worker.group.pids()) == 1  # the child: v1 kills one process, the judge the rest
         else:
@@ -195,7 +195,7 @@ def test_groups_left_by_a_run_that_crashed_are_removed_by_the_next(tmp_path):
 def test_without_a_memory_cgroup_the_monitor_holds_memory_and_results_say_so(example_release, tmp_path, monkeypatch):
     monkeypatch.setattr(cgroups, "own_group", lambda: (None, "no memory cgroup controller is mounted"))
     with cgroups.run_memory_groups() as (run, line):
-        assert run is None and cgroups.current() is None
+        assert run is None and cgroups.current_run_group() is None
         assert "no memory cgroup" in line and "controller is mounted" in line
     [result] = grade(example_release, [example_release.dir / "answer_key.ipynb"],
                      GradeOptions(tmp_path / "out", quiet=True))
@@ -303,7 +303,8 @@ def test_the_judge_stops_the_rest_of_a_worker_the_kernel_killed_a_process_of(tmp
     """cgroup v1 kills one process at a limit: the monitor stops the rest, as the student's memory error at its own
     limit (peak at the limit), as a system fault under it (the run's limit or the machine's), not at all when the
     kernel killed nothing (a peak at the limit is page cache reclaimed). Stand-in folder for the worker's group."""
-    from autograder.sandbox.client import RUN_OUT_OF_MEMORY, WorkerProcess, WorkerSpec
+    from autograder.sandbox.client import WorkerProcess, WorkerSpec
+    from autograder.sandbox.diagnosis import RUN_OUT_OF_MEMORY, StopCause
     from autograder.sandbox.isolation import Confinement
 
     folder = _cgroup_folder(tmp_path / "worker-1", {
@@ -312,11 +313,11 @@ def test_the_judge_stops_the_rest_of_a_worker_the_kernel_killed_a_process_of(tmp
     worker = WorkerProcess(WorkerSpec(units=[], confinement=Confinement(memory_bytes=100 << 20)))
     worker._memory_group = cgroups.WorkerGroup(cgroups.V1Group(folder), 100 << 20)
     stops = []
-    monkeypatch.setattr(worker, "stop", lambda why, system=False: stops.append((why, system)))
+    monkeypatch.setattr(worker, "stop", lambda why, cause=StopCause.STOPPED_FOR_ITS_CODE: stops.append((why, cause)))
     assert worker.stop_if_partly_killed() == bool(expected)
     if expected == "own":
-        assert stops == [(worker.over_own_limit(), False)] and "memory limit (100 MB" in stops[0][0]
+        assert stops == [(worker.over_own_limit(), StopCause.STOPPED_FOR_ITS_CODE)] and "memory limit (100 MB" in stops[0][0]
     elif expected == "system":
-        assert stops == [(RUN_OUT_OF_MEMORY, True)]
+        assert stops == [(RUN_OUT_OF_MEMORY, StopCause.STOPPED_FOR_THE_MACHINE)]
     else:
         assert stops == []

@@ -96,7 +96,7 @@ def test_a_function_stopped_at_the_memory_limit_is_not_run_again(tmp_path):
 def test_a_check_receives_a_bounded_amount_whatever_the_function_returns(example_release, tmp_path):
     """softmax returning 400 MB per call: the checks calling it twice or more fail, past MAX_CHECK_BYTES, with
     a message; the judge never holds the rest; other parts keep their points."""
-    from autograder.sandbox.client import MAX_CHECK_BYTES
+    from autograder.sandbox.pipes import MAX_CHECK_BYTES
 
     key = example_release.dir / "answer_key.ipynb"
     nb = make_submission(tmp_path / "flood.ipynb", key, {"return e / e.sum(dim=dim, keepdim=True)":

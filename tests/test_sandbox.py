@@ -11,7 +11,8 @@ from autograder.sandbox.client import StudentError, WorkerSpec
 from autograder.sandbox.remote import keep, remote_attr, remote_isinstance
 from autograder.sandbox.isolation import Confinement
 from autograder.sandbox.rootfs import SYSTEM_PATHS, visible_paths
-from autograder.sandbox.protocol import Decoder, Encoder, Handle, ProtocolError
+from autograder.sandbox.protocol import Handle, ProtocolError
+from autograder.sandbox.values import Decoder, ValueEncoder
 
 
 def program(source: str, **confinement) -> Program:
@@ -159,7 +160,7 @@ def test_the_root_holds_only_what_the_worker_needs():
 
 def test_protocol_round_trip_and_refusals():
     value = {"a": (1, 2.5, float("nan")), 3: [None, True, "s", torch.arange(4)], "dt": torch.float16}
-    enc = Encoder(on_unknown=lambda o: Handle(7, type(o).__name__))
+    enc = ValueEncoder(on_unknown=lambda o: Handle(7, type(o).__name__))
     data = enc.encode({**value, "obj": object()})
     out = Decoder(enc.tensors, lambda h: ("handle", h.id)).decode(data)
     assert out["a"][:2] == (1, 2.5) and out["a"][2] != out["a"][2]
@@ -171,16 +172,16 @@ def test_protocol_round_trip_and_refusals():
 
 
 def _through_a_pipe(frames: list[bytes]) -> list:
-    """What the judge reads (client._Replies) from a worker's pipe that carries these frames back to back."""
+    """What the judge reads (pipes.Replies) from a worker's pipe that carries these frames back to back."""
     import threading
     import time
 
-    from autograder.sandbox.client import _Replies
+    from autograder.sandbox.pipes import Replies
 
     r, w = os.pipe()
     writer = threading.Thread(target=lambda: (_write_all(w, b"".join(frames)), os.close(w)))
     writer.start()
-    replies = _Replies(r)
+    replies = Replies(r)
     got = [replies.get(time.monotonic() + 30) for _ in frames]
     writer.join()
     replies.close()
@@ -236,12 +237,12 @@ def test_tensors_travel_as_their_bytes():
 
 def test_the_judge_encoder_snapshots_tensors_a_worker_sends_at_once():
     t = torch.ones(3)
-    judge, worker = Encoder(on_unknown=None), Encoder(on_unknown=None, snapshot=False)
+    judge, worker = ValueEncoder(on_unknown=None), ValueEncoder(on_unknown=None, snapshot=False)
     judge.encode(t), worker.encode(t)
     t.add_(1)  # a check changing its input after sending it: what the judge recorded stays as sent
     assert torch.equal(judge.tensors["t0"], torch.ones(3)) and torch.equal(worker.tensors["t0"], t)
     with pytest.raises(TypeError, match="cannot be sent"):
-        Encoder(on_unknown=None).encode(torch.zeros(2, dtype=torch.float8_e5m2fnuz))
+        ValueEncoder(on_unknown=None).encode(torch.zeros(2, dtype=torch.float8_e5m2fnuz))
 
 
 def _forged(table: dict, data: bytes) -> bytes:
@@ -282,14 +283,14 @@ def test_sets_and_complex_numbers_travel_as_data_and_functions_only_from_the_jud
     from autograder.sandbox.protocol import JudgeFunction
 
     def round_trip(value, **decoder):
-        enc = Encoder(on_unknown=lambda obj: Handle(7, type(obj).__name__))
+        enc = ValueEncoder(on_unknown=lambda obj: Handle(7, type(obj).__name__))
         return Decoder(enc.tensors, lambda h: h, **decoder).decode(enc.encode(value))
 
     assert round_trip({1, "a", (2, 3.5)}) == {1, "a", (2, 3.5)}
     assert round_trip(frozenset({1})) == frozenset({1}) and type(round_trip(frozenset({1}))) is frozenset
     assert round_trip(complex(1, float("nan"))).real == 1 and round_trip(-2j) == -2j
     assert round_trip({object()}) == Handle(7, "set")  # elements that are not data: the set stays in the worker
-    enc = Encoder(on_unknown=lambda obj: JudgeFunction(0, "f", 1))
+    enc = ValueEncoder(on_unknown=lambda obj: JudgeFunction(0, "f", 1))
     data = enc.encode(lambda x: x)
     with pytest.raises(ProtocolError, match="a function in a message to the judge"):
         Decoder({}, lambda h: h).decode(data)  # a worker never hands the judge a function to run
@@ -530,8 +531,8 @@ def test_type_questions_are_answered_from_the_real_type_not_what_the_object_or_i
 
 def test_a_definition_remembered_as_hung_ends_the_check_with_that_message_wherever_it_is_called():
     # a helper or a check quoting the error in its own words ("... failed (NotRunAgain: ...)") never sees it: the
-    # call raises NotRunAgain, which ends the check with the earlier check's message
-    from autograder.sandbox.client import Hang, NotRunAgain
+    # call raises TrippedCall, which ends the check with the earlier check's message
+    from autograder.sandbox import Hang, TrippedCall
 
     p = program("def f(x):\n    return x\n\ndef g(x):\n    return f(x) + 1\n")
     try:
@@ -540,7 +541,7 @@ def test_a_definition_remembered_as_hung_ends_the_check_with_that_message_wherev
         p.remember_hang(Hang("your f", [], False, "f"), "check 1", "timed out after 10 s there")
         p.start()  # the tripwires go in
         for call in (sub.f, sub.g):
-            with pytest.raises(NotRunAgain, match="^not run: your f did not finish in an earlier check, 'check 1'"):
+            with pytest.raises(TrippedCall, match="^not run: your f did not finish in an earlier check, 'check 1'"):
                 call(1)
     finally:
         p.close()

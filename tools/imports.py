@@ -5,8 +5,9 @@
 
 Layers, lowest first (LAYERS below): a module may import its own layer and the layers under it, never one
 above. A package (a folder of the package) lies in one layer whole, so that the graph drawn per folder has no
-import back up either. Exit status 1 when an import runs back up, modules import each other in a circle, or a
-package is split between layers.
+import back up either; a package with a face (FACES below) is imported from outside only through its __init__.
+Exit status 1 when an import runs back up, modules import each other in a circle, a package is split between
+layers, or an import goes past a face.
 tests/test_layers.py runs this check.
 """
 from __future__ import annotations
@@ -35,13 +36,26 @@ LAYERS: list[tuple[str, list[str]]] = [
 ]
 
 
+# packages that declare a face: their __init__ names their public API (lazily), and every module outside the package
+# imports them through it only (`from autograder.sandbox import WorkerProcess`), never a module of theirs
+FACES = ["autograder.sandbox"]
+# modules outside a face that import its modules anyway, and why
+FACE_EXCEPTIONS = {
+    "autograder.entrypoints": "the process map: each kind of process starts at its entry function (the worker's "
+                              "worker.main, the fork server's forkserver_loop.serve, the probe's isolation.probe_main), "
+                              "imported from the one module that process runs, after nothing else",
+}
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Modules of the package that `path` imports, anywhere in it (TYPE_CHECKING blocks included)."""
+def imports_of(path: Path, modules: frozenset[str] = frozenset()) -> set[str]:
+    """Modules of the package that `path` imports, anywhere in it (TYPE_CHECKING blocks included). `from P import m`
+    where P.m is one of `modules` imports P.m, not P's __init__ (as `import P.m` does): a package's modules may take
+    each other by that form without going round through a face that names them (FACES)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
@@ -52,15 +66,18 @@ def imports_of(path: Path) -> set[str]:
             base = node.module or ""
             if node.level:
                 base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            found.add(base)
-            found |= {f"{base}.{a.name}" for a in node.names}
+            named = {f"{base}.{a.name}" for a in node.names}
+            if not named <= modules:  # a name defined in `base` (its __init__), not only its modules
+                found.add(base)
+            found |= named
     # `from autograder import x` names the package only as where x lives: its __init__ holds a docstring
     return {m for m in found if m.startswith("autograder.")}
 
 
 def graph() -> dict[str, set[str]]:
     modules = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-    return {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+    names = frozenset(modules)
+    return {name: {m for m in imports_of(path, names) if m in modules and m != name} for name, path in modules.items()}
 
 
 def layer_of(module: str) -> int:
@@ -87,6 +104,18 @@ def split_packages(g: dict[str, set[str]]) -> list[str]:
             layers.setdefault(".".join(parts[:depth]), set()).add(layer_of(m))
     return [f"{p} is in layers {', '.join(LAYERS[i][0] for i in sorted(ls))}"
             for p, ls in sorted(layers.items()) if len(ls) > 1]
+
+
+def face_of(module: str) -> str | None:
+    """The face package `module` is a module of (not its __init__), if any."""
+    return next((f for f in FACES if module.startswith(f + ".")), None)
+
+
+def face_bypasses(g: dict[str, set[str]]) -> list[str]:
+    """Imports of a face package's modules from outside the package (FACE_EXCEPTIONS aside)."""
+    return [f"{m} imports {t}: {face} is imported from outside only through its __init__ (from {face} import ...)"
+            for m in sorted(g) if m not in FACE_EXCEPTIONS for t in sorted(g[m])
+            if (face := face_of(t)) is not None and m != face and not m.startswith(face + ".")]
 
 
 def circles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -130,10 +159,12 @@ def main(argv: list[str]) -> int:
         return 0
     for name, prefixes in LAYERS:
         print(f"{name}: {', '.join(prefixes)}")
-    problems = upward_imports(g) + [" -> ".join(c) for c in circles(g)] + split_packages(g)
+    print(f"faces: {', '.join(FACES)}")
+    problems = upward_imports(g) + [" -> ".join(c) for c in circles(g)] + split_packages(g) + face_bypasses(g)
     for p in problems:
         print(f"PROBLEM: {p}")
-    print(f"{len(g)} modules; {len(upward_imports(g))} imports back up; {len(circles(g))} circles")
+    print(f"{len(g)} modules; {len(upward_imports(g))} imports back up; {len(circles(g))} circles; "
+          f"{len(face_bypasses(g))} imports past a face")
     return 1 if problems else 0
 
 

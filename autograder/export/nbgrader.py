@@ -359,7 +359,7 @@ class _Local:
                 self._helpers = types.SimpleNamespace(**{k: v for k, v in ns.items() if not k.startswith("__")})
             return self._helpers
         if name not in self._ns:
-            from autograder.sandbox.client import MissingName
+            from autograder.sandbox import MissingName
 
             raise MissingName(f"{self._owner} notebook does not define `{name}`")
         return self._ns[name]

@@ -26,11 +26,8 @@ from autograder.notebook.seedvar import cell_seeding, for_grading
 from autograder.recording import Recording, run_fingerprint
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
-from autograder.sandbox.client import StudentError, WorkerError, WorkerProcess, WorkerSpec
-from autograder.sandbox.forkserver import preload_modules
-from autograder.sandbox.protocol import Handle
+from autograder.sandbox import Handle, Remote, StudentError, WorkerError, WorkerProcess, WorkerSpec, preload_modules
 from autograder.status import FAILED, MANUAL, PASSED, PENDING, UNGRADED
-from autograder.sandbox.remote import Remote
 from autograder.deferred import graded_by_hand
 
 # What one result may hold, whatever the student's worker sent (its own caps run in code the student controls):

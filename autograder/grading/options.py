@@ -8,7 +8,7 @@ from pathlib import Path
 
 from autograder.release import Release
 from autograder.reports.results import SubmissionResult
-from autograder.sandbox.isolation import Confinement, level_of
+from autograder.sandbox import Confinement, level_of
 
 
 @dataclass

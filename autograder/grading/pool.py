@@ -32,9 +32,10 @@ from autograder.grading.options import GradeOptions
 from autograder.recording import modules_hint
 from autograder.release import Release, load_release
 from autograder.reports.results import SubmissionResult
-from autograder.sandbox import cgroups
-from autograder.sandbox.environment import adopt_environment, python_command, start_environment
-from autograder.sandbox.forkserver import fork_zygote, preload_modules
+from autograder.sandbox import (
+    adopt_environment, current_run_group, fork_zygote, joined_run_group, preload_modules, python_command,
+    start_environment, use_run_group,
+)
 
 POOL_ATTEMPTS = 3  # grading processes that die (the machine's OOM killer...) are replaced this often
 GRADING_PROCESS_DIED = "the grading process died while grading this submission"
@@ -108,7 +109,7 @@ def _enter_lane() -> None:
 
 def _start(setup: dict) -> Grader:
     adopt_environment(setup["env"])
-    cgroups.use(cgroups.joined(setup.get("memory_cgroup")))  # its workers' memory groups go under the run's
+    use_run_group(joined_run_group(setup.get("memory_cgroup")))  # its workers' memory groups go under the run's
     options = GradeOptions(Path(setup["out_dir"]), quiet=True, cuda=setup["cuda"], trusted=setup["trusted"],
                            use_recording=setup["use_recording"])
     return Grader(load_release(Path(setup["release"])), options, setup["confinement"])
@@ -237,7 +238,7 @@ class GradingProcess:
 
 
 def _run_group_wire() -> list[str] | None:
-    run = cgroups.current()
+    run = current_run_group()
     return run.wire() if run is not None else None
 
 

@@ -12,7 +12,7 @@ import torch
 
 from autograder.grading.options import GradeOptions, confinement_for
 from autograder.release import Release
-from autograder.sandbox.ladder import ConfinementUnavailable, choose, describe
+from autograder.sandbox import ConfinementUnavailable, choose, describe_choice
 
 __all__ = ["ConfinementUnavailable", "preflight"]
 _said: set[str] = set()
@@ -23,7 +23,7 @@ def preflight(release: Release, options: GradeOptions) -> str:
     message: what failed and the platform's remedy) when there is none."""
     cuda = torch.cuda.is_available() if options.cuda is None else options.cuda
     choice = choose(confinement_for(release, options, cuda), options.trusted)
-    line = describe(choice)
+    line = describe_choice(choice)
     if choice.weaker and not options.quiet and line not in _said:
         _said.add(line)  # a rebuild's recording and the grading after it: said once
         print(line, file=sys.stderr, flush=True)

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from autograder.recording import BOOKKEEPING, START, Recording, chain
-from autograder.sandbox.client import LoadReport, WorkerProcess
+from autograder.sandbox import LoadReport, WorkerProcess
 
 
 class RecordingWorker(WorkerProcess):

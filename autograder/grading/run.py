@@ -38,9 +38,7 @@ from autograder.reports.class_statistics import class_statistics, format_mean
 from autograder.reports.results import SubmissionResult, write_submission
 from autograder.reports.summary import write_summary
 from autograder.reports.table import write_grades
-from autograder.sandbox.cgroups import run_memory_groups
-from autograder.sandbox.forkserver import preload_modules
-from autograder.sandbox.isolation import level_of
+from autograder.sandbox import level_of, preload_modules, run_memory_groups
 from autograder.submissions import Submission, submission_ids
 
 

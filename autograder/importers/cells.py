@@ -32,8 +32,7 @@ import sys
 from collections.abc import Sequence
 
 from autograder.kernel import KernelNamespace, assertion_text, hidden_failure, run_test_cell
-from autograder.sandbox.client import StudentError
-from autograder.sandbox.remote import Remote, remote_repr
+from autograder.sandbox import Remote, StudentError, remote_repr
 from autograder.judge import instructors_mistake
 from autograder.testing import Fail, check
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from autograder.files import write_atomic
 from autograder.judge import CheckResult
-from autograder.sandbox.isolation import level_of
+from autograder.sandbox import level_of
 from autograder.status import FAILED, PARTIAL, PASSED, PENDING, UNGRADED, UNSCORED
 
 

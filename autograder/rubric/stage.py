@@ -52,10 +52,10 @@ from autograder.rubric.data import ValidationSet, validation_set
 from autograder.rubric.evaluation import CachedEvaluation, Refused
 from autograder.rubric.encoder import DEFAULT_ENCODER, Encoder, compare_encoder, load_encoder
 from autograder.rubric.formula import rubric_points
-from autograder.sandbox.client import MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout
-from autograder.sandbox.forkserver import preload_modules
-from autograder.sandbox.isolation import Confinement
-from autograder.sandbox.ladder import choose, describe
+from autograder.sandbox import (
+    Confinement, MissingName, StudentError, WorkerError, WorkerSpec, WorkerTimeout, choose, describe_choice,
+    preload_modules,
+)
 from autograder.status import FAILED, PENDING, status_of
 
 HELPER_SOURCE = (Path(__file__).with_name("worker_side.py")).read_text(encoding="utf-8")
@@ -252,7 +252,7 @@ class RubricRun(CachedEvaluation):
         if self._level is None:  # the strongest level this machine allows, chosen once (sandbox/ladder.py)
             choice = choose(conf, self.options.trusted)
             if choice.weaker:
-                self.log(describe(choice))
+                self.log(describe_choice(choice))
             self._level = choice.level
         return replace(conf, level=self._level)
 

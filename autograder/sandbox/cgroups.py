@@ -14,8 +14,8 @@ What holds, where a run group exists:
   and the machine have left for it, less a reserve for the judges and the command, and is kept so while the run
   lasts (`RunGroup.watch`). When memory runs out it is the run group that is full, so the kernel kills a worker,
   never a grading process; the watch kills the largest worker before that point;
-- a worker killed by its own group's limit is the student's memory error (`Verdict.OWN`); one killed because the
-  run group or the machine ran out is a system fault (`Verdict.SYSTEM`), which the judge never charges to a student;
+- a worker killed by its own group's limit is the student's memory error (`MemoryVerdict.OWN`); one killed because the
+  run group or the machine ran out is a system fault (`MemoryVerdict.SYSTEM`), which the judge never charges to a student;
 - groups are named after the process that owns them and its start time: a run that crashed leaves groups the next
   run removes (`remove_stale`).
 
@@ -26,229 +26,33 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from autograder.sandbox.cgroupfs import UNLIMITED, Group, V1Group, V2Group, read_file, subgroups, write_file
 
 PREFIX = "autograder-"  # groups this package creates, named PREFIX + "<pid>-<start time>"
 RESERVE_BYTES = 256 << 20  # at least this much is left outside the run group for the judges and the command
 RESERVE_FRACTION = 0.06  # or this fraction of what the run may use, whichever is more
 NEAR_FRACTION = 0.92  # the watch kills the largest worker when the run's working set passes this part of its limit
 WATCH_SECONDS = 0.2
-UNLIMITED = 1 << 62
 KILLED_FOR_THE_RUN = "killed-for-the-run"  # marks a worker group the watch killed (_kill_for_the_run)
 LEAF = "grading-leaf"  # cgroup v2 in a container: where its processes go so that its group can delegate (_delegate)
-PAGE_SLACK = 1 << 20  # a v1 group whose peak came this close to its limit reached it
 MONITORED_FALLBACK = "no memory cgroup: RLIMIT_AS per process and the memory monitor"
 
 
-class Verdict:
+class MemoryVerdict:
     OWN = "own"  # its own group's limit: the student's memory error
     SYSTEM = "system"  # the run group or the machine ran out: never the student's
     NONE = ""  # not killed for memory, as far as the groups tell
-
-
-def _read(path: str) -> str:
-    with open(path) as fh:
-        return fh.read()
-
-
-def _write(path: str, value: str) -> None:
-    with open(path, "w") as fh:
-        fh.write(value)
-
-
-def _number(text: str) -> int:
-    text = text.strip()
-    return UNLIMITED if text in ("max", "") or int(text) >= UNLIMITED else int(text)
-
-
-def _keyed(text: str) -> dict[str, int]:
-    """'key value' lines (memory.stat, memory.events, memory.oom_control) as a dict."""
-    out = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if value.strip().isdigit():
-            out[key] = int(value)
-    return out
-
-
-class Group:
-    """One memory cgroup (a folder of a cgroup file system); V1Group and V2Group name its files."""
-
-    version = ""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def file(self, name: str) -> str:
-        return os.path.join(self.path, name)
-
-    def child(self, name: str) -> "Group":
-        return type(self)(os.path.join(self.path, name))
-
-    def parent(self) -> "Group":
-        return type(self)(os.path.dirname(self.path))
-
-    def usage(self) -> int:
-        raise NotImplementedError
-
-    def limit(self) -> int:
-        raise NotImplementedError
-
-    def set_limit(self, limit: int) -> None:
-        raise NotImplementedError
-
-    def limit_reached(self) -> bool:
-        """Its usage came to its own limit since it was created."""
-        raise NotImplementedError
-
-    def partly_killed(self) -> bool:
-        """The kernel's OOM killer took a process of it; others may be left (v1 kills one process, never a group;
-        v2 without `memory.oom.group`, before Linux 4.19, the same)."""
-        return self.oom_kills() > 0
-
-    def oom_kills(self) -> int:
-        """Processes of it the kernel's OOM killer took, whichever group's limit (or the machine) made it kill."""
-        raise NotImplementedError
-
-    def inactive_file(self) -> int:
-        raise NotImplementedError
-
-    def working_set(self) -> int:
-        """What it holds that cannot simply be dropped: usage less the inactive page cache."""
-        return max(0, self.usage() - self.inactive_file())
-
-    def create(self) -> None:
-        os.mkdir(self.path)
-
-    def admit(self, pid: int) -> None:
-        _write(self.file("cgroup.procs"), str(pid))
-
-    def pids(self) -> list[int]:
-        try:
-            return [int(p) for p in _read(self.file("cgroup.procs")).split()]
-        except (OSError, ValueError):
-            return []
-
-    def kill(self) -> None:
-        for pid in self.pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-
-    def remove(self, wait: float = 0.0) -> bool:
-        """Remove it and its children (deepest first); their processes must have ended. Retries for `wait` s:
-        a killed process leaves its group a moment after it is reaped."""
-        end = time.monotonic() + wait
-        for sub in sorted(_subgroups(self.path), key=len, reverse=True):
-            while True:
-                try:
-                    os.rmdir(sub)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() >= end:
-                        return False
-                    time.sleep(0.02)
-        return True
-
-
-def _subgroups(path: str) -> list[str]:
-    return [root for root, _, _ in os.walk(path)]
-
-
-class V1Group(Group):
-    version = "v1"
-
-    def usage(self) -> int:
-        return _number(_read(self.file("memory.usage_in_bytes")))
-
-    def limit(self) -> int:
-        return _number(_read(self.file("memory.limit_in_bytes")))
-
-    def set_limit(self, limit: int) -> None:
-        """Memory and memory+swap alike (swap excluded); memsw may never be under the memory limit, so it is
-        raised first and lowered last."""
-        memsw = self.file("memory.memsw.limit_in_bytes")
-        memory = self.file("memory.limit_in_bytes")
-        order = [memsw, memory] if limit > self.limit() else [memory, memsw]
-        for name in order:
-            if name != memsw or os.path.exists(memsw):
-                _write(name, str(limit))
-
-    def create(self) -> None:
-        super().create()
-        # where swap is not accounted (no memsw), none is used; the OOM killer acts at the limit even where an
-        # enclosing group turned it off (a new v1 group inherits oom_kill_disable from its parent)
-        for name, value in (("memory.swappiness", "0"), ("memory.oom_control", "0")):
-            try:
-                _write(self.file(name), value)
-            except OSError:
-                pass
-
-    def limit_reached(self) -> bool:
-        """The kernel killed a process of it for memory while its peak usage was at its own limit (v1 counts no
-        failures at a limit: peak and kills are what it tells). A peak at the limit alone is page cache reclaimed
-        as it should be, not an error."""
-        if not self.oom_kills():
-            return False
-        peak = _number(_read(self.file("memory.max_usage_in_bytes")))
-        return peak >= self.limit() - max(PAGE_SLACK, self.limit() >> 8)
-
-    def oom_kills(self) -> int:
-        """Processes of this group itself (not of its children: v1 counts no further) the OOM killer took."""
-        return _keyed(_read(self.file("memory.oom_control"))).get("oom_kill", 0)
-
-    def inactive_file(self) -> int:
-        stat = _keyed(_read(self.file("memory.stat")))
-        return stat.get("total_inactive_file", stat.get("inactive_file", 0))
-
-
-class V2Group(Group):
-    version = "v2"
-
-    def usage(self) -> int:
-        return _number(_read(self.file("memory.current")))
-
-    def limit(self) -> int:
-        return _number(_read(self.file("memory.max")))
-
-    def set_limit(self, limit: int) -> None:
-        _write(self.file("memory.max"), str(limit))
-
-    def create(self) -> None:
-        super().create()
-        for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
-            try:  # swap excluded; an OOM kill takes the whole group (a worker and all it started)
-                _write(self.file(name), value)
-            except OSError:
-                pass
-
-    def limit_reached(self) -> bool:
-        """An allocation failed at its own limit (memory.events counts a group's own OOMs and its children's)."""
-        return _keyed(_read(self.file("memory.events"))).get("oom", 0) > 0
-
-    def oom_kills(self) -> int:
-        return _keyed(_read(self.file("memory.events"))).get("oom_kill", 0)
-
-    def inactive_file(self) -> int:
-        return _keyed(_read(self.file("memory.stat"))).get("inactive_file", 0)
-
-    def delegate_memory(self) -> None:
-        """Let its children have the memory controller (refused when it holds processes, unless it is a root)."""
-        _write(self.file("cgroup.subtree_control"), "+memory")
 
 
 def _mounts() -> list[tuple[str, str, str, str]]:
     """(root within the hierarchy, mount point, file system type, super options) of every cgroup mount."""
     out: list[tuple[str, str, str, str]] = []
     try:
-        lines = _read("/proc/self/mountinfo").splitlines()
+        lines = read_file("/proc/self/mountinfo").splitlines()
     except OSError:
         return out
     for line in lines:
@@ -263,7 +67,7 @@ def _own_paths() -> tuple[str | None, str | None]:
     """This process's cgroup path in the v2 hierarchy and in the v1 memory hierarchy."""
     v2 = v1 = None
     try:
-        lines = _read("/proc/self/cgroup").splitlines()
+        lines = read_file("/proc/self/cgroup").splitlines()
     except OSError:
         return None, None
     for line in lines:
@@ -301,14 +105,14 @@ def own_group() -> tuple[Group | None, str]:
 
 def _controllers(mount: str) -> list[str]:
     try:
-        return _read(os.path.join(mount, "cgroup.controllers")).split()
+        return read_file(os.path.join(mount, "cgroup.controllers")).split()
     except OSError:
         return []
 
 
 def _start_time(pid: int) -> str | None:
     try:
-        stat = _read(f"/proc/{pid}/stat")
+        stat = read_file(f"/proc/{pid}/stat")
         return stat[stat.rindex(")") + 2:].split()[19]
     except (OSError, ValueError, IndexError):
         return None
@@ -338,7 +142,7 @@ def remove_stale(parent: Group) -> None:
 
 def _meminfo(key: str) -> int:
     try:
-        for line in _read("/proc/meminfo").splitlines():
+        for line in read_file("/proc/meminfo").splitlines():
             if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError):
@@ -358,12 +162,12 @@ class WorkerGroup:
         reached is the student's; an OOM kill without it, the run's or the machine's."""
         try:
             if os.path.isdir(self.group.file(KILLED_FOR_THE_RUN)):
-                return Verdict.SYSTEM
+                return MemoryVerdict.SYSTEM
             if self.group.limit_reached():
-                return Verdict.OWN
-            return Verdict.SYSTEM if self.group.oom_kills() else Verdict.NONE
+                return MemoryVerdict.OWN
+            return MemoryVerdict.SYSTEM if self.group.oom_kills() else MemoryVerdict.NONE
         except (OSError, ValueError):
-            return Verdict.NONE
+            return MemoryVerdict.NONE
 
     def partly_killed(self) -> bool:
         """The OOM killer took a process of it and the rest still runs (cgroup v1): the judge stops them, as v2's
@@ -503,7 +307,7 @@ class RunGroup:
     def close(self) -> None:
         self.stopped.set()
         if self.owner:
-            for sub in _subgroups(self.group.path):
+            for sub in subgroups(self.group.path):
                 type(self.group)(sub).kill()
             self.group.remove(wait=5.0)
 
@@ -532,7 +336,7 @@ def _mark_for_oom(sizes: list[tuple[int, str, Group]], marked: str) -> str:
 def _set_oom_score(pids: list[int], score: int) -> None:
     for pid in pids:
         try:
-            _write(f"/proc/{pid}/oom_score_adj", str(score))
+            write_file(f"/proc/{pid}/oom_score_adj", str(score))
         except OSError:
             pass
 
@@ -543,7 +347,7 @@ def _prepare(own: Group, run: Group) -> None:
     run.create()
     if isinstance(run, V2Group):
         run.delegate_memory()
-    elif _read(run.file("memory.use_hierarchy")).strip() != "1":
+    elif read_file(run.file("memory.use_hierarchy")).strip() != "1":
         raise OSError(0, "memory.use_hierarchy is 0: a worker's group would not count against the run's")
 
 
@@ -578,12 +382,12 @@ def _usage_file(group: Group) -> str:
     return "memory.current" if isinstance(group, V2Group) else "memory.usage_in_bytes"
 
 
-def current() -> RunGroup | None:
+def current_run_group() -> RunGroup | None:
     """The run group workers of this process go into, if any."""
     return RunGroup._current
 
 
-def use(run: RunGroup | None) -> None:
+def use_run_group(run: RunGroup | None) -> None:
     RunGroup._current = run
 
 
@@ -595,15 +399,15 @@ def run_memory_groups():
     if run is None:
         yield None, f"{MONITORED_FALLBACK} ({why})"
         return
-    use(run)
+    use_run_group(run)
     run.watch()
     try:
         yield run, f"a memory cgroup per worker ({run.describe()})"
     finally:
-        use(None)
+        use_run_group(None)
         run.close()
 
 
-def joined(setup: list | None) -> RunGroup | None:
+def joined_run_group(setup: list | None) -> RunGroup | None:
     """In a grading process: the run group its command made (`RunGroup.wire`), joined."""
     return RunGroup.join(*setup) if setup else None

@@ -105,7 +105,7 @@ def refusal(refused: list[tuple[str, str]], trusted: bool, platform: str) -> str
             f"{REMEDIES.get(platform, REMEDIES['linux'])}.{flag}")
 
 
-def describe(choice: Choice) -> str:
+def describe_choice(choice: Choice) -> str:
     """One line for a run's log and summary: the level, and what a weaker level does not hold."""
     if choice.level == FULL:
         return f"confinement: full ({choice.status})"

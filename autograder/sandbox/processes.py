@@ -12,6 +12,8 @@ import threading
 import time
 import weakref
 
+from autograder.sandbox.diagnosis import StopCause
+
 MONITOR_SECONDS = 0.1  # how often the memory monitor looks at the machine's free memory
 LOW_MEMORY_FRACTION = 0.08  # below this fraction of RAM available, the largest worker is stopped
 FULL_CHECK_SECONDS = 0.25  # how often every worker's processes and files held in memory are summed
@@ -227,7 +229,7 @@ class MemoryMonitor:
                 usage.append((used, w))
         if low and usage:
             used, w = max(usage, key=lambda x: x[0])
-            w.stop("the machine ran low on memory while it ran several processes", system=True)
+            w.stop("the machine ran low on memory while it ran several processes", StopCause.STOPPED_FOR_THE_MACHINE)
 
     def _crowded(self, worker, processes: int) -> bool:
         """Whether `worker` has held CROWDED_SHARE of its process limit at CROWDED_CHECKS full checks in a row."""

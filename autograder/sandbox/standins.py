@@ -280,7 +280,8 @@ def restore(module: types.ModuleType, replaced: dict[str, object]) -> None:
 
 class NotRunAgain(BaseException):
     """Raised by a definition that made an earlier check time out (see `tripwire`); its argument names it. A
-    BaseException: student code's `except Exception` goes on as if the call had hung, it does not go on."""
+    BaseException: student code's `except Exception` goes on as if the call had hung, it does not go on. The judge
+    knows it by its name (faults.TRIPPED) and ends the check with that check's message (faults.TrippedCall)."""
 
 
 def tripwire(module: types.ModuleType, candidates: list) -> str | None:

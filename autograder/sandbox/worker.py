@@ -33,8 +33,9 @@ from autograder.seeding import seed_torch
 from autograder.sandbox.isolation import Confinement, confine
 from autograder.sandbox.owned import owned_channel
 from autograder.sandbox.protocol import (
-    STACK_SIGNAL, Decoder, Encoder, Handle, read_message, unpack_sources, write_message,
+    STACK_SIGNAL, Handle, read_message, unpack_sources, write_message,
 )
+from autograder.sandbox.values import Decoder, ValueEncoder
 
 MODULE_NAME = "submission"
 MAX_MESSAGE_CHARS = 2000
@@ -249,7 +250,7 @@ class Worker:
         return target
 
     def reply(self, value, keep: bool = False) -> None:
-        enc = Encoder(on_unknown=self._keep, snapshot=False, max_items=MAX_REPLY_ITEMS, autograd=True)
+        enc = ValueEncoder(on_unknown=self._keep, snapshot=False, max_items=MAX_REPLY_ITEMS, autograd=True)
         data = enc.encode(self._keep(value) if keep else value)
         write_message(self.out, {"ok": data, "re": self._number}, enc.tensors)
 
@@ -454,7 +455,7 @@ class Worker:
 
     def ask_judge(self, kind: str, payload: dict):
         """A stand-in's call, answered by the reference's worker, or a call of a function of the judge's."""
-        enc = Encoder(on_unknown=_refuse, by_value=True, snapshot=False)
+        enc = ValueEncoder(on_unknown=_refuse, by_value=True, snapshot=False)
         try:
             data = enc.encode(payload)
         except TypeError as exc:
