@@ -46,7 +46,7 @@ def run_seed_lines(source):
 
 class ListedImports:
     """The notebook's import statements a tests file lists (IMPORTS), each run in the judge when a cell first uses a
-    name it binds (judge.JudgeImports does the same for a built notebook's reference)."""
+    name it binds (program.JudgeImports does the same for a built notebook's reference)."""
 
     def __init__(self, statements: list[str]):
         self.statements = {name: s for s in statements for name in bound_names(s)}
