@@ -30,9 +30,11 @@ from pathlib import Path
 from autograder import corpus
 from autograder.release import load_release
 release = load_release(Path(sys.argv[1]))
-c = corpus.load_corpus(Path(sys.argv[2]))
+source = Path(sys.argv[2])
+c = corpus.load_corpus(source)
+student = source.parent.parent / "assignments" / source.name / release.config.notebook
 for sub_id, item in sorted(c.items())[:int(sys.argv[4])]:
-    corpus.make_notebook(Path(sys.argv[3]) / f"{sub_id}.ipynb", release.dir / "answer_key.ipynb", item)
+    corpus.make_notebook(Path(sys.argv[3]) / f"{sub_id}.ipynb", release.dir / "answer_key.ipynb", item, student)
 """
 
 
