@@ -5,10 +5,10 @@
       |  harmless variables (sandbox/environment.py); argv and the caller's environment travel in a memfd
       v
     python -P -m autograder.entrypoints command FD               (resumed_command)
-      |-- fork -> fork server  (sandbox/forkserver_loop.py serve; forked first thing, before FD is read:
+      |-- fork -> fork server  (sandbox/forkserver_loop.py serve_fork_server; forked first thing, before FD is read:
       |             it never holds the caller's environment or argv; "the zygote")
-      |             |-- fork -> worker (sandbox/worker.py main): confines itself, runs student or reference code
-      |-- python -m autograder.entrypoints probe CONFIG           (sandbox/isolation.py probe_main: the preflight
+      |             |-- fork -> worker (sandbox/worker.py run_worker): confines itself, runs student or reference code
+      |-- python -m autograder.entrypoints probe CONFIG           (sandbox/isolation.py probe_confinement: the preflight
       |                                                            builds the confinement once, no student code)
       |-- python -m autograder.entrypoints pool                   (grading/pool.py serve: --jobs N, one per job)
               |-- fork -> its own fork server -> workers, as above
@@ -21,7 +21,7 @@
                                                                   (export/gradescope.py main)
 
 What ends each process, so that nothing outlives the command:
-- fork server: its parent-death signal (SIGKILL when the process that started it ends: forkserver_loop.serve);
+- fork server: its parent-death signal (SIGKILL when the process that started it ends: forkserver_loop.serve_fork_server);
 - worker and probe: their parent-death signal, set again after they change credentials (isolation.py);
 - grading process (pool): the end of its input, which the run closes, or the kernel closes when the run dies
   (grading/pool.py serve returns at EOF); the run kills it too when it stops;
@@ -45,7 +45,7 @@ def command_line(argv: list[str] | None = None) -> int:
     """The `autograder` command. From a shell (argv None), a verb that starts workers restarts itself clean
     first (restart_clean); called with `argv` (tests, a notebook) it runs in this process."""
     from autograder import cli
-    from autograder.sandbox.environment import fork_server_enabled
+    from autograder.sandbox import fork_server_enabled
 
     command, args = cli.parse(argv)
     if command.starts_workers and argv is None and fork_server_enabled():
@@ -58,7 +58,7 @@ def restart_clean(argv: list[str]) -> None:
     both travel through an in-memory file that the new process reads only after it has forked its fork server
     (resumed_command). So the fork server, and every worker forked from it, has never held the caller's
     environment (tokens, keys) or command line (the paths of the submissions). Returns only if it could not."""
-    from autograder.sandbox.environment import python_command, start_environment
+    from autograder.sandbox import python_command, start_environment
 
     try:
         fd = os.memfd_create("autograder-command", 0)  # not inherited by a fork server: it closes every descriptor
@@ -75,8 +75,7 @@ def resumed_command(fd: int) -> None:
     environment, restore the environment, run the command. Ends the process without the interpreter's teardown
     of torch (half a second): everything it wrote is closed."""
     from autograder import cli
-    from autograder.sandbox.environment import adopt_environment
-    from autograder.sandbox.forkserver import fork_zygote
+    from autograder.sandbox import adopt_environment, fork_zygote
 
     fork_zygote()
     with os.fdopen(fd, "rb") as fh:
@@ -164,35 +163,35 @@ def _run_verb(command, args, restarted: bool) -> int:
     if not command.starts_workers:
         return cli.run(command, args)
     from autograder.recording import modules_hint
-    from autograder.sandbox import forkserver
+    from autograder.sandbox import preload_modules, shutdown_fork_server, start_fork_server_early
 
     if not restarted:
-        forkserver.start_early()  # in a process that is not a clean command: its torch import beside ours
+        start_fork_server_early()  # in a process that is not a clean command: its torch import beside ours
     assignment = command.assignment_to_preload(args)
     if assignment:  # the fork server imports what the workers will need while this process goes on
-        forkserver.preload_modules(modules_hint(assignment), wait=False)
+        preload_modules(modules_hint(assignment), wait=False)
     try:
         return cli.run(command, args)
     finally:  # the command is done: its fork server and the workers it started end with it
-        forkserver.shutdown_fork_server()
+        shutdown_fork_server()
 
 
 def _fork_server(fd: str, judge_pid: str) -> None:
-    from autograder.sandbox.forkserver_loop import serve
+    from autograder.sandbox import serve_fork_server
 
-    serve(int(fd), int(judge_pid))
+    serve_fork_server(int(fd), int(judge_pid))
 
 
 def _worker(config: str) -> None:
-    from autograder.sandbox.worker import main
+    from autograder.sandbox import run_worker
 
-    main(config)
+    run_worker(config)
 
 
 def _probe(config: str) -> None:
-    from autograder.sandbox.isolation import probe_main
+    from autograder.sandbox import probe_confinement
 
-    probe_main(config)
+    probe_confinement(config)
 
 
 def _pool() -> None:

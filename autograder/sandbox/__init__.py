@@ -1,8 +1,7 @@
 """The sandbox's public face: everything outside autograder/sandbox/ imports sandbox names from here, and only
 from here (`from autograder.sandbox import WorkerProcess`); tools/imports.py refuses an import of a submodule from
-outside (FACES there), and tests/test_layers.py runs it. One exception, said there: autograder/entrypoints.py, the
-process map, starts each kind of process at its entry function (the worker's `worker.main`, the fork server's
-`forkserver_loop.serve`, the confinement probe's `isolation.probe_main`) by the module that process runs.
+outside (FACES there), and tests/test_layers.py runs it. The process map (autograder/entrypoints.py) starts each
+kind of process at its entry function here: run_worker, serve_fork_server, probe_confinement.
 
 Names load lazily (PEP 562 `__getattr__`, from the submodule _WHERE names): a worker and the fork server import
 this package first, and must not pay for the judge's side (client, cgroups...) by doing so. The TYPE_CHECKING
@@ -16,7 +15,9 @@ imports give type checkers the same names.
 - Objects that stay in a worker: Remote and its helpers (keep, remote_*), Handle.
 - Confinement: Confinement, level_of; the ladder that picks a mechanism (choose, Choice, describe_choice,
   ConfinementUnavailable).
-- Processes: the fork server (preload_modules, fork_zygote, Child), the workers' environment (python_command,
+- Where processes begin: run_worker (a worker), serve_fork_server (the fork server), probe_confinement (the
+  preflight's probe).
+- Processes: the fork server (start_fork_server_early, preload_modules, shutdown_fork_server, fork_zygote, Child), the workers' environment (python_command,
   start_environment, adopt_environment, worker_environment, fork_server_enabled), the run's memory cgroups
   (run_memory_groups, current_run_group, use_run_group, joined_run_group).
 - A notebook's folder and what a check undid: NotebookFolder, environment_set, undone_after.
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
         NotebookFolder, environment_set,
     )
     from autograder.sandbox.isolation import (
-        Confinement, level_of,
+        Confinement, level_of, probe_confinement,
     )
     from autograder.sandbox.ladder import (
         Choice, ConfinementUnavailable, choose, describe_choice,
@@ -58,8 +59,10 @@ if TYPE_CHECKING:
         adopt_environment, fork_server_enabled, python_command, start_environment, worker_environment,
     )
     from autograder.sandbox.forkserver import (
-        Child, fork_zygote, preload_modules,
+        Child, fork_zygote, preload_modules, shutdown_fork_server, start_fork_server_early,
     )
+    from autograder.sandbox.forkserver_loop import serve_fork_server
+    from autograder.sandbox.worker import run_worker
     from autograder.sandbox.cgroups import (
         current_run_group, joined_run_group, run_memory_groups, use_run_group,
     )
@@ -93,6 +96,7 @@ _WHERE = {  # name -> the submodule that defines it
     "environment_set": "workdir",
     "Confinement": "isolation",
     "level_of": "isolation",
+    "probe_confinement": "isolation",
     "Choice": "ladder",
     "ConfinementUnavailable": "ladder",
     "choose": "ladder",
@@ -105,6 +109,10 @@ _WHERE = {  # name -> the submodule that defines it
     "Child": "forkserver",
     "fork_zygote": "forkserver",
     "preload_modules": "forkserver",
+    "shutdown_fork_server": "forkserver",
+    "start_fork_server_early": "forkserver",
+    "serve_fork_server": "forkserver_loop",
+    "run_worker": "worker",
     "current_run_group": "cgroups",
     "joined_run_group": "cgroups",
     "run_memory_groups": "cgroups",
@@ -118,7 +126,8 @@ __all__ = [
     "adopt_environment", "choose", "current_run_group", "describe_choice", "environment_set",
     "fork_server_enabled", "fork_zygote", "joined_run_group", "keep", "level_of", "preload_modules",
     "proxy_class", "python_command", "remote_attr", "remote_isinstance", "remote_items", "remote_repr",
-    "remote_type", "run_memory_groups", "start_environment", "undone_after", "use_run_group", "worker_environment"
+    "remote_type", "run_memory_groups", "start_environment", "undone_after", "use_run_group", "worker_environment",
+    "probe_confinement", "run_worker", "serve_fork_server", "shutdown_fork_server", "start_fork_server_early",
 ]
 
 

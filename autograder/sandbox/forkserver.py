@@ -3,7 +3,7 @@ worker costs a fork instead of an interpreter start and a torch import (seconds)
 
 One per judge process. A grading command forks it from itself first thing, torch imported and nothing of a
 course read yet (fork_zygote: one torch import per process); elsewhere it is started as a new interpreter, early
-(start_early) or on first use. Either way it holds nothing of the judge (no release, no reference, no test code)
+(start_fork_server_early) or on first use. Either way it holds nothing of the judge (no release, no reference, no test code)
 and only a filtered environment (a grading command restarts itself clean before it forks: entrypoints.restart_clean). Each
 worker confines itself
 right after the fork (isolation.py). Set AUTOGRADER_FORK_SERVER=0 to start every worker as a new interpreter.
@@ -82,7 +82,7 @@ class ForkServer:
     _lock = threading.Lock()
     _instance: "ForkServer | None" = None
     _failed_at = 0.0
-    _early: tuple[socket.socket, ServerProcess] | None = None  # see start_early
+    _early: tuple[socket.socket, ServerProcess] | None = None  # see start_fork_server_early
 
     def __init__(self, sock: socket.socket | None = None, proc: ServerProcess | None = None):
         self.proc = proc
@@ -275,9 +275,9 @@ def fork_zygote() -> bool:
             os.closerange(child_sock.fileno() + 1, 65536)
             os.environ.clear()
             os.environ.update(keep_env)
-            from autograder.sandbox.forkserver_loop import serve
+            from autograder.sandbox.forkserver_loop import serve_fork_server
 
-            serve(child_sock.fileno(), judge)
+            serve_fork_server(child_sock.fileno(), judge)
         finally:
             os._exit(0)
     child_sock.close()
@@ -285,7 +285,7 @@ def fork_zygote() -> bool:
     return True
 
 
-def start_early() -> None:
+def start_fork_server_early() -> None:
     """Start this process's fork server now, before this process imports torch: the two imports then run
     side by side instead of one after the other (a second or more of every single-submission run). The
     first worker uses it (ForkServer.get). Importing this module imports neither torch nor anything of a

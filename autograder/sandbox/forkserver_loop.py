@@ -18,7 +18,7 @@ from autograder.sandbox.environment import imports_without_collector
 from autograder.sandbox.frames import Channel, send_frame
 
 
-def serve(sock_fd: int, judge_pid: int) -> None:
+def serve_fork_server(sock_fd: int, judge_pid: int) -> None:
     """The fork server: imports what workers need, then forks one per request."""
     from autograder.sandbox import linux
 
@@ -152,7 +152,7 @@ def _become_worker(request: dict, fds: list[int]) -> None:
         os.chdir(request["cwd"])
         from autograder.sandbox import worker
 
-        worker.main(json.dumps(config))
+        worker.run_worker(json.dumps(config))
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

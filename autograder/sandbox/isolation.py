@@ -435,7 +435,7 @@ def probe(conf: Confinement, timeout: float = 60.0) -> tuple[bool, str]:
     return True, lines[-1]
 
 
-def probe_main(config: str) -> None:
+def probe_confinement(config: str) -> None:
     """The probe's process (`python -m autograder.entrypoints probe CONFIG`): confine itself, print the status."""
     conf = Confinement(**json.loads(config))
     try:

@@ -528,7 +528,7 @@ class CappedOutput(io.TextIOBase):
         return self.stream.fileno()
 
 
-def main(config_json: str) -> None:
+def run_worker(config_json: str) -> None:
     """A worker's life: confine itself as `config_json` says, say it is ready, then answer requests until its
     input ends. Entered from the fork server (forkserver_loop._become_worker) or as
     `python -m autograder.entrypoints worker CONFIG` (AUTOGRADER_FORK_SERVER=0)."""
