@@ -44,6 +44,8 @@ FAULT_ROUNDS = 2  # a check whose worker met a system fault is run once more, on
 
 
 def timeout_message(timeout: float, what: str, reference_seconds: float | None = None) -> str:
+    """The message of a check or load that ran out of time after `timeout` s; where the reference's time on the same
+    check is known, it says it, for the student to compare."""
     why = "" if reference_seconds is None else (f"; the reference solution takes {reference_seconds:.2g} s on this "
                                                "check on the same machine")
     return f"timed out after {timeout:.0f} s: {what} (an endless loop, or far too slow?{why})"
@@ -51,6 +53,7 @@ def timeout_message(timeout: float, what: str, reference_seconds: float | None =
 
 @dataclass
 class CheckResult:
+    """One check's result for one submission: the row the result files, the exports and the summary are made from."""
     name: str
     part: str
     max_score: float
@@ -63,6 +66,7 @@ class CheckResult:
     grader_problem: str = ""  # ungraded: why the grader cannot decide this check in this environment
 
     def to_dict(self) -> dict:
+        """Its fields as a dict (a new one; the result file's row)."""
         return dict(self.__dict__)
 
 
@@ -249,6 +253,8 @@ class Judge:
         return (timeout, reference) if timeout < limits.check_seconds else (limits.check_seconds, None)
 
     def reference_verdict(self, spec: CheckSpec) -> CheckResult:
+        """The reference solution's own result on `spec`, graded as a submission in its own folder, once per judge
+        (cached by check name). Only confirm() calls it."""
         if spec.name not in self.reference_verdicts:
             assert self.reference_as_submission is not None  # confirm(), the only caller, returns first without it
             program = self.reference_as_submission()
@@ -306,6 +312,8 @@ class Judge:
         return result
 
     def run_check_once(self, spec: CheckSpec, submission: Program, budget_end: float) -> CheckResult:
+        """One try of a check on `submission`: pending without a GPU where it needs one, else run against the
+        reference within `budget_end` (a time.monotonic() deadline). Faults are run_check's to judge."""
         result = CheckResult(spec.name, spec.part, spec.points, 0.0, FAILED, "", spec.visibility)
         if (spec.gpu or spec.name in self.gpu_checks) and not self.cuda:
             result.status, result.message = PENDING, PENDING_GPU

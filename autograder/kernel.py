@@ -52,9 +52,12 @@ class Imports(Protocol):
 
     namespace: dict
 
-    def binds(self, name: str) -> bool: ...
+    def binds(self, name: str) -> bool:
+        """Whether one of the notebook's imports binds `name`."""
 
-    def resolve(self, name: str): ...
+    def resolve(self, name: str):
+        """The object the import binding `name` gives, imported in the judge on first use; KeyError where there is
+        none."""
 
 
 # -- the student's exceptions as the types a test cell catches ---------------------------------------------
@@ -175,12 +178,16 @@ def judge_class(proxy: Remote):
 
 
 def kernel_type(*args):
+    """type() in a test cell: a proxy's type is the judge's class of that name where it has one (kernel.judge_class),
+    else the proxy's own; type(name, bases, dict) as Python's."""
     if len(args) == 1 and isinstance(args[0], Remote):
         return judge_class(args[0]) or type(args[0])
     return type(*args)
 
 
 def kernel_isinstance(obj, classes) -> bool:
+    """isinstance() in a test cell: for a proxy, asked of the object in its worker (a class the judge has by name, or
+    the student's own); for any other object, Python's."""
     if not isinstance(obj, Remote):
         return isinstance(obj, classes)
     classes = classes if isinstance(classes, tuple) else (classes,)
@@ -317,12 +324,15 @@ class StudentGlobals:
         return Remote(program.worker, Handle(0, "module", f"__dict__.{name}"), "the notebook's globals")
 
     def hide(self, name: str) -> None:
+        """Pop `name` from the student's module (a cell's `del name`), keeping its object to put back."""
         self._popped[name] = keep(self._method("pop"), name)
 
     def restore(self, name: str) -> None:
+        """Put back the object `hide` popped as `name`; KeyError where it was not hidden."""
         self._method("__setitem__")(name, self._popped.pop(name))
 
     def restore_all(self) -> None:
+        """Put back every hidden name; where the worker is gone, forget them (its module went with it)."""
         try:
             for name in list(self._popped):
                 self.restore(name)
@@ -385,6 +395,7 @@ class KernelNamespace(dict):
                 self[name]  # __missing__ runs the import
 
     def restore(self) -> None:
+        """After a check: put back what the cell deleted from the student's module and forget its hidden names."""
         self._globals.restore_all()
         self._hidden.clear()
 

@@ -69,6 +69,8 @@ class Program:
         return self._kinds
 
     def start(self):
+        """Start its worker where it is not running (loading the definitions), then its helper code and tripwires;
+        returns the worker's LoadReport. Cheap when all is already in place: each check calls it."""
         report = self.worker.ensure_started()
         if self.helpers and self._helpers_loaded_in is not self.worker.proc and \
                 not getattr(self.worker, "manages_helpers", False):  # a replaying worker loads them when it goes live
@@ -115,6 +117,7 @@ class Program:
         return None
 
     def proxy(self) -> "ProgramProxy":
+        """A new module-like proxy to it: what a check gets as `sub` or `ref`."""
         return ProgramProxy(self)
 
     def explain_unbound(self, name: str) -> str | None:
@@ -139,10 +142,13 @@ class Program:
         return None
 
     def explain_missing(self, name: str) -> str:
+        """The message for a name a check asks of it that is not there: why the notebook's binding failed, or that it
+        does not define it."""
         owner = self.worker.spec.owner
         return self.explain_unbound(name) or f"{owner} notebook does not define `{name}`"
 
     def close(self) -> None:
+        """Kill its worker (a later start() starts a fresh one)."""
         self.worker.kill()
 
 
@@ -185,6 +191,7 @@ class ProgramProxy:
         return worker.request("getattr", module, name, what=f"{worker.spec.owner} {name}", child_label=name)
 
     def defines(self, name: str) -> bool:
+        """Whether the notebook defines `name` (or a stand-in answers for it); starts the worker to find out."""
         program = object.__getattribute__(self, "_program")
         return name in program.stood_in or name in program.start().defined
 
@@ -204,9 +211,12 @@ class JudgeImports:
         self.tried: set[int] = set()
 
     def binds(self, name: str) -> bool:
+        """Whether one of the reference's import statements binds `name`."""
         return name in self.units
 
     def resolve(self, name: str):
+        """The object `name` is bound to by the reference's import, run on first use (at most once per statement);
+        KeyError where none binds it or the import failed in the judge (the name is then the submission's)."""
         if name not in self.namespace:
             unit = self.units.get(name)
             if unit is None or id(unit) in self.tried:
@@ -223,4 +233,5 @@ class JudgeImports:
 
 
 def judge_imports(reference: Extraction) -> JudgeImports:
+    """The reference's imports, to run in the judge on first use (see JudgeImports)."""
     return JudgeImports(reference)

@@ -21,6 +21,8 @@ class RecordingWorker(WorkerProcess):
         self.key = START
 
     def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
+        """As WorkerProcess.roundtrip, noting the reply (and its tensors) under the key of the check's requests so
+        far; bookkeeping requests are not recorded."""
         if header.get("op") in BOOKKEEPING:  # done by the replaying worker itself
             return super().roundtrip(header, tensors, what)
         self.key = chain(self.key, header, tensors)
@@ -31,6 +33,7 @@ class RecordingWorker(WorkerProcess):
         return reply, reply_tensors
 
     def end_check(self, seed: int) -> bool:
+        """As WorkerProcess.end_check; the next check's keys start again from START."""
         self.key = START
         return super().end_check(seed)
 
@@ -52,9 +55,11 @@ class ReplayingWorker(WorkerProcess):
     manages_helpers = True  # loads the grader's helper code itself, when it goes live (program.Program.start)
 
     def can_answer(self) -> bool:
+        """Always: what the recording lacks, the live worker answers."""
         return True  # from the recording, or live
 
     def ensure_started(self) -> LoadReport:
+        """The recorded LoadReport without starting a worker, until it has gone live."""
         if self.live:
             return super().ensure_started()
         if self.report is None:
@@ -63,9 +68,12 @@ class ReplayingWorker(WorkerProcess):
         return self.report
 
     def start_check(self, seed: int) -> None:
+        """Note the seed only: the live worker is seeded if the check goes live."""
         self.seed = seed  # a check starts replayed: the live worker is seeded only if it goes live (_go_live)
 
     def roundtrip(self, header: dict, tensors: dict, what: str) -> tuple[dict, dict]:
+        """The recorded reply to this request where the recording has one; otherwise the worker goes live and answers
+        it (and the rest of the check)."""
         if not self.live and header.get("op") in BOOKKEEPING:
             return {"ok": False if header.get("op") == "end_check" else None}, {}  # what the live worker answers
         if not self.live:
@@ -91,6 +99,8 @@ class ReplayingWorker(WorkerProcess):
             super().roundtrip(header, tensors, what)
 
     def end_check(self, seed: int) -> bool:
+        """End the check (live, as WorkerProcess.end_check; replayed, no stub hit) and go back to replaying for the
+        next one."""
         try:
             return super().end_check(seed) if self.live else False
         finally:

@@ -98,6 +98,8 @@ def _delimiters(section, what: str, default: tuple[str, str]) -> tuple[str, str]
 
 @dataclass
 class Check:
+    """One graded item of an nbgrader notebook as it becomes a check: a test cell (`source`), or a manual check
+    (`what`, the mark scheme)."""
     name: str
     points: float
     part: str
@@ -110,11 +112,14 @@ class Check:
 
     @property
     def manual(self) -> bool:
+        """Whether it is graded by hand (nbgrader's manually graded answer or task), not by a test cell."""
         return bool(self.what)
 
 
 @dataclass
 class Conversion:
+    """One nbgrader notebook's conversion: the student notebook, its checks, the test cells moved to tests/, what the
+    judge needs."""
     notebook: dict
     checks: list[Check] = field(default_factory=list)
     test_cells: set[int] = field(default_factory=set)  # indices of the cells whose checks moved to tests/
@@ -124,6 +129,8 @@ class Conversion:
 
 
 def source_notebooks(source: Path) -> list[Path]:
+    """The notebooks to import: `source` itself, or the *.ipynb of a folder in name order; ImportFailed where there
+    is none."""
     if source.is_file():
         return [source]
     if not source.is_dir():
@@ -252,6 +259,8 @@ def heading(cell) -> str | None:
 
 
 def public_part(source: str, where: str) -> str:
+    """A test cell's source without its hidden-tests regions: what the students' notebook keeps. `where` names the
+    cell in errors."""
     lines = source.split("\n")
     hidden = {i for r in find_regions(lines, where) if r.kind == HIDDEN for i in range(r.begin, r.end + 1)}
     return "\n".join(line for i, line in enumerate(lines) if i not in hidden).rstrip("\n")
@@ -433,6 +442,8 @@ def _earlier_variables(c: Check, tree, defined: set[str], earlier: dict[str, Che
 # -- writing the assignment ----------------------------------------------------------------------------------
 
 def tests_module(out: Conversion, notebook: str) -> str:
+    """The text of the tests module for a converted notebook: one check per test cell (run whole, hidden tests
+    included) and one manual check per item graded by hand."""
     lines = tests_header(f"Checks imported from nbgrader's {notebook} (autograder import nbgrader).\n\n"
                          "Each test cell runs whole (hidden tests included) in the grader, with the meaning it has in "
                          "nbgrader's\nkernel (autograder/importers/cells.py); each item nbgrader grades by hand is a "
@@ -539,6 +550,8 @@ def timeout_limits(report: ImportReport, timeout: int) -> str:
 
 
 def write_notebook(report: ImportReport, out: Conversion, title: str, force: bool) -> ImportReport:
+    """Write the converted assignment (notebook, tests module, settings) to `report.target`; a folder already
+    there is replaced only with `force` (ImportFailed otherwise)."""
     prepare(report.target, force)
     write_assignment(report, out.notebook, tests_module(out, report.source.name), title, TESTS_FILE,
                      settings=out.settings)
@@ -546,6 +559,8 @@ def write_notebook(report: ImportReport, out: Conversion, title: str, force: boo
 
 
 def add_notes(report: ImportReport, out: Conversion) -> None:
+    """Note in the report what grades differently from nbgrader (stderr costs nothing here; no test cell means
+    nothing graded automatically)."""
     automatic = [c for c in out.checks if not c.manual]
     if not automatic:
         report.note("no test cell: nothing is graded automatically, and `autograder verify` fails until a check "

@@ -13,16 +13,19 @@ PAGE_SLACK = 1 << 20  # a v1 group whose peak came this close to its limit reach
 
 
 def read_file(path: str) -> str:
+    """A cgroup file's whole text; OSError where the group or the file is gone."""
     with open(path) as fh:
         return fh.read()
 
 
 def write_file(path: str, value: str) -> None:
+    """Write `value` to a cgroup file (the kernel takes each write whole); OSError where it refuses it."""
     with open(path, "w") as fh:
         fh.write(value)
 
 
 def number(text: str) -> int:
+    """A byte count as cgroup files write it; "max", empty or anything at or over UNLIMITED reads as UNLIMITED."""
     text = text.strip()
     return UNLIMITED if text in ("max", "") or int(text) >= UNLIMITED else int(text)
 
@@ -46,21 +49,27 @@ class Group:
         self.path = path
 
     def file(self, name: str) -> str:
+        """The path of its file `name` (not checked to exist)."""
         return os.path.join(self.path, name)
 
     def child(self, name: str) -> "Group":
+        """The group `name` below it, of the same version (not created)."""
         return type(self)(os.path.join(self.path, name))
 
     def parent(self) -> "Group":
+        """The group that holds it, of the same version."""
         return type(self)(os.path.dirname(self.path))
 
     def usage(self) -> int:
+        """Bytes it uses now, its children's included (page cache counted)."""
         raise NotImplementedError
 
     def limit(self) -> int:
+        """Its own memory limit in bytes; UNLIMITED where none is set."""
         raise NotImplementedError
 
     def set_limit(self, limit: int) -> None:
+        """Set its memory limit to `limit` bytes, swap excluded; OSError where the kernel refuses it."""
         raise NotImplementedError
 
     def limit_reached(self) -> bool:
@@ -77,6 +86,7 @@ class Group:
         raise NotImplementedError
 
     def inactive_file(self) -> int:
+        """Bytes of inactive page cache it holds: what the kernel may drop before it kills."""
         raise NotImplementedError
 
     def working_set(self) -> int:
@@ -84,18 +94,22 @@ class Group:
         return max(0, self.usage() - self.inactive_file())
 
     def create(self) -> None:
+        """Make the folder (FileExistsError where it exists) and set what each version needs so its limit holds."""
         os.mkdir(self.path)
 
     def admit(self, pid: int) -> None:
+        """Move process `pid` into it; OSError where the process is gone or the kernel refuses."""
         write_file(self.file("cgroup.procs"), str(pid))
 
     def pids(self) -> list[int]:
+        """The processes directly in it now (not its children's); [] where the group is gone or unreadable."""
         try:
             return [int(p) for p in read_file(self.file("cgroup.procs")).split()]
         except (OSError, ValueError):
             return []
 
     def kill(self) -> None:
+        """SIGKILL each process directly in it; those already gone are passed over. Does not wait for them to end."""
         for pid in self.pids():
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -121,10 +135,12 @@ class Group:
 
 
 def subgroups(path: str) -> list[str]:
+    """`path` and every folder below it, parents before children (os.walk order)."""
     return [root for root, _, _ in os.walk(path)]
 
 
 class V1Group(Group):
+    """A cgroup v1 memory group: memory.* files of the v1 controller, memsw for swap."""
     version = "v1"
 
     def usage(self) -> int:
@@ -172,6 +188,7 @@ class V1Group(Group):
 
 
 class V2Group(Group):
+    """A cgroup v2 group on the unified hierarchy: memory.current, memory.max, memory.events."""
     version = "v2"
 
     def usage(self) -> int:

@@ -43,6 +43,8 @@ MONITORED_FALLBACK = "no memory cgroup: RLIMIT_AS per process and the memory mon
 
 
 class MemoryVerdict:
+    """Why a worker's group says it was killed, as WorkerGroup.verdict tells it: the student's memory error, the
+    system's, or not for memory."""
     OWN = "own"  # its own group's limit: the student's memory error
     SYSTEM = "system"  # the run group or the machine ran out: never the student's
     NONE = ""  # not killed for memory, as far as the groups tell
@@ -119,6 +121,8 @@ def _start_time(pid: int) -> str | None:
 
 
 def group_name(pid: int) -> str:
+    """The name of a group made by process `pid`: PREFIX, the pid and its start time, so a stale group is told from a
+    live one even where the pid was reused."""
     return f"{PREFIX}{pid}-{_start_time(pid) or 0}"
 
 
@@ -187,6 +191,7 @@ class WorkerGroup:
                              name="autograder-cgroup-removal").start()
 
     def describe(self) -> str:
+        """One line for the log and the result: the group's cgroup version and the worker's limit in MB."""
         return f"memory cgroup {self.group.version}: {self.limit >> 20} MB for the worker, swap and memory files included"
 
 
@@ -223,6 +228,8 @@ class RunGroup:
 
     @classmethod
     def join(cls, path: str, version: str) -> "RunGroup | None":
+        """The run group at `path` (made by the grading command, `version` "v1" or "v2"), joined without owning it;
+        None where it does not exist."""
         if not path or not os.path.isdir(path):
             return None
         return cls(V2Group(path) if version == "v2" else V1Group(path), owner=False)
@@ -298,6 +305,7 @@ class RunGroup:
         return sizes
 
     def describe(self) -> str:
+        """One line for the run's header: the cgroup version and the run's limit in MB."""
         return f"{self.group.version}, the run's limit {self.group.limit() >> 20} MB"
 
     def wire(self) -> list[str]:
@@ -305,6 +313,8 @@ class RunGroup:
         return [self.group.path, self.group.version]
 
     def close(self) -> None:
+        """Stop watching; where this process owns it, kill what is left in it and its children and remove them (up to
+        5 s for killed processes to leave)."""
         self.stopped.set()
         if self.owner:
             for sub in subgroups(self.group.path):
@@ -388,6 +398,7 @@ def current_run_group() -> RunGroup | None:
 
 
 def use_run_group(run: RunGroup | None) -> None:
+    """Make `run` the group new worker groups are made under in this process (None: no run group)."""
     RunGroup._current = run
 
 

@@ -36,17 +36,20 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 
 
 def check(ret: int, what: str) -> None:
+    """Raise OSError with errno's code and message, naming `what`, where a libc call returned non-zero."""
     if ret != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def write_file(path: str, text: str) -> None:
+    """Write `text` to a /proc or /sys file in one write (uid_map, setgroups: the kernel takes them whole, once)."""
     with open(path, "w") as fh:
         fh.write(text)
 
 
 def unshare(flags: int) -> None:
+    """unshare(2) with CLONE_* `flags`: the calling process enters new namespaces; OSError where refused."""
     check(_libc.unshare(flags), "unshare")
 
 
@@ -61,15 +64,18 @@ def enter_user_namespace(extra_flags: int = 0, inside_id: int | None = None) -> 
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    """mount(2); OSError naming `target` where refused."""
     enc = lambda s: None if s is None else s.encode()  # noqa: E731 - a one-line converter, local to this call
     check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
 def umount(target: str) -> None:
+    """Detach the mount at `target` lazily (MNT_DETACH); OSError where refused."""
     check(_libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
 
 
 def pivot_root(new_root: str, put_old: str) -> None:
+    """pivot_root(2) by its system call number; OSError (ENOSYS) on a machine whose number is not known here."""
     import platform
 
     number = SYS_PIVOT_ROOT.get(platform.machine())
@@ -99,10 +105,14 @@ def set_pdeathsig(expected_parent: int = 0) -> None:
 
 
 def set_dumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 1): /proc/self is the process's own again after a change of uid (its uid_map and
+    setgroups are written there for a nested user namespace)."""
     check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(DUMPABLE)")
 
 
 def set_no_new_privs() -> None:
+    """prctl(PR_SET_NO_NEW_PRIVS, 1): nothing this process or its children execute gains privileges (setuid, file
+    capabilities); it cannot be undone."""
     check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
 
 

@@ -173,6 +173,8 @@ def _lies_about_class(t: type) -> bool:
 
 
 def real_isinstance(obj, cls) -> bool:
+    """isinstance() that an object cannot lie to: its real type's MRO, by identity, decides; a library's ABC or
+    protocol is asked only where the class has a library's metaclass. `cls` may be a tuple, as for isinstance()."""
     if isinstance(cls, tuple):
         return any(real_isinstance(obj, c) for c in cls)
     t = type(obj)
@@ -185,6 +187,7 @@ def real_isinstance(obj, cls) -> bool:
 
 
 def real_issubclass(sub, cls) -> bool:
+    """issubclass() with the same rules as real_isinstance; TypeError where `sub` is not a class, as Python's."""
     if isinstance(cls, tuple):
         return any(real_issubclass(sub, c) for c in cls)
     if not _is_class(sub):
@@ -214,6 +217,9 @@ def _settings(context: dict):
 
 
 class Worker:
+    """Answers the judge's requests in a worker: holds the submission's module, the test helpers and every object
+    handed out by number (0 the module, 1 the helpers). Each `op_NAME` answers the request "NAME" and returns (value,
+    keep): `keep` sends a handle even where the value could go as data."""
     def __init__(self, out_stream, in_stream=None):
         self.out = out_stream
         self.inp = in_stream
@@ -250,6 +256,8 @@ class Worker:
         return target
 
     def reply(self, value, keep: bool = False) -> None:
+        """Send `value` as the answer to the request being handled: plain data encoded, anything else as a handle
+        (always a handle with `keep`)."""
         enc = ValueEncoder(on_unknown=self._keep, snapshot=False, max_items=MAX_REPLY_ITEMS, autograd=True)
         data = enc.encode(self._keep(value) if keep else value)
         write_message(self.out, {"ok": data, "re": self._number}, enc.tensors)
@@ -269,6 +277,8 @@ class Worker:
 
     # -- requests -------------------------------------------------------------------------------
     def handle(self, header: dict, tensors: dict) -> None:
+        """Answer one request (`header["op"]`, arguments decoded from `tensors`): exactly one reply or error goes
+        back, whatever student code raises, SystemExit included."""
         op = header.get("op")
         self._number = header.get("n")  # the reply names the request it answers (client.WorkerProcess.roundtrip)
         if op == "load":
@@ -317,6 +327,8 @@ class Worker:
                                  "load_errors": errors})
 
     def op_seed(self, seed):
+        """Seed Python's, torch's and numpy's generators with `seed` and clear the stub flag: each check starts from
+        the same random state."""
         random.seed(seed)
         seed_torch(seed)
         try:
@@ -420,6 +432,7 @@ class Worker:
         return UNARY_OPERATORS[name](target, *args), False
 
     def op_type(self, target):
+        """What the judge needs of an object's type without a handle: its name, module and MRO as dotted names."""
         t = type(target)
         return {"name": t.__qualname__, "module": t.__module__,
                 "mro": [f"{c.__module__}.{c.__qualname__}" for c in t.__mro__]}, False
@@ -478,15 +491,19 @@ class Worker:
         return call
 
     def op_answer_forward(self, target, args, kwargs, params, training):
+        """A stand-in's forward pass, run here on the reference's own definition (standins.answer_forward)."""
         return standins.answer_forward(target, args, kwargs, params, training), False
 
     def op_answer_backward(self, target, args, kwargs, params, training, rng, grad_outputs, needs):
+        """A stand-in's backward pass, run here on the reference's own definition (standins.answer_backward)."""
         return standins.answer_backward(target, args, kwargs, params, training, rng, grad_outputs, needs), False
 
     def op_describe_module(self, module):
+        """The shape of a module the judge must stand in for (standins.describe_module)."""
         return standins.describe_module(module), False
 
     def op_helpers(self, source):
+        """Run the test's helper source in the helpers module, where `submission` is the submission's module."""
         exec(compile(source, "<helpers>", "exec"), self.helpers.__dict__)
         return None, False
 
@@ -500,6 +517,7 @@ class CappedOutput(io.TextIOBase):
         self.stream, self.left = stream, limit
 
     def write(self, text: str) -> int:
+        """Pass on what fits under the limit, drop the rest; always reports all of `text` written."""
         if self.left > 0:
             try:
                 self.stream.write(text[:self.left])
@@ -509,6 +527,7 @@ class CappedOutput(io.TextIOBase):
         return len(text)
 
     def flush(self) -> None:
+        """Flush the log; a failure ends the output (nothing more is written), it never raises."""
         try:
             self.stream.flush()
         except (OSError, ValueError):
