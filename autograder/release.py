@@ -19,10 +19,13 @@ BUILD_FORMAT = 6  # bump when the release layout or the extraction changes: old 
 
 
 class ReleaseError(UserError, ValueError):
+    """A built release that cannot be used (missing or unreadable manifest): build the assignment again."""
     pass
 
 
 def source_hash(source: Path, config: AssignmentConfig) -> str:
+    """SHA-256 (hex) of an assignment's sources: assignment.toml, the notebook, tests/*.py and its shipped files,
+    names and contents; what tells a build out of date."""
     h = hashlib.sha256()
     files = [source / "assignment.toml", source / config.notebook, *sorted((source / "tests").glob("*.py")),
              *(source / f for f in config.files)]
@@ -34,6 +37,8 @@ def source_hash(source: Path, config: AssignmentConfig) -> str:
 
 @dataclass
 class Release:
+    """A built assignment as grading loads it: its folder, configuration, checks and the reference's extracted
+    definitions."""
     dir: Path
     config: AssignmentConfig
     checks: list[CheckSpec]
@@ -56,6 +61,7 @@ class Release:
 
     @property
     def max_score(self) -> float:
+        """The points of all its checks together."""
         return sum(c.points for c in self.checks)
 
     def recording(self):
@@ -91,6 +97,8 @@ def names_checks_read(cell_sources: list[str], test_sources: list[str]) -> set[s
 
 
 def load_release(release_dir: Path) -> Release:
+    """The release built in `release_dir`; ReleaseError (saying to build again) where it has no manifest or one that
+    cannot be read."""
     manifest_path = release_dir / MANIFEST
     if not manifest_path.is_file():
         raise ReleaseError(f"{release_dir}: no {MANIFEST}; build the assignment first (autograder build)")

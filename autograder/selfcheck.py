@@ -32,6 +32,8 @@ from autograder.status import PASSED
 
 @dataclass
 class CheckRun:
+    """The outcome of `autograder check` on one notebook: each public check's result, notes on the load, or the error
+    that stopped it."""
     notebook: str
     results: list[CheckResult]
     notes: list[str]
@@ -39,9 +41,11 @@ class CheckRun:
 
     @property
     def ok(self) -> bool:
+        """Whether every public check passed and nothing stopped the run."""
         return not self.error and all(r.status == PASSED for r in self.results)
 
     def to_dict(self) -> dict:
+        """It as the JSON `autograder check --json` prints: each check's name, part, status and message."""
         return {"notebook": self.notebook, "error": self.error, "notes": self.notes,
                 "results": [{"name": r.name, "part": r.part, "status": r.status, "message": r.message}
                             for r in self.results]}
@@ -89,6 +93,9 @@ def files_beside(path: Path, nb) -> dict[str, str]:
 
 
 def run_checks(path: Path, part: str | None = None, limits: Limits | None = None) -> CheckRun:
+    """Run the public checks of the notebook at `path` (of one `part` where given) under `limits`, as grading runs
+    them. A notebook that cannot be read, or an unknown part, gives a CheckRun whose `error` says so; one without
+    test cells an empty CheckRun."""
     limits = limits or Limits()
     try:
         nb, notes = read_notebook(path)
@@ -141,6 +148,8 @@ NO_PUBLIC_CHECKS = ("{notebook} has no public checks: none of its cells is a tes
 
 
 def describe(run: CheckRun) -> str:
+    """The CheckRun as the text `autograder check` prints: notes, then per part how many public checks pass and each
+    one's first line."""
     if run.error:
         return f"{run.notebook}: could not be checked: {run.error}"
     lines = []

@@ -52,6 +52,8 @@ from autograder.status import MANUAL
 
 @dataclass
 class VerifyReport:
+    """What `autograder verify` found: problems (any makes it fail), the lines it prints, each submission's result,
+    the mutation report."""
     problems: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     results: dict = field(default_factory=dict)  # submission id -> SubmissionResult
@@ -59,6 +61,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """Whether verify passes: no problem found."""
         return not self.problems
 
 
@@ -89,6 +92,8 @@ FRAMEWORK_TAGS = {SETUP_TAG, CHECK_TAG, INSTALL_TAG}
 
 
 def find_leaks(assignment_dir: Path, secrets: set[str]) -> list[str]:
+    """Lines of `secrets` (solutions, hidden tests) found in a built assignment's files, one message per file and
+    line; the cells the build adds are not searched, their outputs are."""
     leaks = []
     for f in sorted(p for p in assignment_dir.rglob("*") if p.is_file()):
         text = f.read_bytes().decode("utf-8", errors="replace")
@@ -322,6 +327,7 @@ def parts_in_order(parts) -> list[str]:
 
 
 def is_manual(check) -> bool:
+    """Whether a check result is a manual check's: pending, with the message a hand-graded check starts with."""
     return check.status == PENDING and check.message.startswith(MANUAL)
 
 
@@ -428,6 +434,7 @@ def untouched_problems(stub_result) -> list[str]:
 
 
 def manual_checks(ref_result) -> list[tuple[str, float]]:
+    """The reference's manual checks as (a line naming the check, what it grades and its points, its points)."""
     return [(f"check {c.name} ({c.message[len(MANUAL):].strip(': ') or 'manual'}, {c.max_score:g})", c.max_score)
             for c in ref_result.checks if is_manual(c)]
 

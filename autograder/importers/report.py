@@ -14,6 +14,8 @@ REPORT_FILE = "IMPORT.md"
 
 @dataclass
 class ImportReport:
+    """What one import converted, refused and noted, written beside the imported assignment (REPORT_FILE) and printed
+    by `autograder import`."""
     fmt: str  # the source's format: "nbgrader", "otter"
     source: Path  # the notebook imported
     target: Path  # solutions/<name>/
@@ -22,16 +24,20 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
 
     def convert(self, text: str) -> None:
+        """Record one item converted, as a line of the report."""
         self.converted.append(text)
 
     def refuse(self, where: str, what: str, why: str) -> None:
+        """Record an item not converted: `where` it is, `what` it is and `why`."""
         self.not_converted.append(f"{where}: {what}: {why}")
 
     def note(self, text: str) -> None:
+        """Add a note (each text once)."""
         if text not in self.notes:
             self.notes.append(text)
 
     def render(self) -> str:
+        """The report as Markdown: converted, not converted, notes, each with a line where it is empty."""
         lines = [f"# Imported from {self.fmt}: {self.source.name}", "",
                  f"Source: `{self.source}`. Written by `autograder import {self.fmt}`; edit freely.", ""]
         for title, items, empty in (("Converted", self.converted, "nothing"),
@@ -42,6 +48,7 @@ class ImportReport:
         return "\n".join(lines)
 
     def write(self) -> Path:
+        """Write the rendered report into the target folder; returns its path."""
         path = self.target / REPORT_FILE
         path.write_text(self.render(), encoding="utf-8")
         return path

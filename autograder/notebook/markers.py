@@ -49,6 +49,7 @@ class MarkerError(UserError, ValueError):
 
 @dataclass
 class Region:
+    """One marked region of a cell (BEGIN ... END marker lines, both included): a solution or hidden tests."""
     kind: str  # SOLUTION or HIDDEN
     begin: int  # 0-based line index of the BEGIN marker
     end: int  # 0-based line index of the END marker
@@ -56,21 +57,26 @@ class Region:
 
 
 def cell_source(cell) -> str:
+    """A cell's source as one string, whether the notebook stores it as a string or a list of lines."""
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else str(src)
 
 
 def nbgrader_meta(cell) -> dict:
+    """A cell's nbgrader metadata; {} where there is none or it is not a dict (edited by hand)."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return meta if isinstance(meta, dict) else {}
 
 
 def is_test_cell(cell) -> bool:
+    """Whether nbgrader grades the cell automatically: `grade` set, `solution` not (a test cell, not a graded
+    answer)."""
     meta = nbgrader_meta(cell)
     return bool(meta.get("grade")) and not meta.get("solution")
 
 
 def is_answer_cell(cell) -> bool:
+    """Whether the cell is a markdown cell students write in (nbgrader's `solution` on markdown: graded by hand)."""
     return cell.get("cell_type") == "markdown" and bool(nbgrader_meta(cell).get("solution"))
 
 
@@ -138,6 +144,8 @@ def notebook_language(nb) -> str:
 
 
 def whole_cell_stub(language: str, where: str) -> str:
+    """The stub that replaces a solution cell without markers in a `language` notebook; MarkerError naming `where`
+    for a language no stub is known for."""
     if language not in WHOLE_CELL_STUBS:
         raise MarkerError(f"{where}: a solution cell without markers in a {language!r} notebook: no stub is known "
                           f"for {language!r} (known: {sorted(WHOLE_CELL_STUBS)}); mark the solution with markers")

@@ -33,6 +33,8 @@ from autograder.sandbox.scratch import Scratch
 
 @dataclass
 class WorkerSpec:
+    """What a worker is started with: the definitions it loads, how messages name its code, its confinement and time
+    to import."""
     units: list[dict]  # extracted definitions, see notebook.extract.Unit.to_wire
     label: str = "your notebook"  # how messages name this worker's code
     owner: str = "your"  # possessive used in messages ("your scaled_dot_product raised ...")
@@ -74,6 +76,7 @@ class WorkerLifecycle:
 
     @property
     def pid(self) -> int | None:
+        """The running worker's process id; None where none is running (or it has ended)."""
         proc = self.proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
@@ -159,6 +162,7 @@ class WorkerLifecycle:
         return True
 
     def over_own_limit(self) -> str:
+        """Why a worker was stopped for its own memory limit, in the words of a student's message (the limit in MB)."""
         limit = self.spec.confinement.memory_bytes
         return (f"its processes together used more than the memory limit ({limit // 2**20} MB, files kept in memory "
                 "(memfd, /dev/shm) included)")
@@ -174,6 +178,8 @@ class WorkerLifecycle:
             kill_tree(proc.pid)
 
     def kill(self) -> None:
+        """Kill the worker and all it started, then release its memory group and keep the end of its log (last_words)
+        for a message about its end. Safe to call when none runs."""
         self._prestarted = False
         if self.proc is not None:
             kill_tree(self.proc.pid, sweep=not self._isolated)
@@ -205,6 +211,7 @@ class WorkerLifecycle:
     close = kill
 
     def log_tail(self, n: int = 1500) -> str:
+        """The last `n` bytes the current worker wrote to its log, as text ("" where it has none)."""
         return log_tail(self._log, n)
 
     # -- its channel -------------------------------------------------------------------------

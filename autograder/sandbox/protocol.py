@@ -53,6 +53,7 @@ class Handle:
     path: str = ""
 
     def child(self, name: str) -> "Handle":
+        """The handle of attribute `name` of this object, looked up in the worker when used (no request now)."""
         return Handle(self.id, "object", f"{self.path}.{name}" if self.path else name)
 
 
@@ -142,6 +143,7 @@ def message_parts(header: dict, tensors: dict[str, torch.Tensor] | None = None) 
 
 
 def write_message(stream: BinaryIO, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+    """Write one message (a JSON header and the tensors' blob, each length-prefixed) and flush it."""
     for part in message_parts(header, tensors):
         stream.write(part)
     stream.flush()
@@ -259,6 +261,8 @@ def _without_lone_surrogates(value):
 
 
 def read_message(stream: Readable) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Read one message as (header, tensors); ProtocolError where a length is over its limit or the message is
+    malformed, EOFError where the stream ends first."""
     (n_head,) = _LEN.unpack(_read_exact(stream, 8))
     if n_head > MAX_HEADER_BYTES:
         raise ProtocolError(f"message header of {n_head} bytes is over the limit")

@@ -61,6 +61,8 @@ def _map(obj, fn):
 
 
 def generators_in(obj) -> list[torch.Generator]:
+    """The torch.Generators among a call's arguments (inside tuples, lists and dicts too), in order: their states
+    travel with a stand-in's call and come back advanced."""
     out: list[torch.Generator] = []
 
     def visit(x):
@@ -135,6 +137,8 @@ def call_remote(ask: AskJudge, target, args, kwargs, params: dict | None = None,
 
 
 def function_standin(ask: AskJudge, name: str, original) -> Callable:
+    """A function that stands in for the submission's function `name`: each call is answered by the reference's
+    worker through `ask` (name, doc and module as the original's)."""
     def standin(*args, **kwargs):
         return call_remote(ask, name, args, kwargs)
 
@@ -182,6 +186,8 @@ class StandInModule(nn.Module):
         return module, path[-1]
 
     def forward(self, *args, **kwargs):
+        """The reference's forward pass, run in its worker on these arguments with this module's own parameters,
+        buffers and training mode."""
         tensors: dict[str, torch.Tensor] = dict(self.named_parameters())
         tensors.update(self.named_buffers())
         ask = type(self)._ag_ask
@@ -230,6 +236,8 @@ def _empty_module(kind) -> nn.Module:
 
 
 def class_standin(ask: AskJudge, name: str, original) -> type:
+    """A subclass of StandInModule standing in for the submission's class `name`: its instances are answered by the
+    reference's worker through `ask`."""
     return type(name, (StandInModule,), {"_ag_name": name, "_ag_ask": staticmethod(ask), "__module__": "submission",
                                          "__qualname__": name, "__doc__": getattr(original, "__doc__", None)})
 
@@ -271,6 +279,8 @@ def _standin_of_kind(ask: AskJudge, name: str, kind: str) -> Callable | None:
 
 
 def restore(module: types.ModuleType, replaced: dict[str, object]) -> None:
+    """Put back in `module` what stand-ins replaced (`replaced`: name -> original, ABSENT where the name was not
+    bound)."""
     for name, original in replaced.items():
         if original is ABSENT:
             module.__dict__.pop(name, None)

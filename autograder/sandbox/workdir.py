@@ -29,6 +29,7 @@ from autograder.sandbox.scratch import Scratch
 
 
 class NotebookFolder:
+    """The judge's working directory for one assignment's checks (see the module docstring for what it guarantees)."""
     def __init__(self, inputs: dict[str, str] | None = None):
         self.inputs = {name: os.path.abspath(path) for name, path in (inputs or {}).items()}
         self._scratch: Scratch | None = None
@@ -37,6 +38,7 @@ class NotebookFolder:
 
     @property
     def path(self) -> str | None:
+        """The folder's path; None until it is made (and after cleanup)."""
         return self._scratch.name if self._scratch is not None else None
 
     def _make(self) -> None:
