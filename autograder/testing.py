@@ -63,6 +63,8 @@ class Fail(AssertionError):
 
 @dataclass
 class CheckSpec:
+    """One check as the build writes it and grading runs it: its name, points, part, visibility and what it needs
+    (GPU, other checks' definitions, a time limit)."""
     name: str  # unique within the assignment; the column name in grades.csv
     points: float
     part: str = ""  # groups checks in reports ("1. Attention")
@@ -77,6 +79,7 @@ class CheckSpec:
     passed_message: str = ""  # what a student reads when it passes (otter's success_message); nothing when empty
 
     def describe(self) -> dict:
+        """Its settings as the build's manifest records them (not its function or source)."""
         said = {"passed_message": self.passed_message} if self.passed_message else {}
         return {"name": self.name, "points": self.points, "part": self.part, "visibility": self.visibility,
                 "public": self.public, "gpu": self.gpu, "depends_on": list(self.depends_on), **said}
@@ -139,6 +142,7 @@ def worker_helpers(source: str) -> str:
 # -- assertions with student-facing messages ----------------------------------------------------------
 
 def expect(condition, message: str) -> None:
+    """Fail with `message` (the student's message) where `condition` is false."""
     if not condition:
         raise Fail(message)
 
@@ -148,6 +152,8 @@ def _shape(x) -> str:
 
 
 def expect_shape(actual, shape, what: str) -> None:
+    """Fail unless `actual` is a tensor of exactly `shape`; the message names `what`, the shape found and the one
+    expected."""
     if not isinstance(actual, torch.Tensor):
         raise Fail(f"{what} should be a tensor, got {type(actual).__name__}")
     if tuple(actual.shape) != tuple(shape):

@@ -211,6 +211,8 @@ def block_cell(cell, state: State, loc: str, report: ImportReport) -> bool:
 
 
 def question(config: dict, loc: str) -> Question:
+    """A Question from the configuration of its `# BEGIN QUESTION` cell; ImportFailed, naming `loc`, where it has no
+    name."""
     name = config.get("name")
     if not isinstance(name, (str, int)) or not str(name).strip():
         raise ImportFailed(f"{loc}: a question without a `name` (otter refuses it too)")
@@ -219,6 +221,8 @@ def question(config: dict, loc: str) -> Question:
 
 
 def without_ignored_lines(cell, loc: str, report: ImportReport):
+    """The cell without the lines otter removes from both notebooks (`# IGNORE`, IGNORE blocks), a copy where any are
+    removed (noted in `report`), else the cell itself."""
     source = cell_source(cell)
     if "IGNORE" not in source.upper():
         return cell
@@ -278,6 +282,8 @@ def convert(nb, where: str, report: ImportReport) -> tuple[dict, list[Question],
 
 
 def test_cell(cell, state: State, loc: str) -> None:
+    """Add a test cell's case to the current question; a public case keeps a copy of the cell for its place in the
+    notebook."""
     case = read_case(cell, loc)
     state.question.cases.append(case)
     if not case.hidden:  # its place in the notebook, filled once the question's points are known
@@ -398,6 +404,8 @@ SOURCE_NOTEBOOK = ("give the notebook `otter assign` reads (with its `# ASSIGNME
 
 
 def import_assignment(source: Path, name: str, solutions: Path, force: bool = False) -> list[ImportReport]:
+    """Convert the otter assignment notebook `source` into solutions/`name` (replaced only with `force`); returns its
+    report. ImportFailed, naming the source, for anything that cannot be converted."""
     import nbformat
 
     if not source.is_file():
@@ -424,6 +432,8 @@ def import_assignment(source: Path, name: str, solutions: Path, force: bool = Fa
 
 
 def notes(report: ImportReport, seeded_notebook: bool) -> None:
+    """Note in the report where grading differs from otter's (values compared, not printed text; prompts and
+    grader.check cells; seeding where the notebook seeds)."""
     report.note("otter compares printed outputs; here the values are compared, so `np.True_` and `True` are the same "
                 "(otter 7 under numpy 2 prints `np.True_` where `True` was recorded and fails correct notebooks)")
     report.note("what a test prints with its own print calls is compared with what it prints on a correct notebook, "

@@ -24,6 +24,7 @@ SKIP_TAG = "skip-grading"
 
 @dataclass
 class Case:
+    """One test case of an otter question: its code, whether it is hidden, its points where the case names them."""
     source: str
     hidden: bool
     points: float | None
@@ -37,6 +38,7 @@ class Case:
 
 @dataclass
 class Question:
+    """One otter question as read from its `# BEGIN QUESTION` configuration, with the test cases that follow it."""
     name: str
     points: object = None  # as configured: a number, a list of per-case points, {each: x}, or None
     manual: bool = False
@@ -265,10 +267,13 @@ def checks_source(questions: list[Question], nb, report: ImportReport, seed: str
 
 
 def case_name(q: Question, case: Case, number: int) -> str:
+    """The check name of a question's case: "<question> [hidden ]test <n>", `number` counted from 1 in the question."""
     return f"{q.name} {'hidden ' if case.hidden else ''}test {number}"
 
 
 def question_checks(q: Question, report: ImportReport, context: Seeded) -> list[str]:
+    """The lines of the tests module for one question: a check per case (or one for an all-or-nothing question), a
+    manual check for a manual question without cases; each conversion and refusal noted in `report`."""
     variable = re.sub(r"\W", "_", q.name)
     if not q.cases:
         return manual_check(q, variable, report) if q.manual else no_check(q, report)
@@ -324,6 +329,8 @@ def all_or_nothing_checks(q: Question, variable: str, points: list[float], repor
 
 
 def manual_check(q: Question, variable: str, report: ImportReport) -> list[str]:
+    """The lines of a manual check for manual question `q` (worth 0 where otter gives it no points, and the report
+    says so)."""
     points = manual_points(q)
     if q.points is None:
         report.convert(f"{q.name}: manual question without points -> manual check {q.name!r} worth 0 (pending), as "

@@ -62,9 +62,13 @@ class CachedEncoder(torch.nn.Module):
         return torch.float32
 
     def get_input_embeddings(self):
+        """Always CacheMiss: a model that reads the embeddings itself bypasses the cache, so the encoder must run for
+        real."""
         raise CacheMiss("the model reads the encoder's embeddings directly")
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, *args, **kwargs):
+        """The cached hidden states of this batch, as the encoder's own output type; CacheMiss where the call differs
+        in any way from the one cached (other ids, arguments, a mask hiding padding)."""
         self.calls += 1
         if args:
             raise CacheMiss("the encoder was called with more positional arguments than the token ids")

@@ -107,6 +107,7 @@ class Replies:
                 return EOFError(str(exc))
 
     def close(self) -> None:
+        """Close the read end of the worker's replies (already closed: nothing)."""
         try:
             os.close(self.fd)
         except OSError:
@@ -123,9 +124,12 @@ class Pipes:
         self.replies = Replies(r_out)
 
     def fds(self) -> tuple[int, int]:
+        """The judge's two descriptors (requests' write end, replies' read end): what tells a process holding the
+        channel (client.WorkerProcess.sweep_forked compares their files)."""
         return self.stdin.fileno(), self.replies.fd
 
     def close(self) -> None:
+        """Close the judge's ends of both pipes; a worker still reading then sees EOF and ends."""
         for end in (self.stdin, self.replies):
             try:
                 end.close()
@@ -159,6 +163,8 @@ def _after(views: list[memoryview], n: int) -> list[memoryview]:
 
 
 def widen_pipe(fd: int) -> None:
+    """Make the pipe's buffer PIPE_BYTES where the system allows (fewer wake-ups for large messages); otherwise leave
+    it."""
     try:
         import fcntl
 

@@ -12,7 +12,9 @@ from autograder.sandbox.protocol import Handle
 class Requester(Protocol):
     """What a proxy needs of its worker (client.WorkerProcess is one): a request, answered with data."""
 
-    def request(self, op: str, *args: Any, what: str = ..., child_label: str | None = ...) -> Any: ...
+    def request(self, op: str, *args: Any, what: str = ..., child_label: str | None = ...) -> Any:
+        """Send request `op` with `args` to the worker and return its answer, decoded (data, or a Remote labelled
+        `child_label`); `what` names the request in messages about a failure."""
 
 
 HELPERS_LABEL = "grader helpers"  # the label of the assignment's worker helpers (program.Program)
@@ -64,6 +66,7 @@ class Remote:
         self._req("setattr", name, value)
 
     def __call__(self, *args, **kwargs):
+        """Call the object in its worker with these arguments; the result is data or another Remote."""
         return self._req("call", list(args), kwargs, False)
 
     def __getitem__(self, key):
@@ -211,10 +214,12 @@ def remote_attr(obj: Remote, path: str):
 
 
 def remote_type(obj: Remote) -> dict:
+    """The type of the object in its worker, as op_type describes it: {"name", "module", "mro"}."""
     return obj._req("type")
 
 
 def remote_items(obj: Remote) -> list:
+    """The object in its worker iterated to a list (at most 100000 items), each item data or a Remote."""
     return obj._req("items")
 
 
