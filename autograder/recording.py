@@ -61,6 +61,9 @@ def _distributions() -> list[str]:
 
 
 def run_fingerprint(manifest_digest: str, confinement_status: str, cuda: bool) -> str:
+    """SHA-256 (hex) of everything a recording's replies depend on: the release's manifest, this package, Python, the
+    installed distributions, torch, the worker's environment, the confinement's kind and CUDA. A recording replays
+    only where it matches."""
     import torch
 
     parts = {
@@ -101,6 +104,8 @@ def chain(previous: str, header: dict, tensors: dict[str, "torch.Tensor"]) -> st
 
 @dataclass
 class Recording:
+    """The reference's worker as one grading run saw it: its load report, every reply to every check's requests
+    (tensors apart), and its verdicts; valid where its fingerprint matches the run's."""
     fingerprint: str
     defined: dict[str, str]  # the reference worker's LoadReport.defined
     status: str  # its confinement status
@@ -113,6 +118,8 @@ class Recording:
     errors: dict[str, str] = field(default_factory=dict)
 
     def save(self, folder: Path) -> None:
+        """Write it into `folder`: the tensors as safetensors, the rest as JSON (atomically; no timings, so the same
+        build gives the same bytes)."""
         import torch
         from safetensors.torch import save_file
 
@@ -140,6 +147,7 @@ class Recording:
             return None
 
     def reply(self, key: str) -> tuple[dict, dict] | None:
+        """The recorded reply to the request chain `key` as (header, tensors); None where none was recorded."""
         header = self.replies.get(key)
         if header is None:
             return None

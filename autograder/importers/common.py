@@ -32,6 +32,7 @@ class NothingToImport(ImportFailed):
 
 
 def points_text(points: float) -> str:
+    """"1 point", "2.5 points": points as a report's line says them."""
     return f"{points:g} point" + ("" if points == 1 else "s")
 
 
@@ -128,10 +129,12 @@ def top_level_bindings(node) -> set[str]:
 
 
 def loaded_names(tree) -> set[str]:
+    """Every name read (ast.Load) anywhere in `tree`."""
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def statements(sources: list[str]):
+    """The top-level statements of each source in turn (a source that is not Python gives none)."""
     for source in sources:
         tree = parse(source)
         yield from tree.body if tree else []
@@ -189,6 +192,8 @@ def reads_function(reads: set[str]) -> list[str]:
 
 
 def prepare(target: Path, force: bool) -> None:
+    """Make an empty target folder with tests/; one already there is replaced only with `force` (ImportFailed
+    otherwise)."""
     if target.exists():
         if not force:
             raise ImportFailed(f"{target} exists: choose another --name, or --force to replace it")

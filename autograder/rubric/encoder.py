@@ -20,6 +20,7 @@ DEFAULT_ENCODER = "bert-base-uncased"
 
 
 def encoder_source(name: str | os.PathLike | None = None) -> str:
+    """Where the encoder comes from: `name` where given, else $BERT_ENCODER, else bert-base-uncased."""
     return str(name) if name else os.environ.get(ENCODER_ENV) or DEFAULT_ENCODER
 
 
@@ -32,6 +33,7 @@ def _dtype_kwargs() -> dict:
 
 @dataclass
 class Encoder:
+    """The grader's frozen encoder (trusted, in the judge): its model, tokenizer and configuration, from `source`."""
     source: str
     model: torch.nn.Module | None  # float32, eval mode, on `device`; None when only the configuration was loaded
     tokenizer: object
@@ -45,6 +47,7 @@ class Encoder:
 
     @property
     def hidden_size(self) -> int:
+        """The width of its hidden states (the configuration's hidden_size)."""
         return int(self.config.hidden_size)
 
     def export(self, folder: Path) -> Path:
@@ -69,6 +72,7 @@ class Encoder:
         return keep
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Its weights, detached and on the CPU, by state_dict name: what a worker is sent to build the same encoder."""
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
 
 

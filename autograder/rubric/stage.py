@@ -63,6 +63,8 @@ HELPER_SOURCE = (Path(__file__).with_name("worker_side.py")).read_text(encoding=
 
 @dataclass
 class RubricOutcome:
+    """One submission's rubric result: the check's result and the details written beside it (notebook, checkpoint,
+    measurements)."""
     check: CheckResult
     details: dict = field(default_factory=dict)
 
@@ -129,10 +131,14 @@ class RubricRun(CachedEvaluation):
 
     @property
     def pending(self) -> bool:
+        """Whether no device can grade here (the rubric needs a GPU this machine lacks): every submission is then
+        pending."""
         return self.device is None
 
     # -- once per run ---------------------------------------------------------------------------
     def prepare(self) -> None:
+        """Load the encoder, the validation set and the hidden-state cache once, with `threads` torch threads; later
+        calls do nothing."""
         if self.encoder is not None:
             return
         threads = torch.get_num_threads()
@@ -188,6 +194,8 @@ class RubricRun(CachedEvaluation):
 
     # -- one submission -------------------------------------------------------------------------
     def grade(self, notebook: Path, checkpoint: Path) -> RubricOutcome:
+        """Grade one submission's `checkpoint` (with its `notebook` where the kind loads student code) in its own
+        worker; pending where the run has no device. A refused or failing submission gets a failed check saying why."""
         c = self.config
         check = CheckResult(c.name, c.part, c.points, 0.0, FAILED, "", c.visibility)
         start = time.monotonic()

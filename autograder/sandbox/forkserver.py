@@ -113,6 +113,9 @@ class ForkServer:
 
     @classmethod
     def get(cls) -> "ForkServer | None":
+        """This process's fork server, started (or adopted from start_fork_server_early) where none is running; None
+        where fork servers are off, or one failed to start in the last 30 s (workers are then started as new
+        interpreters)."""
         if not fork_server_enabled():
             return None
         with cls._lock:
@@ -160,6 +163,8 @@ class ForkServer:
             child._exited(-signal.SIGKILL)  # its workers died with it (parent-death signal)
 
     def spawn(self, config: dict, env: dict, cwd: str, fds: list[int]) -> Child:
+        """Fork a worker with `config`, `env`, working directory `cwd` and the descriptors `fds` passed to it;
+        OSError where the server refuses or does not answer in START_SECONDS."""
         with self.send_lock:
             send_frame(self.sock, {"config": config, "env": env, "cwd": cwd}, fds)
             try:
