@@ -39,11 +39,14 @@ from autograder.testing import CheckSpec
 from autograder.deferred import graded_by_hand
 
 class BuildError(UserError, ValueError):
+    """A source assignment the build refuses (markers, metadata, configuration): the message says what to fix."""
     pass
 
 
 @dataclass
 class Paths:
+    """The folders of one assignment's build: its source, the student assignment and the release, and what the build
+    noted."""
     source: Path  # solutions/<name>
     assignment: Path  # assignments/<name>
     release: Path  # release/<name>
@@ -54,6 +57,8 @@ class Paths:
 
     @classmethod
     def for_source(cls, source: Path, assignments_root: Path | None = None, release_root: Path | None = None):
+        """The default folders for `source` (solutions/<name>): assignments/<name> and release/<name> beside
+        solutions/, unless roots are given."""
         source = source.resolve()
         root = source.parent.parent
         return cls(source, (assignments_root or root / "assignments") / source.name,
@@ -62,6 +67,8 @@ class Paths:
 
 @dataclass
 class Transformed:
+    """The source notebook transformed: the student notebook, the answer key, the checks of its test cells and the
+    secret lines (for the leak check)."""
     student: dict  # nbformat NotebookNodes (nbformat is imported where notebooks are read and written)
     answer_key: dict
     cell_checks: list[CheckSpec]

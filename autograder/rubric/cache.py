@@ -40,11 +40,14 @@ def cache_key(encoder: Encoder, vset: ValidationSet, precision: str) -> str:
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype:
+    """The autocast dtype of mixed precision on `device`: float16 on CUDA, bfloat16 on the CPU."""
     return torch.float16 if device.type == "cuda" else torch.bfloat16
 
 
 @dataclass
 class HiddenStateCache:
+    """The encoder's last hidden states for every validation batch, in shard files in `folder`; one folder per
+    encoder, validation set and precision (cache_key), reused by any later run with the same three."""
     folder: Path
     shard_of: list[str]  # batch number -> shard file name
     precision: str
@@ -60,6 +63,8 @@ class HiddenStateCache:
 
     @classmethod
     def open(cls, folder: Path) -> "HiddenStateCache | None":
+        """The cache already in `folder`; None where it is missing, of another format, or a shard is gone (it is then
+        computed again)."""
         try:
             manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -47,9 +47,12 @@ class RubricActorBody:
             self.error = f"{type(exc).__name__}: {exc}"
 
     def where(self) -> str:
+        """The cluster node the actor runs on (Ray's node id)."""
         return node_id()
 
     def grade(self, notebook: str, checkpoint: str) -> tuple[RubricOutcome | None, str | None, dict, str]:
+        """Grade one submission as RubricRun.grade does, as (outcome, encoder source, timings, error); where the
+        actor could not prepare, only the error."""
         if self.error:
             return None, None, {}, self.error
         start = time.monotonic()
@@ -76,6 +79,7 @@ def actor_resources(ray, device: str) -> tuple[dict, int]:
 
 
 def pending_outcome(config: RubricConfig, why: str) -> RubricOutcome:
+    """A pending rubric result for a submission that cannot be graded on the cluster, `why` recorded in its details."""
     from autograder.judge import CheckResult
     from autograder.deferred.accuracy.config import pending_message
 

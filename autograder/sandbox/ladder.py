@@ -38,16 +38,21 @@ class ConfinementUnavailable(UserError, RuntimeError):
 
 @dataclass
 class Choice:
+    """The confinement level chosen for the run, the worker's status line at it, and why each stronger level was
+    refused."""
     level: str
     status: str  # the probe's status line, as a worker says it
     refused: list[tuple[str, str]] = field(default_factory=list)  # (level, why) of the rungs above
 
     @property
     def weaker(self) -> bool:
+        """Whether the run is confined less than fully (the commands then say so once)."""
         return self.level != FULL
 
 
 def allowed_levels(trusted: bool) -> tuple[str, ...]:
+    """The levels the run may use, strongest first: `trusted` (resource limits only) only where the run allows it
+    (--trusted-submissions)."""
     return (FULL, RESTRICTED, TRUSTED) if trusted else (FULL, RESTRICTED)
 
 

@@ -49,9 +49,13 @@ class ConfigValue:
 
     @classmethod
     def of(cls, obj) -> "ConfigValue":
+        """A transformers configuration object as a ConfigValue (all settings, not only those differing from the
+        defaults)."""
         return cls(f"transformers.{type(obj).__name__}", json.loads(obj.to_json_string(use_diff=False)))
 
     def valid(self) -> bool:
+        """Whether it names a transformers *Config class by a plain identifier and holds a dict: only such a value is
+        built back into a configuration."""
         name = self.type_name.removeprefix("transformers.")
         return (self.type_name.startswith("transformers.") and name.isidentifier() and name.endswith("Config")
                 and isinstance(self.settings, dict))
@@ -93,6 +97,8 @@ class ValueEncoder:
         self.snapshot = snapshot
 
     def encode(self, obj: Any, depth: int = 0) -> Any:
+        """`obj` as JSON-able data (its tensors collected in `self.tensors`); ValueError for a value nested over 64
+        levels or holding more than `max_items` values."""
         if depth > 64:
             raise ValueError("value nested more than 64 levels deep")
         kind = type(obj)
