@@ -49,13 +49,11 @@ class Unit:
     #                           or "assignment" (any other assignment that a kept statement uses)
 
     def to_wire(self) -> dict:
-        """It as the worker receives it (WorkerSpec.units): plain JSON data."""
         return {"cell": self.cell, "line": self.line, "source": self.source, "names": self.names, "kind": self.kind}
 
 
 @dataclass
 class Skipped:
-    """A cell whose code the grader does not run, and why (a syntax error, a tag, a shell line...)."""
     cell: int
     reason: str
     names: list[str] = field(default_factory=list)  # definitions the cell seemed to hold
@@ -72,15 +70,11 @@ class NotRun:
     changes: list[str] = field(default_factory=list)  # names it changes in place (`a[i, j] = ...`, `xs.append(x)`)
 
     def explain(self, name: str) -> str:
-        """The message for a NameError on `name`: the cell and line that bind it, and why the grader did not run
-        them."""
         return f"`{name}` is bound in cell {self.cell}, line {self.line}, which the grader did not run: {self.reason}"
 
 
 @dataclass
 class Extraction:
-    """What the grader takes from a notebook: the statements to run in the worker, the cells skipped and the bindings
-    not run (for messages)."""
     units: list[Unit]
     skipped: list[Skipped]
     not_run: list[NotRun] = field(default_factory=list)
