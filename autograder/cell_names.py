@@ -77,6 +77,7 @@ def definitions_at_top(source: str) -> dict[str, str]:
 
 @per_source
 def names_read(source: str) -> frozenset[str]:
+    """Every name a cell's code reads (ast.Load); none where it does not parse."""
     try:
         tree = cell_tree(source)
     except SyntaxError:
@@ -111,6 +112,7 @@ def shared_with(source: str, earlier: list[tuple[str, str]]) -> list[tuple[str, 
 
 @dataclass(frozen=True)
 class GradedCell:
+    """A test cell of a notebook as the caveat checks see it: its number, check name, part and source."""
     number: int  # the cell's number in the notebook, 1-based
     name: str
     part: str

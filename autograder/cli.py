@@ -83,6 +83,8 @@ def _user_errors() -> tuple:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The `autograder` argument parser: one subcommand per entry of commands_dict, each command created to declare
+    its arguments."""
     p = argparse.ArgumentParser(prog="autograder", description="Build, verify and grade notebook assignments.")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name in commands_dict:
@@ -100,6 +102,8 @@ def parse(argv: list[str] | None) -> tuple[Command, argparse.Namespace]:
 
 
 def run(command: Command, args: argparse.Namespace) -> int:
+    """Run `command` and return its exit code: a user error is one line and 2; an interruption or a full disk is
+    one line and its own code (say_interrupted, say_disk_full). Anything else propagates: it is the grader's fault."""
     try:
         return command.run(args)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM / SIGHUP (Terminated); first: the clause below

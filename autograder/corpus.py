@@ -27,6 +27,7 @@ CORPUS_DIR = "corpus"
 
 
 class CorpusError(UserError, ValueError):
+    """A corpus item or module the grader refuses: the message names it and says why."""
     pass
 
 
@@ -107,6 +108,7 @@ class Bug(Edits):
 
 @dataclass
 class Corpus:
+    """An assignment's corpus: its VARIANTS and BUGS from all its modules together."""
     variants: list[Variant]
     bugs: list[Bug]
 
@@ -228,6 +230,7 @@ def lost_points(result) -> dict[str, str]:
 
 
 def in_part(part: str, confined_to: str) -> bool:
+    """Whether check part `part` lies in the part an item is confined to: the same name, or one that starts with it."""
     return part == confined_to or part.startswith(confined_to)
 
 

@@ -70,6 +70,7 @@ BUGS = [  # wrong: loses points on the named checks, with a message containing t
 
 
 class ScaffoldError(ValueError):
+    """A new assignment that cannot be made (its name is not an identifier)."""
     pass
 
 
@@ -79,6 +80,8 @@ def _nbgrader(grade_id: str, **flags) -> dict:
 
 
 def notebook(title: str):
+    """The source notebook of a new assignment titled `title`: an introduction, one part with a solution cell (relu)
+    and its public test cell, with nbgrader metadata."""
     import nbformat
 
     v4 = nbformat.v4

@@ -12,6 +12,8 @@ from autograder.commands.base import Command
 
 
 class CommandInfo(NamedTuple):
+    """Where a verb's Command lives (module and class, imported only when the verb runs) and its one-line summary for
+    --help."""
     module_path: str
     class_name: str
     summary: str

@@ -23,6 +23,7 @@ def positive(kind):
 
 
 class Command:
+    """One verb of the command line; its subclass is named in commands_dict and created once per run of the CLI."""
     name = ""
     summary = ""
     starts_workers = False  # runs student or reference code: restarted clean, with its own fork server

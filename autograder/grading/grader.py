@@ -241,6 +241,8 @@ class Grader:
         return self._reference_as_submission
 
     def close(self) -> None:
+        """Kill every worker it holds (the judge's, the next submission's, the reference's); the Grader cannot grade
+        after it."""
         self.judge.close()
         if self._next_worker is not None:
             self._next_worker.kill()
@@ -271,6 +273,7 @@ class Grader:
 
     @property
     def isolation_status(self) -> str:
+        """The confinement status line of the reference's worker ("" before it has loaded)."""
         report = self.reference.worker.report
         return report.status if report else ""
 

@@ -44,11 +44,14 @@ def is_v0(nb) -> bool:
 
 
 def is_test(cell) -> bool:
+    """Whether a code cell is an otter v0 test cell: its first line a `## Test ##` or `# TEST` marker (hidden ones
+    too) or a test config block."""
     lines = cell_source(cell).split("\n")
     return cell.get("cell_type") == "code" and bool(_TEST.match(lines[0]))
 
 
 def is_markdown_solution(cell) -> bool:
+    """Whether a markdown cell holds a written answer (a bold "Solution:" line, as otter v0 finds them)."""
     return cell.get("cell_type") == "markdown" and any(_MD_SOLUTION.match(line)
                                                         for line in cell_source(cell).split("\n"))
 

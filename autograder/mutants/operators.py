@@ -58,6 +58,7 @@ OPERATORS = ("scale", "dim", "transpose", "mask", "dropout", "residual", "addend
 
 @dataclass(frozen=True)
 class Edit:
+    """Replace the text between two offsets of a definition's text by `text`."""
     start: int  # character offsets in the definition's text
     end: int
     text: str
@@ -65,6 +66,8 @@ class Edit:
 
 @dataclass(frozen=True)
 class Mutation:
+    """One small wrong change of a reference definition (an operator's edits), with the text it gives and the code
+    that must run for it to matter."""
     operator: str
     description: str
     line: int  # 1-based line of the definition's text where the first edit starts

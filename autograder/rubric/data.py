@@ -111,10 +111,12 @@ class ValidationSet:
 
     @property
     def n(self) -> int:
+        """The number of reviews, all batches together."""
         return sum(len(b) for b in self.label_batches)
 
     @property
     def labels(self) -> torch.Tensor:
+        """All labels in evaluation order, as one long tensor (empty where there are none)."""
         return torch.cat(self.label_batches) if self.label_batches else torch.zeros(0, dtype=torch.long)
 
 

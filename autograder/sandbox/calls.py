@@ -40,6 +40,7 @@ class Calls:
         return ValueEncoder(on_unknown=functools.partial(self.encode_remote, pickled), by_value=True, sources=sources)
 
     def new_check(self) -> None:
+        """Forget the judge's functions passed during the last check: a JudgeFunction's id is valid within one check."""
         self.judge_functions.clear()
 
     def judge_function_reply(self, callback: dict, tensors: dict) -> tuple[dict, dict]:
@@ -144,6 +145,7 @@ def called_name(op: str, args: tuple) -> str | None:
 
 
 def no_handles(handle: Handle):
+    """The decoder's answer to a handle where none may come: ProtocolError."""
     raise ProtocolError("unexpected object handle")
 
 

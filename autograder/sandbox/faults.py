@@ -14,10 +14,12 @@ class WorkerError(Exception):
 
 
 class WorkerTimeout(WorkerError):
+    """The worker did not answer by the request's deadline."""
     pass
 
 
 class WorkerDied(WorkerError):
+    """The worker ended, could not be loaded, or sent a reply that is not the answer to the request."""
     pass
 
 

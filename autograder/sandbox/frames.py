@@ -12,6 +12,7 @@ FRAME = struct.Struct("<Q")
 
 
 def send_frame(sock: socket.socket, data: dict, fds: Sequence[int] = ()) -> None:
+    """Send `data` as one length-framed JSON message, the descriptors `fds` passed with it (SCM_RIGHTS)."""
     payload = json.dumps(data).encode()
     blob = FRAME.pack(len(payload)) + payload
     if fds:
@@ -47,5 +48,6 @@ class Channel:
             self.buf += data
 
     def take_fds(self, n: int) -> list[int]:
+        """The first `n` descriptors received and not yet taken, in order of arrival (fewer where fewer came)."""
         fds, self.fds = self.fds[:n], self.fds[n:]
         return fds

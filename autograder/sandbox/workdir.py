@@ -86,6 +86,8 @@ class NotebookFolder:
 
     @contextlib.contextmanager
     def entered(self) -> Iterator[None]:
+        """A context in which the working directory is the folder (made first where it was not), and the one before
+        after it."""
         if self._made is None:
             self.fresh()
         if self._made is None or self.path is None:
@@ -105,6 +107,7 @@ class NotebookFolder:
                 os.close(before)
 
     def cleanup(self) -> None:
+        """Remove the folder; the next use makes it again."""
         if self._scratch is not None:
             self._scratch.cleanup()
             self._scratch = None
@@ -113,6 +116,7 @@ class NotebookFolder:
 
 @contextlib.contextmanager
 def environment_set(variables: dict[str, str]) -> Iterator[None]:
+    """A context in which os.environ has `variables`; each variable is put back after it as it was (or unset)."""
     before = {name: os.environ.get(name) for name in variables}
     os.environ.update(variables)
     try:
