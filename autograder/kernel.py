@@ -118,6 +118,8 @@ class Translating(Remote):
 
     def __call__(self, *args, **kwargs):
         # the call works on the cell's objects as in a kernel: what it changes in them is written back (changes.py)
+        """Call the object in its worker as a cell's call: under the cell's settings, its changes to the cell's
+        objects written back."""
         return _translate(lambda: Remote._req(self, "call_updating", list(args), kwargs, False, _cell_settings()))
 
     def __getattr__(self, name):

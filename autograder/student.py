@@ -71,6 +71,8 @@ def public_checks(nb) -> list[dict]:
 
 
 def encode(checks: list[dict], title: str = "") -> str:
+    """The public checks and the title packed for the setup cell: JSON, zlib-compressed, base64 (ASCII); the
+    notebook's check() unpacks it."""
     data = json.dumps({"title": title, "checks": checks}, sort_keys=True, separators=(",", ":")).encode()
     return base64.b64encode(zlib.compress(data, 9)).decode("ascii")
 

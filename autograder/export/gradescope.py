@@ -479,6 +479,8 @@ def run(root: Path, release_dir: Path, forget_release: bool = False) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m autograder.entrypoints gradescope run --release DIR`: grade the submission in Gradescope's
+    /autograder (or --root) and write its results.json; the exit code."""
     p = argparse.ArgumentParser(prog="python -m autograder.entrypoints gradescope")
     sub = p.add_subparsers(dest="op", required=True)
     r = sub.add_parser("run", help="grade /autograder/submission (what run_autograder calls)")

@@ -23,6 +23,7 @@ TABLE = "grades.csv"
 
 
 def load_result(out_dir: Path, sub_id: str) -> SubmissionResult | None:
+    """The result written for submission `sub_id` in `out_dir` (its grading.json); None where there is none."""
     path = out_dir / sub_id / "grading.json"
     if not path.is_file():
         return None

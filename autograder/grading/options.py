@@ -13,6 +13,8 @@ from autograder.sandbox import Confinement, level_of
 
 @dataclass
 class GradeOptions:
+    """How one grading run is done, as the grade command (or a caller of the library) sets it: where results go,
+    output, CUDA, confinement, jobs, cluster."""
     out_dir: Path
     quiet: bool = False
     cuda: bool | None = None  # None: detect

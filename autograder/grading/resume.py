@@ -172,6 +172,8 @@ def _marker(folder: Path) -> dict:
 
 
 def release_fingerprint(release: Release) -> str:
+    """SHA-256 (hex) of the release's manifest (of its configuration where it has none): a result graded by another
+    release is graded again."""
     manifest = release.dir / "manifest.json"
     data = manifest.read_bytes() if manifest.is_file() else json.dumps(release.config.to_dict()).encode()
     return hashlib.sha256(data).hexdigest()

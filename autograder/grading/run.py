@@ -148,6 +148,9 @@ class Run:
         self.progress = Progress(len(paths), len(paths) - len(self.todo), self.jobs, options.quiet, options.progress)
 
     def finish(self, i: int, result: SubmissionResult) -> None:
+        """Take submission `i`'s result: write it (and its fingerprint, so a later run can keep it) into its folder,
+        the grade table now and then, and the progress line. Stops, writing nothing, where the results folder is no
+        longer this command's."""
         ensure_held(self.out)  # DIR removed or replaced under this command: stop, write nothing into another's folder
         result.file = str(self.given[i])  # not the staged copy it was graded from
         note = self.notes.get(result.submission)

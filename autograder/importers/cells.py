@@ -67,6 +67,7 @@ class ListedImports:
 
 
 def bound_names(statement: str) -> list[str]:
+    """The top-level names an import statement binds (`import a.b` binds `a`; `*` binds none here)."""
     names = []
     for node in ast.walk(ast.parse(statement)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):

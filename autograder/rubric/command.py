@@ -64,6 +64,8 @@ def _names_list(items: list[str], n: int = 3) -> str:
 
 
 def checkpoint_path(notebook: Path, sub_id: str, name: str, checkpoint_dir: Path | None) -> Path:
+    """Where a submission's checkpoint file `name` is: under `checkpoint_dir`/<sub_id>/ where given, else beside its
+    notebook."""
     if checkpoint_dir is not None:
         return checkpoint_dir / sub_id / name
     return notebook.parent / name

@@ -66,6 +66,8 @@ class Watch:
         return id(t), t._version, t.data_ptr(), copy
 
     def changes(self) -> dict:
+        """What the call changed in the objects it was given: {"tensors": name -> new value, "objects": index -> new
+        state}, only those that differ."""
         tensors = {name: t for name, t in self.tensors.items() if _differs(self.before[name], t)}
         objects = {}
         for i, obj in self.objects.items():

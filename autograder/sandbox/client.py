@@ -29,6 +29,8 @@ from autograder.sandbox.values import Decoder
 
 @dataclass
 class LoadReport:
+    """What loading a notebook's definitions in a worker gave: the names defined (and of what kind), the statements
+    that failed, the confinement and memory status."""
     defined: dict[str, str]  # name -> "module" | "callable" | "value" (data, or an object that is not callable)
     errors: dict[int, str]  # unit index -> what went wrong while running it
     status: str  # isolation status line
@@ -125,6 +127,10 @@ class WorkerProcess(WorkerLifecycle):
 
     # -- requests -----------------------------------------------------------------------------
     def request(self, op: str, *args, what: str = "", child_label: str | None = None):
+        """Send request `op` with `args` and return the answer, decoded: data, or a Remote labelled `child_label`. A
+        test cell's call (`call_updating`) writes what it changed back into the judge's objects. Raises StudentError
+        (what student code raised), MissingName, TrippedCall or a WorkerError; `what` names the request in their
+        messages."""
         if self._calls.running_judge_function:  # the worker waits for that function's answer, not for a request
             raise TypeError("a function passed to student code cannot call the student's code itself")
         pickled: list = []  # the judge's objects that go pickled, in one pickle (Pickled)
@@ -200,6 +206,8 @@ class WorkerProcess(WorkerLifecycle):
         return reply, tensors
 
     def decode_reply(self, reply: dict, tensors: dict, what: str, child_label: str | None = None):
+        """The value of a raw reply; the error it carries raised as StudentError (MissingName, TrippedCall where it
+        says so), WorkerDied for a reply that is neither."""
         if "error" in reply:
             defined = self.report.defined if self.report else {}
             error = StudentError(what, reply["error"] if isinstance(reply["error"], dict) else {}, self.explain_name,

@@ -33,6 +33,7 @@ class StopCause(enum.Enum):
 
     @property
     def system(self) -> bool:
+        """Whether this cause is the machine's or the grader's, never the student's."""
         return self in (StopCause.STOPPED_FOR_THE_MACHINE, StopCause.FORK_SERVER_GONE, StopCause.RUN_MEMORY_LIMIT,
                         StopCause.KILLED_FROM_OUTSIDE)
 

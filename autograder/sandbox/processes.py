@@ -180,6 +180,7 @@ class MemoryMonitor:
 
     @classmethod
     def watch(cls, worker) -> None:
+        """Watch `worker` from this process's monitor (started on first use, and again in a forked child)."""
         with cls._lock:
             if cls._instance is None or cls._instance.owner != os.getpid():
                 cls._instance = cls()

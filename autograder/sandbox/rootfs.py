@@ -85,6 +85,7 @@ def library_dirs() -> list[str]:
 
 
 def cache_paths() -> list[str]:
+    """The model and data caches named in the environment (HF_HOME, TORCH_HOME...): a worker sees them read-only."""
     return [os.environ[v] for v in CACHE_VARIABLES if os.environ.get(v)]
 
 

@@ -38,6 +38,7 @@ class Scratch:
             pass
 
     def cleanup(self) -> None:
+        """Remove the folder and release its lock; calling it again does nothing."""
         if self._fd is None:
             return
         shutil.rmtree(self.name, ignore_errors=True)
