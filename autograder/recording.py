@@ -118,8 +118,8 @@ class Recording:
     errors: dict[str, str] = field(default_factory=dict)
 
     def save(self, folder: Path) -> None:
-        """Write it into `folder`: the tensors as safetensors, the rest as JSON (atomically; no timings, so the same
-        build gives the same bytes)."""
+        """Write it into `folder`: the tensors as safetensors, the rest as JSON written atomically (no timings: the
+        same build gives the same bytes)."""
         import torch
         from safetensors.torch import save_file
 

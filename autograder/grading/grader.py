@@ -241,8 +241,7 @@ class Grader:
         return self._reference_as_submission
 
     def close(self) -> None:
-        """Kill every worker it holds (the judge's, the next submission's, the reference's); the Grader cannot grade
-        after it."""
+        """Kill every worker it holds: the judge's, the next submission's, the reference's."""
         self.judge.close()
         if self._next_worker is not None:
             self._next_worker.kill()

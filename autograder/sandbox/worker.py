@@ -277,8 +277,8 @@ class Worker:
 
     # -- requests -------------------------------------------------------------------------------
     def handle(self, header: dict, tensors: dict) -> None:
-        """Answer one request (`header["op"]`, arguments decoded from `tensors`): exactly one reply or error goes
-        back, whatever student code raises, SystemExit included."""
+        """Answer one request (`header["op"]`, arguments decoded from `tensors`): `load` as load() does, any other
+        with exactly one reply or error, whatever student code raises (SystemExit included)."""
         op = header.get("op")
         self._number = header.get("n")  # the reply names the request it answers (client.WorkerProcess.roundtrip)
         if op == "load":
