@@ -4,6 +4,8 @@ a script). Each module can be read at once: none is over MAX_LINES lines but tho
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,12 +54,15 @@ def test_every_module_of_the_package_is_in_the_architecture_tree():
 
 
 def test_every_python_m_entry_point_named_exists():
+    """Each `python -m autograder...` a docstring or a doc names runs: the module exists and runs as a script (run
+    here with no arguments: the process map prints its usage, a module such as autograder.pins its output), and a
+    role named for autograder.entrypoints is one of its ROLES."""
     import autograder.entrypoints as entrypoints
 
     texts = [p.read_text(encoding="utf-8") for p in [*PACKAGE.rglob("*.py"), *(ROOT / "docs").glob("*.md"),
                                                       ROOT / "README.md"]]
-    named = {m for t in texts for m in re.findall(r"python -[A-Za-z]* ?-m (autograder[\w.]*)(?: ([\w-]+))?", t)}
-    assert named
+    named = {m for t in texts for m in re.findall(r"python3? (?:-[A-Za-z]+ )*-m (autograder[\w.]*)(?: ([\w-]+))?", t)}
+    assert ("autograder.pins", "") in named and ("autograder.entrypoints", "worker") in named
     for module, role in sorted(named):
         path = PACKAGE.parent / (module.replace(".", "/") + ".py")
         package_main = PACKAGE.parent / module.replace(".", "/") / "__main__.py"
@@ -66,6 +71,10 @@ def test_every_python_m_entry_point_named_exists():
         assert package_main.is_file() or '__name__ == "__main__"' in source, f"`python -m {module}` runs nothing"
         if module == "autograder.entrypoints" and role and not role.isupper():
             assert role in entrypoints.ROLES, f"`python -m autograder.entrypoints {role}`: no such role"
+    for module in sorted({m for m, _ in named}):
+        done = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        ran = done.returncode == 0 or "usage: python -m " + module in done.stderr
+        assert ran, f"`python -m {module}`: exit {done.returncode}: {done.stderr[-500:]}"
 
 
 MAX_LINES = 600
