@@ -174,10 +174,18 @@ def with_cell_ids(text: str) -> str:
     taken = {c["id"] for c in cells if isinstance(c.get("id"), str)}
     for index, cell in enumerate(cells):
         if "id" not in cell:
-            cell["id"] = next(f"cell-{index}{suffix}" for suffix in ("", *(f"-{n}" for n in range(1, len(cells) + 2)))
-                              if f"cell-{index}{suffix}" not in taken)
+            cell["id"] = _free_id(f"cell-{index}", taken)
             taken.add(cell["id"])
     return json.dumps(nb)
+
+
+def _free_id(base: str, taken: set[str]) -> str:
+    """`base`, or `base-1`, `base-2`... where a cell of the source already holds it."""
+    candidate, n = base, 0
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
 
 
 def build(source: Path, assignments_root: Path | None = None, release_root: Path | None = None) -> Paths:
